@@ -1,0 +1,43 @@
+// The .memrec file format (docs/format.md): a header, then zstd-compressed chunks appended as a program runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "memrec/snapshot.h"
+
+namespace memrec {
+
+inline constexpr uint32_t kFormatVersion = 1;
+
+// Streaming writer. Each flush() appends what the snapshot gained since the previous flush as self-contained
+// chunks, so a process killed mid-run leaves a file readable up to its last complete chunk.
+// Tables in `s` must only grow between calls; scopes may be closed (end_ns set) after they were flushed.
+class Writer {
+ public:
+  explicit Writer(const std::string& path);  // throws Error when the file cannot be created
+  ~Writer();                                 // closes with the last state given, if close() was not called
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  void flush(const Snapshot& s);
+  // Flushes, then writes the end state (segments, metadata, drop count) and the footer that marks the file complete.
+  void close(const Snapshot& s);
+  uint64_t bytes_written() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+void write_file(const Snapshot& s, const std::string& path);
+
+// Reads and validates a whole file; throws Error with a clear message on anything malformed.
+// A file without its footer (writer killed) reads up to its last complete chunk, with complete = false.
+Snapshot read_file(const std::string& path);
+
+// True when the file starts with the .memrec magic.
+bool is_memrec_file(const std::string& path);
+
+}  // namespace memrec

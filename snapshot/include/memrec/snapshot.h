@@ -1,0 +1,200 @@
+// The memrec data model: a memory history as recorded from libtorch's caching allocator.
+// No torch, no GL: everything here is plain data that the recorder fills and the CLI/viewer read.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace memrec {
+
+// Every failure on bad input is reported as this, with a message fit for the user.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The allocator's trace actions (c10/cuda/CUDACachingAllocator.h TraceEntry::Action) in PyTorch's spelling.
+enum class Action : uint8_t {
+  alloc,
+  free_requested,
+  free_completed,
+  segment_alloc,
+  segment_free,
+  segment_map,
+  segment_unmap,
+  oom,
+  snapshot,
+  user_defined,
+};
+inline constexpr int kActionCount = 10;
+std::string_view to_string(Action a);
+std::optional<Action> action_from_string(std::string_view s);
+
+// One allocator action. 40 bytes: the viewer keeps millions of these resident.
+// For `oom`, addr holds the bytes the device had free and size the bytes requested (as PyTorch does).
+struct Event {
+  int64_t time_ns = 0;       // CLOCK_REALTIME nanoseconds
+  uint64_t addr = 0;
+  uint64_t size = 0;         // bytes as the trace reports them: requested bytes for alloc/free, segment bytes
+  uint32_t stack = 0;        // Snapshot::stacks id; 0 = no stack
+  uint32_t scope = 0;        // Snapshot::scopes id of the innermost scope; 0 = none
+  uint32_t rounding = 0;     // block size - size when known (allocator rounding), else 0; saturates
+  uint16_t stream = 0;       // Snapshot::streams id
+  Action action = Action::alloc;
+  uint8_t device = 0;
+
+  uint64_t block_size() const { return size + rounding; }
+  bool operator==(const Event&) const = default;
+};
+static_assert(sizeof(Event) == 40);
+
+// Interned strings; id 0 is the empty string.
+class StringTable {
+ public:
+  StringTable();
+  uint32_t intern(std::string_view s);
+  const std::string& operator[](uint32_t id) const { return strings_.at(id); }
+  size_t size() const { return strings_.size(); }
+  const std::vector<std::string>& all() const { return strings_; }
+  // Replaces the whole table (used by readers); rebuilds the index.
+  void assign(std::vector<std::string> strings);
+  bool operator==(const StringTable& o) const { return strings_ == o.strings_; }
+
+ private:
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, uint32_t> index_;
+};
+
+// A code location. pc is the raw return address (0 when unknown, e.g. imported from a pickle).
+struct Frame {
+  uint64_t pc = 0;
+  uint32_t function = 0;  // string ids
+  uint32_t file = 0;
+  uint32_t library = 0;
+  uint32_t line = 0;
+  bool operator==(const Frame&) const = default;
+};
+
+class FrameTable {
+ public:
+  uint32_t intern(const Frame& f);
+  const Frame& operator[](uint32_t id) const { return frames_.at(id); }
+  size_t size() const { return frames_.size(); }
+  const std::vector<Frame>& all() const { return frames_; }
+  void assign(std::vector<Frame> frames);
+  bool operator==(const FrameTable& o) const { return frames_ == o.frames_; }
+
+ private:
+  std::vector<Frame> frames_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> index_;  // hash -> candidate ids
+};
+
+// Call stacks as lists of frame ids, innermost first (PyTorch's order). Stack 0 is the empty stack.
+class StackTable {
+ public:
+  StackTable();
+  uint32_t intern(std::span<const uint32_t> frames);
+  std::span<const uint32_t> operator[](uint32_t id) const;
+  size_t size() const { return offsets_.size() - 1; }
+  const std::vector<uint32_t>& offsets() const { return offsets_; }
+  const std::vector<uint32_t>& frame_ids() const { return frames_; }
+  // Replaces the table; validates offsets (throws Error) and rebuilds the index.
+  void assign(std::vector<uint32_t> offsets, std::vector<uint32_t> frame_ids);
+  bool operator==(const StackTable& o) const {
+    return offsets_ == o.offsets_ && frames_ == o.frames_;
+  }
+
+ private:
+  std::vector<uint32_t> offsets_;  // stack i = frames_[offsets_[i], offsets_[i+1])
+  std::vector<uint32_t> frames_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> index_;
+};
+
+enum class ScopeKind : uint8_t { phase, module, op, step, annotation };
+std::string_view to_string(ScopeKind k);
+
+// A named interval on the same clock as events. Scope 0 is a sentinel meaning "no scope".
+struct Scope {
+  int64_t start_ns = 0;
+  int64_t end_ns = -1;  // -1 while still open (e.g. a recording cut short)
+  uint32_t name = 0;    // string id
+  uint32_t parent = 0;  // enclosing scope id, 0 = none
+  ScopeKind kind = ScopeKind::op;
+  uint8_t device = 0;
+  bool operator==(const Scope&) const = default;
+};
+
+enum class KernelKind : uint8_t { kernel, memcpy, memset };
+std::string_view to_string(KernelKind k);
+
+// A GPU activity record (CUPTI): kernel, memcpy or memset.
+struct Kernel {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t correlation = 0;
+  uint64_t bytes = 0;  // memcpy/memset bytes
+  uint32_t name = 0;   // string id
+  uint16_t stream = 0; // Snapshot::streams id
+  KernelKind kind = KernelKind::kernel;
+  uint8_t device = 0;
+  bool operator==(const Kernel&) const = default;
+};
+
+enum class BlockState : uint8_t { active_allocated, active_pending_free, inactive };
+std::string_view to_string(BlockState s);
+std::optional<BlockState> block_state_from_string(std::string_view s);
+
+struct Block {
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t requested_size = 0;
+  uint32_t stack = 0;
+  BlockState state = BlockState::inactive;
+  bool operator==(const Block&) const = default;
+};
+
+// One reserved segment and its blocks, as PyTorch's snapshot()["segments"] lists them.
+struct Segment {
+  uint64_t addr = 0;
+  uint64_t total_size = 0;
+  uint64_t allocated_size = 0;
+  uint64_t active_size = 0;
+  uint64_t requested_size = 0;
+  int64_t pool_id[2] = {0, 0};
+  uint32_t stack = 0;
+  uint16_t stream = 0;
+  uint8_t device = 0;
+  bool is_large = true;
+  bool is_expandable = false;
+  std::vector<Block> blocks;
+  bool operator==(const Segment&) const = default;
+};
+
+// A whole recording. Events of one device are in allocator order; devices may interleave.
+struct Snapshot {
+  // Run metadata: "command", "workload", "torch_version", "allocator_settings" (JSON text), "device.0.name", ...
+  std::map<std::string, std::string> metadata;
+  StringTable strings;
+  FrameTable frames;
+  StackTable stacks;
+  std::vector<uint64_t> streams{0};  // raw stream handles; id 0 is the default stream
+  std::vector<Scope> scopes{Scope{}};
+  std::vector<Event> events;
+  std::vector<Kernel> kernels;
+  std::vector<Segment> segments_start;  // allocator state when recording began (may be empty/unknown)
+  std::vector<Segment> segments_end;    // allocator state when recording ended
+  bool has_segments_start = false;
+  uint64_t dropped_events = 0;  // events the recorder could not keep (buffer full, caps)
+  bool complete = true;         // false when read from a file whose writer never closed it
+
+  uint16_t intern_stream(uint64_t raw);
+  bool operator==(const Snapshot&) const = default;
+};
+
+}  // namespace memrec

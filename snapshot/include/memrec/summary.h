@@ -1,0 +1,25 @@
+// Human-readable summaries shared by `memrec info`, `memrec run` and the viewer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memrec/snapshot.h"
+
+namespace memrec {
+
+// "1.5 GiB (1610612736 bytes)"-style without the bytes: "1.50 GiB".
+std::string format_bytes(uint64_t bytes);
+// Duration in the largest unit that keeps it above 1: "12.3 ms".
+std::string format_duration(int64_t ns);
+// A frame as "function (file:line)" or "function (library)" when no file is known.
+std::string format_frame(const Snapshot& s, uint32_t frame_id);
+// The first `n` frames of a stack that say where the program allocated: unwinder, recorder and
+// allocator-internal frames are skipped (the way memory_viz filters them).
+std::vector<uint32_t> top_frames(const Snapshot& s, uint32_t stack, size_t n);
+
+// The whole `memrec info` report.
+std::string info_report(const Snapshot& s);
+
+}  // namespace memrec

@@ -1,0 +1,27 @@
+#include "memrec/load.h"
+
+#include <fstream>
+
+#include "memrec/format.h"
+#include "memrec/pickle.h"
+
+namespace memrec {
+namespace {
+
+constexpr unsigned char kPickleProto = 0x80;
+
+int first_byte(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open " + path);
+  return in.get();
+}
+
+}  // namespace
+
+Snapshot load_snapshot(const std::string& path) {
+  if (is_memrec_file(path)) return read_file(path);
+  if (first_byte(path) == kPickleProto) return import_pickle_file(path);
+  throw Error(path + " is neither a .memrec file nor a pickle snapshot");
+}
+
+}  // namespace memrec
