@@ -1,0 +1,101 @@
+// The memrec binary end to end: import/export/info on real PyTorch pickles, and bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/process.h"
+#include "memrec/summary.h"
+
+namespace memrec {
+namespace {
+
+using testing::CommandResult;
+using testing::quote;
+using testing::run_command;
+using testing::TempDir;
+
+const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+
+CommandResult memrec(const std::string& args) { return run_command(quote(MEMREC_BINARY) + " " + args); }
+
+uint64_t python_peak(const std::string& pickle) {
+  auto r = run_command("python3 " + quote(std::string(MEMREC_SOURCE_DIR) + "/tests/scripts/replay_reference.py") +
+                       " " + quote(pickle));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return nlohmann::json::parse(r.output)[0]["allocated"].get<uint64_t>();
+}
+
+void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+// One clear line on stderr, a non-zero exit, no crash.
+void expect_clean_failure(const CommandResult& r) {
+  EXPECT_GT(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
+  EXPECT_LE(std::count(r.output.begin(), r.output.end(), '\n'), 3) << r.output;
+}
+
+TEST(Cli, InfoShowsThePeakOfARealPickle) {
+  auto r = memrec("info " + quote(kFixture));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("peak allocated  " ), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(format_bytes(python_peak(kFixture))), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("alloc                     385"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("largest live allocations"), std::string::npos) << r.output;
+}
+
+TEST(Cli, ImportThenInfoAgrees) {
+  TempDir dir;
+  auto imported = memrec("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec"));
+  ASSERT_EQ(imported.exit_code, 0) << imported.output;
+  auto from_pickle = memrec("info " + quote(kFixture));
+  auto from_memrec = memrec("info " + quote(dir / "run.memrec"));
+  ASSERT_EQ(from_memrec.exit_code, 0) << from_memrec.output;
+  EXPECT_EQ(from_pickle.output, from_memrec.output);
+  EXPECT_LT(std::filesystem::file_size(dir / "run.memrec"), std::filesystem::file_size(kFixture) / 4);
+}
+
+TEST(Cli, ExportOpensInPythonWithTheSamePeak) {
+  TempDir dir;
+  ASSERT_EQ(memrec("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec")).exit_code, 0);
+  auto exported = memrec("export " + quote(dir / "run.memrec") + " -o " + quote(dir / "run.pickle"));
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_EQ(python_peak(dir / "run.pickle"), python_peak(kFixture));
+}
+
+TEST(Cli, GarbageInputIsOneClearError) {
+  TempDir dir;
+  write(dir / "garbage.bin", "this is not a snapshot at all");
+  expect_clean_failure(memrec("info " + quote(dir / "garbage.bin")));
+  write(dir / "empty.bin", "");
+  expect_clean_failure(memrec("info " + quote(dir / "empty.bin")));
+  std::ifstream in(kFixture, std::ios::binary);
+  std::string half(std::filesystem::file_size(kFixture) / 2, '\0');
+  in.read(half.data(), static_cast<std::streamsize>(half.size()));
+  write(dir / "half.pickle", half);
+  expect_clean_failure(memrec("info " + quote(dir / "half.pickle")));
+  expect_clean_failure(memrec("import " + quote(dir / "half.pickle") + " -o " + quote(dir / "x.memrec")));
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.memrec"));
+}
+
+TEST(Cli, HostilePickleIsRejectedWithoutRunningAnything) {
+  TempDir dir;
+  std::string marker = dir / "pwned";
+  // Protocol 0 GLOBAL + REDUCE calling os.system: the classic pickle exploit.
+  write(dir / "evil.pickle", "\x80\x02" "cos\nsystem\n(S'touch " + marker + "'\ntR.");
+  expect_clean_failure(memrec("info " + quote(dir / "evil.pickle")));
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+TEST(Cli, WrongFlagsAndPathsFailCleanly) {
+  EXPECT_GT(memrec("info --no-such-flag " + quote(kFixture)).exit_code, 0);
+  EXPECT_GT(memrec("info /no/such/file.memrec").exit_code, 0);
+  EXPECT_GT(memrec("frobnicate").exit_code, 0);
+  expect_clean_failure(memrec("import " + quote(kFixture) + " -o /no/such/dir/run.memrec"));
+  expect_clean_failure(memrec("export " + quote(kFixture) + " -o /no/such/dir/run.pickle"));
+}
+
+}  // namespace
+}  // namespace memrec
