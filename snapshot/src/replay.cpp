@@ -70,7 +70,7 @@ uint64_t initial_reserved(const Snapshot& s, std::span<const uint32_t> events, u
 
 }  // namespace
 
-Replay::Replay(const Snapshot& s, uint8_t device) : s_(s) {
+Replay::Replay(const Snapshot& s, uint8_t device) : s_(s), device_(device) {
   for (uint32_t i = 0; i < s.events.size(); ++i)
     if (s.events[i].device == device) events_.push_back(i);
 

@@ -57,6 +57,7 @@ class Replay {
 
   // Indices into Snapshot::events of this device's events, in order; a "step" is a position in this list.
   std::span<const uint32_t> events() const { return events_; }
+  uint8_t device() const { return device_; }
   const Totals& initial() const { return initial_; }
   const Totals& after(uint32_t step) const { return step == kNoEvent ? initial_ : after_.at(step); }
   const Peak& peak_allocated() const { return peak_allocated_; }
@@ -70,6 +71,7 @@ class Replay {
 
  private:
   const Snapshot& s_;
+  uint8_t device_;
   std::vector<uint32_t> events_;
   Totals initial_;
   std::vector<Totals> after_;

@@ -1,0 +1,74 @@
+// What live memory is: categories from phases and lifetimes, grouping of the live blocks at an instant,
+// fragmentation of the reserved segments, and OOM explanations. Shared by `memrec stats`, `diff` and the viewer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memrec/replay.h"
+#include "memrec/snapshot.h"
+
+namespace memrec {
+
+// Like torch.profiler's memory categories, derived from the recorded phases and lifetimes, not from names.
+enum class Category : uint8_t { parameter, input, activation, gradient, optimizer_state, temporary, unknown };
+inline constexpr int kCategoryCount = 7;
+std::string_view to_string(Category c);
+
+// One category per Replay::allocations() entry:
+//   allocated in forward and alive past it      -> activation
+//   allocated in backward and alive past it     -> gradient
+//   allocated in the optimizer and alive past it -> optimizer state
+//   allocated and freed inside one phase        -> temporary
+//   allocated outside phases: never freed -> parameter; freed before the next phase -> temporary; else input
+//   live before recording began                 -> unknown
+// Phases are ScopeKind::phase scopes named forward/backward/optimizer (PyTorch's "Optimizer.step#..."
+// annotations count as optimizer phases).
+std::vector<Category> categorize(const Snapshot& s, const Replay& r);
+
+enum class GroupBy : uint8_t { stack, op, module, phase, category, layer };
+std::string_view to_string(GroupBy g);
+std::optional<GroupBy> group_by_from_string(std::string_view s);
+
+struct Group {
+  std::string key;  // comparable across runs: frame names, scope names, category names; no addresses
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+};
+
+// The live blocks after `step`, grouped and sorted by bytes (largest first). Sums exactly to the live bytes.
+std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by);
+
+// The name of the enclosing scope of `kind` for a scope id, or "" (walks parents).
+std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind);
+
+// Reserved bytes minus allocated bytes, split into the causes the caching allocator's rules explain.
+// Each free byte of every segment lands in exactly one field, so the fields sum to reserved - allocated.
+struct Fragmentation {
+  uint64_t reserved = 0;
+  uint64_t allocated = 0;
+  uint64_t rounding = 0;      // live blocks rounded up to the allocator's 512-byte granularity (estimated)
+  uint64_t pending_free = 0;  // freed by the program but held until other streams finish (record_stream)
+  uint64_t split_free = 0;    // free pieces of segments that also hold live blocks, on the busiest stream
+  uint64_t other_stream = 0;  // free pieces of partly used segments that belong to other streams
+  uint64_t cached_free = 0;   // whole segments with nothing live: cached, returnable by empty_cache()
+  uint64_t largest_free = 0;  // largest contiguous free range in any segment
+  uint64_t segments = 0;
+};
+Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t step);
+
+struct OomReport {
+  uint32_t step = kNoEvent;
+  int64_t time_ns = 0;
+  uint64_t requested = 0;
+  uint64_t device_free = 0;  // what the driver said was free on the device
+  Totals totals;
+  Fragmentation fragmentation;
+  bool caused_by_fragmentation = false;  // enough cached bytes in total, but no free range large enough
+  std::vector<Group> top_sites;          // live memory at the OOM by stack
+};
+std::vector<OomReport> explain_ooms(const Snapshot& s, const Replay& r);
+
+}  // namespace memrec

@@ -1,0 +1,302 @@
+#include "memrec/analysis.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <unordered_map>
+
+#include "memrec/summary.h"
+
+namespace memrec {
+namespace {
+
+constexpr std::array<std::string_view, kCategoryCount> kCategoryNames = {
+    "parameter", "input", "activation", "gradient", "optimizer_state", "temporary", "unknown"};
+constexpr std::array<std::string_view, 6> kGroupByNames = {"stack", "op", "module", "phase", "category", "layer"};
+constexpr size_t kStackKeyFrames = 6;
+constexpr uint64_t kBlockGranularity = 512;  // the caching allocator's kMinBlockSize
+
+enum class PhaseKind : uint8_t { none, forward, backward, optimizer, other };
+
+struct Phase {
+  int64_t start_ns, end_ns;
+  PhaseKind kind;
+};
+
+PhaseKind phase_kind(std::string_view name, ScopeKind kind) {
+  if (kind == ScopeKind::annotation)
+    return name.starts_with("Optimizer.step") ? PhaseKind::optimizer : PhaseKind::none;
+  if (kind != ScopeKind::phase) return PhaseKind::none;
+  if (name == "forward") return PhaseKind::forward;
+  if (name == "backward") return PhaseKind::backward;
+  if (name == "optimizer") return PhaseKind::optimizer;
+  return PhaseKind::other;
+}
+
+// Phase intervals of a device, sorted by start; an open phase lasts to the end of the recording.
+std::vector<Phase> phases_of(const Snapshot& s, uint8_t device) {
+  std::vector<Phase> out;
+  for (const Scope& sc : s.scopes) {
+    PhaseKind k = phase_kind(s.strings[sc.name], sc.kind);
+    if (k == PhaseKind::none || sc.device != device) continue;
+    out.push_back({sc.start_ns, sc.end_ns < sc.start_ns ? INT64_MAX : sc.end_ns, k});
+  }
+  std::sort(out.begin(), out.end(), [](const Phase& a, const Phase& b) { return a.start_ns < b.start_ns; });
+  return out;
+}
+
+// The phase in force at t (the last one started at or before t, if still open), or nullptr.
+const Phase* phase_at(const std::vector<Phase>& phases, int64_t t) {
+  auto it = std::upper_bound(phases.begin(), phases.end(), t,
+                             [](int64_t v, const Phase& p) { return v < p.start_ns; });
+  if (it == phases.begin()) return nullptr;
+  --it;
+  return t <= it->end_ns ? &*it : nullptr;
+}
+
+int64_t next_phase_start(const std::vector<Phase>& phases, int64_t t) {
+  auto it = std::upper_bound(phases.begin(), phases.end(), t,
+                             [](int64_t v, const Phase& p) { return v < p.start_ns; });
+  return it == phases.end() ? INT64_MAX : it->start_ns;
+}
+
+Category categorize_one(const Allocation& a, const Replay& r, const std::vector<Phase>& phases) {
+  if (a.alloc_step == kNoEvent) return Category::unknown;
+  int64_t born = r.time_of(a.alloc_step);
+  bool freed = a.free_step != kNoEvent;
+  int64_t died = freed ? r.time_of(a.free_step) : INT64_MAX;
+  const Phase* p = phase_at(phases, born);
+  if (!p) {
+    if (!freed) return Category::parameter;
+    return died < next_phase_start(phases, born) ? Category::temporary : Category::input;
+  }
+  if (died <= p->end_ns) return Category::temporary;
+  switch (p->kind) {
+    case PhaseKind::forward: return Category::activation;
+    case PhaseKind::backward: return Category::gradient;
+    case PhaseKind::optimizer: return Category::optimizer_state;
+    default: return Category::unknown;
+  }
+}
+
+std::string stack_key(const Snapshot& s, uint32_t stack) {
+  std::string key;
+  for (uint32_t f : top_frames(s, stack, kStackKeyFrames)) {
+    const Frame& fr = s.frames[f];
+    if (!key.empty()) key += " < ";
+    key += fr.function ? s.strings[fr.function] : format_frame(s, f);
+  }
+  return key.empty() ? "<no stack>" : key;
+}
+
+// "layers.3.self_attn.out_proj" -> "layers.3"; paths without a numbered container are their own layer.
+std::string layer_of(const std::string& module) {
+  size_t dot = module.find('.');
+  if (dot == std::string::npos) return module;
+  size_t end = module.find('.', dot + 1);
+  return module.substr(0, end);
+}
+
+std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c) {
+  switch (by) {
+    case GroupBy::stack: return stack_key(s, a.stack);
+    case GroupBy::op: return enclosing_scope(s, a.scope, ScopeKind::op);
+    case GroupBy::module: return enclosing_scope(s, a.scope, ScopeKind::module);
+    case GroupBy::phase: return enclosing_scope(s, a.scope, ScopeKind::phase);
+    case GroupBy::layer: return layer_of(enclosing_scope(s, a.scope, ScopeKind::module));
+    case GroupBy::category: return std::string(to_string(c));
+  }
+  return {};
+}
+
+// Half-open address ranges of reserved memory. Adding merges nothing; removing splits as needed,
+// which handles expandable segments (map/unmap of pieces) and whole segments alike.
+class RangeSet {
+ public:
+  struct Range {
+    uint64_t size;
+    uint16_t stream;
+  };
+  void add(uint64_t addr, uint64_t size, uint16_t stream) { remove(addr, size), ranges_[addr] = {size, stream}; }
+  void remove(uint64_t addr, uint64_t size) {
+    uint64_t end = addr + size;
+    auto it = ranges_.upper_bound(addr);
+    if (it != ranges_.begin()) --it;
+    while (it != ranges_.end() && it->first < end) {
+      uint64_t a = it->first, e = a + it->second.size;
+      uint16_t stream = it->second.stream;
+      if (e <= addr) { ++it; continue; }
+      it = ranges_.erase(it);
+      if (a < addr) ranges_[a] = {addr - a, stream};
+      if (e > end) it = ranges_.emplace(end, Range{e - end, stream}).first, ++it;
+    }
+  }
+  const std::map<uint64_t, Range>& ranges() const { return ranges_; }
+
+ private:
+  std::map<uint64_t, Range> ranges_;
+};
+
+bool grows(Action a) { return a == Action::segment_alloc || a == Action::segment_map; }
+bool shrinks(Action a) { return a == Action::segment_free || a == Action::segment_unmap; }
+
+// Forward, a grow adds and a shrink removes; rewinding does the opposite.
+void apply_segment(RangeSet& set, const Event& e, bool forward) {
+  if (!grows(e.action) && !shrinks(e.action)) return;
+  if (grows(e.action) == forward) set.add(e.addr, e.size, e.stream);
+  else set.remove(e.addr, e.size);
+}
+
+RangeSet segments_after(const Snapshot& s, const Replay& r, uint32_t step) {
+  RangeSet set;
+  uint8_t device = r.device();
+  const auto& initial = s.has_segments_start ? s.segments_start : s.segments_end;
+  for (const Segment& seg : initial)
+    if (seg.device == device) set.add(seg.addr, seg.total_size, seg.stream);
+  auto events = r.events();
+  if (!s.has_segments_start)
+    for (auto it = events.rbegin(); it != events.rend(); ++it) apply_segment(set, s.events[*it], false);
+  uint32_t last = step == kNoEvent ? 0 : step + 1;
+  for (uint32_t i = 0; i < last && i < events.size(); ++i) apply_segment(set, s.events[events[i]], true);
+  return set;
+}
+
+uint64_t rounded(uint64_t size) {
+  return std::max(kBlockGranularity, (size + kBlockGranularity - 1) / kBlockGranularity * kBlockGranularity);
+}
+
+// A live or pending block of one segment; pieces are kept in address order.
+struct Piece {
+  uint64_t addr, size;
+  bool pending;
+};
+
+uint16_t busiest_stream(const std::map<uint64_t, RangeSet::Range>& ranges) {
+  std::map<uint16_t, uint64_t> bytes;
+  for (const auto& [addr, range] : ranges) bytes[range.stream] += range.size;
+  auto it = std::max_element(bytes.begin(), bytes.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  return it == bytes.end() ? 0 : it->first;
+}
+
+void account_segment(uint64_t seg_addr, const RangeSet::Range& seg, const std::vector<Piece>& pieces,
+                     bool main_stream, Fragmentation& f) {
+  uint64_t used = 0, cursor = seg_addr, seg_end = seg_addr + seg.size;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& p = pieces[i];
+    // The block's estimated extent, clipped so estimates never overlap the next block or leave the segment.
+    uint64_t limit = i + 1 < pieces.size() ? pieces[i + 1].addr : seg_end;
+    uint64_t extent = std::max(p.size, std::min(rounded(p.size), limit - p.addr));
+    if (p.pending) f.pending_free += p.size;
+    f.rounding += extent - p.size;
+    f.largest_free = std::max(f.largest_free, p.addr > cursor ? p.addr - cursor : 0);
+    cursor = std::max(cursor, p.addr + extent);
+    used += extent;
+  }
+  f.largest_free = std::max(f.largest_free, seg_addr + seg.size - cursor);
+  uint64_t free = seg.size - std::min(seg.size, used);
+  if (pieces.empty()) f.cached_free += free;
+  else if (main_stream) f.split_free += free;
+  else f.other_stream += free;
+}
+
+}  // namespace
+
+std::string_view to_string(Category c) { return kCategoryNames.at(static_cast<size_t>(c)); }
+
+std::string_view to_string(GroupBy g) { return kGroupByNames.at(static_cast<size_t>(g)); }
+
+std::optional<GroupBy> group_by_from_string(std::string_view s) {
+  for (size_t i = 0; i < kGroupByNames.size(); ++i)
+    if (kGroupByNames[i] == s) return static_cast<GroupBy>(i);
+  return std::nullopt;
+}
+
+std::vector<Category> categorize(const Snapshot& s, const Replay& r) {
+  auto phases = phases_of(s, r.device());
+  std::vector<Category> out;
+  out.reserve(r.allocations().size());
+  for (const Allocation& a : r.allocations()) out.push_back(categorize_one(a, r, phases));
+  return out;
+}
+
+std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind) {
+  for (int depth = 0; scope != 0 && scope < s.scopes.size() && depth < 256; ++depth) {
+    if (s.scopes[scope].kind == kind) return s.strings[s.scopes[scope].name];
+    scope = s.scopes[scope].parent;
+  }
+  return {};
+}
+
+std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by) {
+  std::vector<Category> categories;
+  if (by == GroupBy::category) categories = categorize(s, r);
+  std::unordered_map<std::string, Group> groups;
+  for (uint32_t id : r.live_after(step)) {
+    const Allocation& a = r.allocations()[id];
+    std::string key = group_key(s, a, by, categories.empty() ? Category::unknown : categories[id]);
+    Group& g = groups[key];
+    g.key = key.empty() ? "<none>" : key;
+    g.bytes += a.size;
+    ++g.count;
+  }
+  std::vector<Group> out;
+  out.reserve(groups.size());
+  for (auto& [key, g] : groups) out.push_back(std::move(g));
+  std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.key < b.key;
+  });
+  return out;
+}
+
+Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t step) {
+  RangeSet set = segments_after(s, r, step);
+  const auto& ranges = set.ranges();
+  std::map<uint64_t, std::vector<Piece>> pieces;  // segment addr -> blocks inside it
+  for (const Allocation& a : r.allocations()) {
+    bool allocated = a.live_after(step);
+    bool pending = !allocated && a.free_step != kNoEvent && a.alloc_step != kNoEvent &&
+                   (step != kNoEvent && a.free_step <= step) &&
+                   (a.completed_step == kNoEvent || a.completed_step > step);
+    if (!allocated && !pending) continue;
+    auto it = ranges.upper_bound(a.addr);
+    if (it == ranges.begin()) continue;
+    --it;
+    if (a.addr >= it->first + it->second.size) continue;
+    pieces[it->first].push_back({a.addr, a.size, pending});
+  }
+  Fragmentation f;
+  f.allocated = r.after(step).allocated;
+  uint16_t main = busiest_stream(ranges);
+  for (const auto& [addr, range] : ranges) {
+    f.reserved += range.size;
+    ++f.segments;
+    auto& list = pieces[addr];
+    std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.addr < b.addr; });
+    account_segment(addr, range, list, range.stream == main, f);
+  }
+  return f;
+}
+
+std::vector<OomReport> explain_ooms(const Snapshot& s, const Replay& r) {
+  std::vector<OomReport> out;
+  auto events = r.events();
+  for (uint32_t step = 0; step < events.size(); ++step) {
+    const Event& e = s.events[events[step]];
+    if (e.action != Action::oom) continue;
+    OomReport o;
+    o.step = step;
+    o.time_ns = e.time_ns;
+    o.requested = e.size;
+    o.device_free = e.addr;
+    o.totals = r.after(step);
+    o.fragmentation = fragmentation_after(s, r, step);
+    uint64_t cached = o.totals.reserved - std::min(o.totals.reserved, o.totals.allocated);
+    o.caused_by_fragmentation = cached >= o.requested && o.fragmentation.largest_free < o.requested;
+    o.top_sites = group_live(s, r, step, GroupBy::stack);
+    if (o.top_sites.size() > 10) o.top_sites.resize(10);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+}  // namespace memrec
