@@ -1,4 +1,5 @@
 // memrec import / export / info: moving snapshots between formats and summarizing them.
+#include <memory>
 #include <string>
 
 #include <fmt/core.h>
@@ -6,42 +7,49 @@
 #include "commands.h"
 #include "memrec/format.h"
 #include "memrec/load.h"
+#include "memrec/perfetto.h"
 #include "memrec/pickle.h"
 #include "memrec/summary.h"
 
 namespace memrec::cli {
 namespace {
 
+struct Paths {
+  std::string in, out, format = "pickle";
+};
+
 void add_import(CLI::App& app) {
   auto* cmd = app.add_subcommand("import", "Convert a PyTorch snapshot pickle (protocol 2-5) to .memrec");
-  static std::string in, out;
-  cmd->add_option("input", in, "pickle written by torch.cuda.memory._dump_snapshot")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", out, "output .memrec file")->required();
-  cmd->callback([] {
-    Snapshot s = import_pickle_file(in);
-    write_file(s, out);
-    fmt::print("imported {} events from {} into {}\n", s.events.size(), in, out);
+  auto p = std::make_shared<Paths>();
+  cmd->add_option("input", p->in, "pickle written by torch.cuda.memory._dump_snapshot")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", p->out, "output .memrec file")->required();
+  cmd->callback([p] {
+    Snapshot s = import_pickle_file(p->in);
+    write_file(s, p->out);
+    fmt::print("imported {} events from {} into {}\n", s.events.size(), p->in, p->out);
   });
 }
 
 void add_export(CLI::App& app) {
-  auto* cmd = app.add_subcommand("export", "Write a snapshot as a pickle for pytorch.org/memory_viz");
-  static std::string in, out, format = "pickle";
-  cmd->add_option("input", in, ".memrec file (or pickle)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", out, "output file")->required();
-  cmd->add_option("--format", format, "output format")->check(CLI::IsMember({"pickle"}));
-  cmd->callback([] {
-    Snapshot s = load_snapshot(in);
-    export_pickle_file(s, out);
-    fmt::print("exported {} events from {} to {}\n", s.events.size(), in, out);
+  auto* cmd = app.add_subcommand("export", "Write a snapshot for pytorch.org/memory_viz (pickle) or Perfetto (JSON)");
+  auto p = std::make_shared<Paths>();
+  cmd->add_option("input", p->in, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", p->out, "output file")->required();
+  cmd->add_option("--format", p->format, "pickle (memory_viz) or perfetto (Chrome trace JSON)")
+      ->check(CLI::IsMember({"pickle", "perfetto"}));
+  cmd->callback([p] {
+    Snapshot s = load_snapshot(p->in);
+    if (p->format == "perfetto") export_perfetto_file(s, p->out);
+    else export_pickle_file(s, p->out);
+    fmt::print("exported {} events from {} to {} ({})\n", s.events.size(), p->in, p->out, p->format);
   });
 }
 
 void add_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Summarize a snapshot: devices, duration, events, peaks");
-  static std::string in;
-  cmd->add_option("input", in, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
-  cmd->callback([] { fmt::print("{}", info_report(load_snapshot(in))); });
+  auto p = std::make_shared<Paths>();
+  cmd->add_option("input", p->in, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
+  cmd->callback([p] { fmt::print("{}", info_report(load_snapshot(p->in))); });
 }
 
 }  // namespace

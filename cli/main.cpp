@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "memrec 0.1.0");
   memrec::cli::add_io_commands(app);
+  memrec::cli::add_analysis_commands(app);
   memrec::cli::add_run_command(app);
   memrec::cli::add_view_command(app);
   try {

@@ -227,25 +227,48 @@ std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind) {
   return {};
 }
 
-std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by) {
+std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) {
   std::vector<Category> categories;
   if (by == GroupBy::category) categories = categorize(s, r);
-  std::unordered_map<std::string, Group> groups;
-  for (uint32_t id : r.live_after(step)) {
-    const Allocation& a = r.allocations()[id];
-    std::string key = group_key(s, a, by, categories.empty() ? Category::unknown : categories[id]);
-    Group& g = groups[key];
-    g.key = key.empty() ? "<none>" : key;
-    g.bytes += a.size;
-    ++g.count;
-  }
+  // Keys depend only on the stack, the scope or the category: compute each once.
+  std::unordered_map<uint32_t, uint32_t> group_of_source;
+  std::unordered_map<std::string, uint32_t> group_of_key;
   std::vector<Group> out;
-  out.reserve(groups.size());
-  for (auto& [key, g] : groups) out.push_back(std::move(g));
+  for (uint32_t id : ids) {
+    const Allocation& a = r.allocations()[id];
+    Category c = categories.empty() ? Category::unknown : categories[id];
+    uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
+    auto [it, fresh] = group_of_source.try_emplace(source, 0);
+    if (fresh) {
+      std::string key = group_key(s, a, by, c);
+      if (key.empty()) key = "<none>";
+      auto [k, new_key] = group_of_key.try_emplace(key, static_cast<uint32_t>(out.size()));
+      if (new_key) out.push_back(Group{key, 0, 0});
+      it->second = k->second;
+    }
+    out[it->second].bytes += a.size;
+    ++out[it->second].count;
+  }
   std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.key < b.key;
   });
   return out;
+}
+
+std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by) {
+  return group_allocations(s, r, r.live_after(step), by);
+}
+
+uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t) {
+  uint32_t best = 0;
+  for (uint32_t i = 1; i < s.scopes.size(); ++i) {
+    const Scope& sc = s.scopes[i];
+    bool open_at_t = sc.start_ns <= t && (sc.end_ns < sc.start_ns || t <= sc.end_ns);
+    if (sc.kind == kind && sc.device == device && open_at_t &&
+        (best == 0 || sc.start_ns >= s.scopes[best].start_ns))
+      best = i;
+  }
+  return best;
 }
 
 Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t step) {

@@ -38,8 +38,13 @@ struct Group {
   uint64_t count = 0;
 };
 
-// The live blocks after `step`, grouped and sorted by bytes (largest first). Sums exactly to the live bytes.
+// The given allocations (ids into Replay::allocations()), grouped and sorted by bytes, largest first.
+std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by);
+// The live blocks after `step`, grouped and sorted by bytes. Sums exactly to the live bytes.
 std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by);
+
+// The innermost scope of `kind` on `device` whose interval holds t, or 0.
+uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t);
 
 // The name of the enclosing scope of `kind` for a scope id, or "" (walks parents).
 std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind);

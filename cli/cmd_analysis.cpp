@@ -1,0 +1,62 @@
+// memrec stats / diff: what was live at the peak, grouped, and how two runs differ.
+#include <memory>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "commands.h"
+#include "memrec/load.h"
+#include "memrec/stats.h"
+
+namespace memrec::cli {
+namespace {
+
+struct AnalysisOptions {
+  std::string a, b, at = "peak", by = "stack";
+  size_t top = 15;
+  int device = 0;
+  bool json = false;
+
+  StatsOptions stats() const {
+    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = static_cast<uint8_t>(device)};
+  }
+};
+
+void add_common(CLI::App* cmd, AnalysisOptions& o) {
+  cmd->add_option("--by", o.by, "group live memory by stack|op|module|phase|category|layer")
+      ->check(CLI::IsMember({"stack", "op", "module", "phase", "category", "layer"}));
+  cmd->add_option("--top", o.top, "rows per table")->check(CLI::Range(1, 100000));
+  cmd->add_option("--device", o.device, "device index")->check(CLI::Range(0, 255));
+  cmd->add_flag("--json", o.json, "print JSON for scripts");
+}
+
+void print(const nlohmann::json& j, bool as_json, std::string (*render)(const nlohmann::json&)) {
+  fmt::print("{}", as_json ? j.dump(2) + "\n" : render(j));
+}
+
+void add_stats(CLI::App& app) {
+  auto* cmd = app.add_subcommand("stats", "Peaks, what was live then, top sites, sizes, fragmentation, OOMs");
+  auto o = std::make_shared<AnalysisOptions>();
+  cmd->add_option("input", o->a, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--at", o->at, "'peak' (default) or a time since the start: 1.5s, 250ms, 40us");
+  add_common(cmd, *o);
+  cmd->callback([o] { print(stats_json(load_snapshot(o->a), o->stats()), o->json, stats_text); });
+}
+
+void add_diff(CLI::App& app) {
+  auto* cmd = app.add_subcommand("diff", "Compare the peaks of two runs and what was live at each");
+  auto o = std::make_shared<AnalysisOptions>();
+  cmd->add_option("a", o->a, "first run")->required()->check(CLI::ExistingFile);
+  cmd->add_option("b", o->b, "second run")->required()->check(CLI::ExistingFile);
+  add_common(cmd, *o);
+  cmd->callback([o] { print(diff_json(load_snapshot(o->a), load_snapshot(o->b), o->stats()), o->json, diff_text); });
+}
+
+}  // namespace
+
+void add_analysis_commands(CLI::App& app) {
+  add_stats(app);
+  add_diff(app);
+}
+
+}  // namespace memrec::cli

@@ -1,0 +1,277 @@
+#include "memrec/stats.h"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "memrec/summary.h"
+
+namespace memrec {
+namespace {
+
+using nlohmann::json;
+
+uint32_t step_at_offset(const Replay& r, int64_t offset_ns) {
+  int64_t t = r.time_of(kNoEvent) + offset_ns;
+  uint32_t step = kNoEvent;
+  for (uint32_t k = 0; k < r.events().size() && r.time_of(k) <= t; ++k) step = k;
+  return step;
+}
+
+std::string training_step(const Snapshot& s, uint8_t device, int64_t t) {
+  uint32_t id = scope_at(s, ScopeKind::step, device, t);
+  return id ? s.strings[s.scopes[id].name] : "";
+}
+
+json peak_json(const Snapshot& s, const Replay& r, const Peak& p) {
+  return {{"bytes", p.bytes},
+          {"time_ns", r.time_of(p.step) - r.time_of(kNoEvent)},
+          {"event", p.step == kNoEvent ? -1 : static_cast<int64_t>(p.step)},
+          {"training_step", training_step(s, r.device(), r.time_of(p.step))}};
+}
+
+json groups_json(const std::vector<Group>& groups, size_t top, uint64_t total) {
+  json rows = json::array();
+  uint64_t shown = 0, shown_count = 0;
+  for (size_t i = 0; i < groups.size() && i < top; ++i) {
+    const Group& g = groups[i];
+    rows.push_back({{"key", g.key}, {"bytes", g.bytes}, {"count", g.count},
+                    {"share", total ? double(g.bytes) / double(total) : 0.0}});
+    shown += g.bytes;
+    shown_count += g.count;
+  }
+  if (groups.size() > top) {
+    uint64_t count = 0;
+    for (const Group& g : groups) count += g.count;
+    rows.push_back({{"key", fmt::format("<{} more>", groups.size() - top)}, {"bytes", total - shown},
+                    {"count", count - shown_count}, {"share", total ? double(total - shown) / double(total) : 0.0}});
+  }
+  return rows;
+}
+
+std::vector<uint32_t> recorded_allocations(const Replay& r) {
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < r.allocations().size(); ++i)
+    if (r.allocations()[i].alloc_step != kNoEvent) ids.push_back(i);
+  return ids;
+}
+
+json top_sites_json(const Snapshot& s, const Replay& r, size_t top) {
+  auto sites = group_allocations(s, r, recorded_allocations(r), GroupBy::stack);
+  auto by_count = sites;
+  std::stable_sort(by_count.begin(), by_count.end(), [](const Group& a, const Group& b) { return a.count > b.count; });
+  auto rows = [&](const std::vector<Group>& g) {
+    json out = json::array();
+    for (size_t i = 0; i < g.size() && i < top; ++i)
+      out.push_back({{"key", g[i].key}, {"bytes", g[i].bytes}, {"count", g[i].count}});
+    return out;
+  };
+  return {{"by_bytes", rows(sites)}, {"by_count", rows(by_count)}};
+}
+
+// Power-of-two buckets of recorded allocation sizes.
+json size_histogram_json(const Replay& r) {
+  std::map<int, std::pair<uint64_t, uint64_t>> buckets;  // bit width -> count, bytes
+  for (const Allocation& a : r.allocations()) {
+    if (a.alloc_step == kNoEvent) continue;
+    auto& [count, bytes] = buckets[std::bit_width(a.size)];
+    ++count;
+    bytes += a.size;
+  }
+  json out = json::array();
+  for (auto& [width, cb] : buckets) {
+    uint64_t lo = width == 0 ? 0 : uint64_t{1} << (width - 1);
+    uint64_t hi = width == 0 ? 0 : (width >= 64 ? UINT64_MAX : (uint64_t{1} << width) - 1);
+    out.push_back({{"min", lo}, {"max", hi}, {"count", cb.first}, {"bytes", cb.second}});
+  }
+  return out;
+}
+
+json fragmentation_json(const Fragmentation& f) {
+  return {{"reserved", f.reserved},         {"allocated", f.allocated},     {"rounding", f.rounding},
+          {"pending_free", f.pending_free}, {"split_free", f.split_free},   {"other_stream", f.other_stream},
+          {"cached_free", f.cached_free},   {"largest_free", f.largest_free}, {"segments", f.segments}};
+}
+
+json ooms_json(const Snapshot& s, const Replay& r, size_t top) {
+  json out = json::array();
+  for (const OomReport& o : explain_ooms(s, r)) {
+    out.push_back({{"time_ns", o.time_ns - r.time_of(kNoEvent)},
+                   {"event", o.step},
+                   {"requested", o.requested},
+                   {"device_free", o.device_free},
+                   {"allocated", o.totals.allocated},
+                   {"reserved", o.totals.reserved},
+                   {"fragmentation", fragmentation_json(o.fragmentation)},
+                   {"caused_by_fragmentation", o.caused_by_fragmentation},
+                   {"top_sites", groups_json(o.top_sites, top, o.totals.allocated)}});
+  }
+  return out;
+}
+
+std::string pct(double share) { return fmt::format("{:5.1f}%", share * 100.0); }
+
+void render_groups(std::string& out, const json& rows, const std::string& indent) {
+  for (const json& g : rows)
+    out += fmt::format("{}{:>12} {} {:>8}x  {}\n", indent, format_bytes(g["bytes"]), pct(g["share"]),
+                       g["count"].get<uint64_t>(), g["key"].get<std::string>());
+}
+
+void render_fragmentation(std::string& out, const json& f) {
+  auto line = [&](const char* what, const char* key) {
+    out += fmt::format("  {:<44} {:>12}\n", what, format_bytes(f[key]));
+  };
+  out += fmt::format("fragmentation (reserved - allocated = {}) in {} segments:\n",
+                     format_bytes(f["reserved"].get<uint64_t>() - f["allocated"].get<uint64_t>()),
+                     f["segments"].get<uint64_t>());
+  line("block rounding (512-byte granularity)", "rounding");
+  line("freed, waiting for other streams", "pending_free");
+  line("free pieces of split segments", "split_free");
+  line("free pieces of other streams' segments", "other_stream");
+  line("cached, wholly free segments", "cached_free");
+  line("largest contiguous free range", "largest_free");
+}
+
+void render_oom(std::string& out, const json& o) {
+  out += fmt::format("OOM at +{}: requested {}, the device had {} free; {} allocated, {} reserved\n",
+                     format_duration(o["time_ns"]), format_bytes(o["requested"]), format_bytes(o["device_free"]),
+                     format_bytes(o["allocated"]), format_bytes(o["reserved"]));
+  const json& f = o["fragmentation"];
+  if (o["caused_by_fragmentation"].get<bool>())
+    out += fmt::format("  fragmentation: {} was cached but the largest free range was {}\n",
+                       format_bytes(f["reserved"].get<uint64_t>() - f["allocated"].get<uint64_t>()),
+                       format_bytes(f["largest_free"]));
+  else
+    out += "  not fragmentation: the program needed more memory than the device had\n";
+  out += "  who held the memory:\n";
+  render_groups(out, o["top_sites"], "    ");
+}
+
+std::string peak_line(const char* what, const json& p) {
+  std::string step = p["training_step"].get<std::string>();
+  return fmt::format("{:<15} {:>12}  at +{} (event {}){}\n", what, format_bytes(p["bytes"]),
+                     format_duration(p["time_ns"]), p["event"].get<int64_t>(), step.empty() ? "" : ", " + step);
+}
+
+}  // namespace
+
+std::optional<int64_t> parse_at(const std::string& text) {
+  if (text == "peak") return std::nullopt;
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || !std::isfinite(value) || value < 0) throw Error("--at: expected 'peak' or a time like 1.5s, got '" + text + "'");
+  std::string unit(end, text.data() + text.size());
+  static const std::map<std::string, double> scale = {{"", 1e9}, {"s", 1e9}, {"ms", 1e6}, {"us", 1e3}, {"ns", 1}};
+  auto it = scale.find(unit);
+  if (it == scale.end()) throw Error("--at: unknown unit '" + unit + "' (use s, ms, us or ns)");
+  return static_cast<int64_t>(value * it->second);
+}
+
+nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
+  Replay r(s, o.device);
+  uint32_t step = o.at_ns ? step_at_offset(r, *o.at_ns) : r.peak_allocated().step;
+  const Totals& at = r.after(step);
+  auto live = group_live(s, r, step, o.by);
+  int64_t start = r.time_of(kNoEvent);
+  int64_t end = r.events().empty() ? start : r.time_of(static_cast<uint32_t>(r.events().size() - 1));
+  return {{"device", o.device},
+          {"events", r.events().size()},
+          {"complete", s.complete},
+          {"dropped_events", s.dropped_events},
+          {"duration_ns", end - start},
+          {"peak_allocated", peak_json(s, r, r.peak_allocated())},
+          {"peak_reserved", peak_json(s, r, r.peak_reserved())},
+          {"at", {{"label", o.at_ns ? "requested time" : "allocated peak"},
+                  {"time_ns", r.time_of(step) - start},
+                  {"event", step == kNoEvent ? -1 : static_cast<int64_t>(step)},
+                  {"allocated", at.allocated},
+                  {"reserved", at.reserved}}},
+          {"by", to_string(o.by)},
+          {"live", groups_json(live, o.top, at.allocated)},
+          {"top_sites", top_sites_json(s, r, o.top)},
+          {"size_histogram", size_histogram_json(r)},
+          {"fragmentation", fragmentation_json(fragmentation_after(s, r, step))},
+          {"ooms", ooms_json(s, r, o.top)}};
+}
+
+std::string stats_text(const nlohmann::json& j) {
+  std::string out;
+  if (!j["complete"].get<bool>()) out += "note: the recording was cut short; showing what was written\n";
+  if (j["dropped_events"].get<uint64_t>()) out += fmt::format("warning: {} events were dropped while recording\n", j["dropped_events"].get<uint64_t>());
+  out += fmt::format("device {}: {} events over {}\n", j["device"].get<int>(), j["events"].get<uint64_t>(),
+                     format_duration(j["duration_ns"]));
+  out += peak_line("peak allocated", j["peak_allocated"]);
+  out += peak_line("peak reserved", j["peak_reserved"]);
+  const json& at = j["at"];
+  out += fmt::format("\nlive at the {} (+{}): {} allocated, {} reserved, by {}:\n", at["label"].get<std::string>(),
+                     format_duration(at["time_ns"]), format_bytes(at["allocated"]), format_bytes(at["reserved"]),
+                     j["by"].get<std::string>());
+  render_groups(out, j["live"], "  ");
+  out += "\ntop allocation sites by bytes allocated over the run:\n";
+  for (const json& g : j["top_sites"]["by_bytes"])
+    out += fmt::format("  {:>12} {:>8}x  {}\n", format_bytes(g["bytes"]), g["count"].get<uint64_t>(), g["key"].get<std::string>());
+  out += "top allocation sites by count:\n";
+  for (const json& g : j["top_sites"]["by_count"])
+    out += fmt::format("  {:>8}x {:>12}  {}\n", g["count"].get<uint64_t>(), format_bytes(g["bytes"]), g["key"].get<std::string>());
+  out += "\nallocation sizes:\n";
+  for (const json& b : j["size_histogram"])
+    out += fmt::format("  {:>12} .. {:<12} {:>10}x {:>12}\n", format_bytes(b["min"]), format_bytes(b["max"]),
+                       b["count"].get<uint64_t>(), format_bytes(b["bytes"]));
+  out += "\n";
+  render_fragmentation(out, j["fragmentation"]);
+  for (const json& o : j["ooms"]) render_oom(out += "\n", o);
+  return out;
+}
+
+nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOptions& o) {
+  Replay ra(a, o.device), rb(b, o.device);
+  auto ga = group_live(a, ra, ra.peak_allocated().step, o.by);
+  auto gb = group_live(b, rb, rb.peak_allocated().step, o.by);
+  std::map<std::string, std::pair<const Group*, const Group*>> rows;
+  for (const Group& g : ga) rows[g.key].first = &g;
+  for (const Group& g : gb) rows[g.key].second = &g;
+  json out = json::array();
+  for (auto& [key, pair] : rows) {
+    uint64_t ab = pair.first ? pair.first->bytes : 0, bb = pair.second ? pair.second->bytes : 0;
+    out.push_back({{"key", key}, {"a_bytes", ab}, {"b_bytes", bb},
+                   {"delta", static_cast<int64_t>(bb) - static_cast<int64_t>(ab)},
+                   {"a_count", pair.first ? pair.first->count : 0}, {"b_count", pair.second ? pair.second->count : 0}});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const json& x, const json& y) {
+    return std::llabs(x["delta"].get<int64_t>()) > std::llabs(y["delta"].get<int64_t>());
+  });
+  size_t changed = std::count_if(out.begin(), out.end(), [](const json& r) { return r["delta"].get<int64_t>() != 0; });
+  if (out.size() > o.top) out.erase(out.begin() + static_cast<std::ptrdiff_t>(o.top), out.end());
+  auto side = [](const Replay& r) {
+    return json{{"peak_allocated", r.peak_allocated().bytes}, {"peak_reserved", r.peak_reserved().bytes},
+                {"events", r.events().size()}};
+  };
+  return {{"by", to_string(o.by)}, {"device", o.device}, {"a", side(ra)}, {"b", side(rb)},
+          {"delta_peak_allocated", int64_t(rb.peak_allocated().bytes) - int64_t(ra.peak_allocated().bytes)},
+          {"delta_peak_reserved", int64_t(rb.peak_reserved().bytes) - int64_t(ra.peak_reserved().bytes)},
+          {"groups_changed", changed}, {"rows", out}};
+}
+
+std::string diff_text(const nlohmann::json& d) {
+  auto signed_bytes = [](int64_t v) { return (v < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(std::llabs(v))); };
+  std::string out;
+  out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "", "a", "b", "b - a");
+  out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "peak allocated", format_bytes(d["a"]["peak_allocated"]),
+                     format_bytes(d["b"]["peak_allocated"]), signed_bytes(d["delta_peak_allocated"]));
+  out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "peak reserved", format_bytes(d["a"]["peak_reserved"]),
+                     format_bytes(d["b"]["peak_reserved"]), signed_bytes(d["delta_peak_reserved"]));
+  out += fmt::format("\nlive at each peak by {}, largest change first ({} groups changed):\n",
+                     d["by"].get<std::string>(), d["groups_changed"].get<size_t>());
+  for (const json& r : d["rows"]) {
+    if (r["delta"].get<int64_t>() == 0) continue;
+    out += fmt::format("  {:>13} {:>12} -> {:<12} {}\n", signed_bytes(r["delta"]), format_bytes(r["a_bytes"]),
+                       format_bytes(r["b_bytes"]), r["key"].get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace memrec
