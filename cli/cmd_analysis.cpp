@@ -16,9 +16,11 @@ struct AnalysisOptions {
   size_t top = 15;
   int device = 0;
   bool json = false;
+  bool kernels = false;
 
   StatsOptions stats() const {
-    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = static_cast<uint8_t>(device)};
+    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = static_cast<uint8_t>(device),
+            .kernels = kernels};
   }
 };
 
@@ -39,6 +41,7 @@ void add_stats(CLI::App& app) {
   auto o = std::make_shared<AnalysisOptions>();
   cmd->add_option("input", o->a, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
   cmd->add_option("--at", o->at, "'peak' (default) or a time since the start: 1.5s, 250ms, 40us");
+  cmd->add_flag("--kernels", o->kernels, "add the top kernels by GPU time");
   add_common(cmd, *o);
   cmd->callback([o] { print(stats_json(load_snapshot(o->a), o->stats()), o->json, stats_text); });
 }

@@ -228,26 +228,27 @@ std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind) {
 }
 
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) {
-  std::vector<Category> categories;
-  if (by == GroupBy::category) categories = categorize(s, r);
+  std::vector<Category> categories = categorize(s, r);
   // Keys depend only on the stack, the scope or the category: compute each once.
   std::unordered_map<uint32_t, uint32_t> group_of_source;
   std::unordered_map<std::string, uint32_t> group_of_key;
   std::vector<Group> out;
   for (uint32_t id : ids) {
     const Allocation& a = r.allocations()[id];
-    Category c = categories.empty() ? Category::unknown : categories[id];
+    Category c = categories[id];
     uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
     auto [it, fresh] = group_of_source.try_emplace(source, 0);
     if (fresh) {
       std::string key = group_key(s, a, by, c);
       if (key.empty()) key = "<none>";
       auto [k, new_key] = group_of_key.try_emplace(key, static_cast<uint32_t>(out.size()));
-      if (new_key) out.push_back(Group{key, 0, 0});
+      if (new_key) out.push_back(Group{.key = key});
       it->second = k->second;
     }
-    out[it->second].bytes += a.size;
-    ++out[it->second].count;
+    Group& g = out[it->second];
+    g.bytes += a.size;
+    ++g.count;
+    g.by_category[static_cast<size_t>(c)] += a.size;
   }
   std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.key < b.key;
@@ -257,6 +258,25 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
 
 std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by) {
   return group_allocations(s, r, r.live_after(step), by);
+}
+
+std::vector<KernelStats> kernel_stats(const Snapshot& s, uint8_t device) {
+  std::unordered_map<uint32_t, KernelStats> by_name;
+  for (const Kernel& k : s.kernels) {
+    if (k.device != device) continue;
+    KernelStats& st = by_name[k.name];
+    st.name = s.strings[k.name];
+    st.kind = k.kind;
+    ++st.count;
+    st.total_ns += k.end_ns - k.start_ns;
+    st.max_ns = std::max(st.max_ns, k.end_ns - k.start_ns);
+  }
+  std::vector<KernelStats> out;
+  for (auto& [name, st] : by_name) out.push_back(std::move(st));
+  std::sort(out.begin(), out.end(), [](const KernelStats& a, const KernelStats& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  return out;
 }
 
 uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t) {

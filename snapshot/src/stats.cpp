@@ -34,13 +34,20 @@ json peak_json(const Snapshot& s, const Replay& r, const Peak& p) {
           {"training_step", training_step(s, r.device(), r.time_of(p.step))}};
 }
 
+json categories_json(const Group& g) {
+  json out = json::object();
+  for (int c = 0; c < kCategoryCount; ++c)
+    if (g.by_category[c]) out[std::string(to_string(static_cast<Category>(c)))] = g.by_category[c];
+  return out;
+}
+
 json groups_json(const std::vector<Group>& groups, size_t top, uint64_t total) {
   json rows = json::array();
   uint64_t shown = 0, shown_count = 0;
   for (size_t i = 0; i < groups.size() && i < top; ++i) {
     const Group& g = groups[i];
     rows.push_back({{"key", g.key}, {"bytes", g.bytes}, {"count", g.count},
-                    {"share", total ? double(g.bytes) / double(total) : 0.0}});
+                    {"share", total ? double(g.bytes) / double(total) : 0.0}, {"categories", categories_json(g)}});
     shown += g.bytes;
     shown_count += g.count;
   }
@@ -48,7 +55,8 @@ json groups_json(const std::vector<Group>& groups, size_t top, uint64_t total) {
     uint64_t count = 0;
     for (const Group& g : groups) count += g.count;
     rows.push_back({{"key", fmt::format("<{} more>", groups.size() - top)}, {"bytes", total - shown},
-                    {"count", count - shown_count}, {"share", total ? double(total - shown) / double(total) : 0.0}});
+                    {"count", count - shown_count}, {"share", total ? double(total - shown) / double(total) : 0.0},
+                    {"categories", json::object()}});
   }
   return rows;
 }
@@ -113,12 +121,35 @@ json ooms_json(const Snapshot& s, const Replay& r, size_t top) {
   return out;
 }
 
+json kernels_json(const Snapshot& s, uint8_t device, size_t top) {
+  json out = json::array();
+  for (const KernelStats& k : kernel_stats(s, device)) {
+    if (out.size() == top) break;
+    out.push_back({{"name", k.name}, {"kind", to_string(k.kind)}, {"count", k.count}, {"total_ns", k.total_ns},
+                   {"avg_ns", k.total_ns / static_cast<int64_t>(k.count)}, {"max_ns", k.max_ns}});
+  }
+  return out;
+}
+
 std::string pct(double share) { return fmt::format("{:5.1f}%", share * 100.0); }
 
-void render_groups(std::string& out, const json& rows, const std::string& indent) {
-  for (const json& g : rows)
+void render_groups(std::string& out, const json& rows, const std::string& indent, bool split = false) {
+  for (const json& g : rows) {
     out += fmt::format("{}{:>12} {} {:>8}x  {}\n", indent, format_bytes(g["bytes"]), pct(g["share"]),
                        g["count"].get<uint64_t>(), g["key"].get<std::string>());
+    if (!split || g["categories"].empty()) continue;
+    std::string parts;
+    for (const auto& [name, bytes] : g["categories"].items())
+      parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name, format_bytes(bytes));
+    out += fmt::format("{}{:>31}{}\n", indent, "", parts);
+  }
+}
+
+void render_kernels(std::string& out, const json& kernels) {
+  out += fmt::format("\ntop kernels by GPU time:\n  {:>12} {:>8} {:>12} {:>12}  {}\n", "total", "count", "avg", "max", "name");
+  for (const json& k : kernels)
+    out += fmt::format("  {:>12} {:>8} {:>12} {:>12}  {}\n", format_duration(k["total_ns"]), k["count"].get<uint64_t>(),
+                       format_duration(k["avg_ns"]), format_duration(k["max_ns"]), k["name"].get<std::string>());
 }
 
 void render_fragmentation(std::string& out, const json& f) {
@@ -195,7 +226,8 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
           {"top_sites", top_sites_json(s, r, o.top)},
           {"size_histogram", size_histogram_json(r)},
           {"fragmentation", fragmentation_json(fragmentation_after(s, r, step))},
-          {"ooms", ooms_json(s, r, o.top)}};
+          {"ooms", ooms_json(s, r, o.top)},
+          {"kernels", o.kernels ? kernels_json(s, o.device, o.top) : json::array()}};
 }
 
 std::string stats_text(const nlohmann::json& j) {
@@ -210,7 +242,8 @@ std::string stats_text(const nlohmann::json& j) {
   out += fmt::format("\nlive at the {} (+{}): {} allocated, {} reserved, by {}:\n", at["label"].get<std::string>(),
                      format_duration(at["time_ns"]), format_bytes(at["allocated"]), format_bytes(at["reserved"]),
                      j["by"].get<std::string>());
-  render_groups(out, j["live"], "  ");
+  std::string by = j["by"];
+  render_groups(out, j["live"], "  ", by != "stack" && by != "category");
   out += "\ntop allocation sites by bytes allocated over the run:\n";
   for (const json& g : j["top_sites"]["by_bytes"])
     out += fmt::format("  {:>12} {:>8}x  {}\n", format_bytes(g["bytes"]), g["count"].get<uint64_t>(), g["key"].get<std::string>());
@@ -224,6 +257,7 @@ std::string stats_text(const nlohmann::json& j) {
   out += "\n";
   render_fragmentation(out, j["fragmentation"]);
   for (const json& o : j["ooms"]) render_oom(out += "\n", o);
+  if (!j["kernels"].empty()) render_kernels(out, j["kernels"]);
   return out;
 }
 

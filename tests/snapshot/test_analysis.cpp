@@ -100,6 +100,10 @@ TEST(Analysis, GroupingAtThePeakSumsToLiveBytes) {
   auto by_layer = group_live(t.s, r, peak, GroupBy::layer);
   EXPECT_EQ(by_layer[0].key, "layers.1");
   EXPECT_EQ(by_layer[0].bytes, 30000u);
+  EXPECT_EQ(by_layer[0].by_category[static_cast<size_t>(Category::activation)], 30000u);
+  auto by_phase_split = group_live(t.s, r, peak, GroupBy::phase);
+  for (const Group& g : by_phase_split)
+    EXPECT_EQ(std::accumulate(g.by_category.begin(), g.by_category.end(), uint64_t{0}), g.bytes) << g.key;
   auto by_op = group_live(t.s, r, peak, GroupBy::op);
   EXPECT_EQ(by_op[0].key, "aten::mm");
   auto by_phase = group_live(t.s, r, peak, GroupBy::phase);
@@ -163,6 +167,24 @@ TEST(Analysis, OomFromFragmentationIsExplained) {
   add(Action::oom, 0, 8 * MiB);  // more than everything cached: not fragmentation
   Replay r2(s, 0);
   EXPECT_FALSE(explain_ooms(s, r2).at(1).caused_by_fragmentation);
+}
+
+TEST(Analysis, KernelStatsSumGpuTimePerName) {
+  Snapshot s;
+  auto kernel = [&](const char* name, int64_t start, int64_t end, uint8_t device = 0) {
+    s.kernels.push_back(Kernel{.start_ns = start, .end_ns = end, .name = s.strings.intern(name), .device = device});
+  };
+  kernel("gemm", 0, 100);
+  kernel("softmax", 100, 130);
+  kernel("gemm", 200, 260);
+  kernel("gemm", 0, 999, 1);  // another device
+  auto stats = kernel_stats(s, 0);
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].name, "gemm");
+  EXPECT_EQ(stats[0].count, 2u);
+  EXPECT_EQ(stats[0].total_ns, 160);
+  EXPECT_EQ(stats[0].max_ns, 100);
+  EXPECT_EQ(stats[1].name, "softmax");
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // fragmentation of the reserved segments, and OOM explanations. Shared by `memrec stats`, `diff` and the viewer.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,12 +39,23 @@ struct Group {
   std::string key;  // comparable across runs: frame names, scope names, category names; no addresses
   uint64_t bytes = 0;
   uint64_t count = 0;
+  std::array<uint64_t, kCategoryCount> by_category{};  // bytes split by category
 };
 
 // The given allocations (ids into Replay::allocations()), grouped and sorted by bytes, largest first.
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by);
 // The live blocks after `step`, grouped and sorted by bytes. Sums exactly to the live bytes.
 std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by);
+
+// GPU time per kernel name, largest total first.
+struct KernelStats {
+  std::string name;
+  KernelKind kind = KernelKind::kernel;
+  uint64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t max_ns = 0;
+};
+std::vector<KernelStats> kernel_stats(const Snapshot& s, uint8_t device);
 
 // The innermost scope of `kind` on `device` whose interval holds t, or 0.
 uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t);

@@ -16,6 +16,7 @@ struct StatsOptions {
   GroupBy by = GroupBy::stack;
   size_t top = 15;
   uint8_t device = 0;
+  bool kernels = false;  // add the top kernels by GPU time (torch.profiler's key_averages)
 };
 
 // Parses "peak", or a time since the start like "1.5s", "250ms", "40us", "1200ns" (plain numbers are seconds).
