@@ -1,0 +1,352 @@
+// PyTorch memory snapshot pickle -> Snapshot. Walks only where the snapshot schema says; any value of the wrong
+// type is an Error naming its path (e.g. "device_traces[0][12].size: expected int, got str").
+//
+// What is kept: every trace entry's action, addr (device_free for oom), size, stream, time and frames; segments
+// with their blocks (as segments_end: the allocator state at dump time); external_annotations as annotation
+// scopes; allocator_settings as JSON in metadata["allocator_settings"].
+// What is dropped: per-entry compile_context and user_metadata (PyTorch writes "N/A" and "" unless the user set
+// them, and Event has no room for them), unknown keys, and annotation ENDs with no START (the recording began
+// inside them).
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "memrec/pickle.h"
+#include "pickle_reader.h"
+
+namespace memrec {
+namespace {
+
+using pickle::Kind;
+using pickle::Tree;
+
+constexpr uint32_t kUnset = UINT32_MAX;
+
+// Where a value sits in the pickle, for error messages only: formatted only when something is wrong.
+struct Path {
+  const Path* parent = nullptr;
+  std::string_view key;  // a dict key, or empty for a list index
+  size_t index = 0;
+
+  Path field(std::string_view k) const { return {this, k, 0}; }
+  Path at(size_t i) const { return {this, {}, i}; }
+  std::string str() const {
+    if (!parent) return "top level";
+    std::string head = parent->parent ? parent->str() : std::string();  // the root adds no prefix
+    if (key.empty()) return fmt::format("{}[{}]", head, index);
+    return head.empty() ? std::string(key) : fmt::format("{}.{}", head, key);
+  }
+};
+
+class Importer {
+ public:
+  Importer(const Tree& tree, Snapshot& snap)
+      : t_(tree), s_(snap), frame_of_node_(tree.nodes.size(), kUnset), stack_of_node_(tree.nodes.size(), kUnset) {}
+
+  void run() {
+    Path root;
+    expect(t_.root, Kind::dict, root);
+    bool have_segments = false, have_traces = false;
+    for_each_pair(t_.root, root, [&](std::string_view key, uint32_t v, const Path& p) {
+      if (key == "segments") {
+        have_segments = true;
+        for_each_item(v, Kind::list, p, [&](uint32_t seg, const Path& sp) { s_.segments_end.push_back(segment(seg, sp)); });
+      } else if (key == "device_traces") {
+        have_traces = true;
+        device_traces(v, p);
+      } else if (key == "allocator_settings") {
+        s_.metadata["allocator_settings"] = to_json(v, p, 0).dump();
+      } else if (key == "external_annotations") {
+        for_each_item(v, Kind::list, p, [&](uint32_t a, const Path& ap) { annotation(a, ap); });
+      }
+    });
+    if (!have_segments) fail(root, "missing key 'segments'");
+    if (!have_traces) fail(root, "missing key 'device_traces'");
+    s_.has_segments_start = false;
+    assign_event_scopes();
+  }
+
+ private:
+  const Tree& t_;
+  Snapshot& s_;
+  std::vector<uint32_t> frame_of_node_;  // frame dicts are memoized: each distinct node is read once
+  std::vector<uint32_t> stack_of_node_;  // and so are whole frame lists in PyTorch's and our pickles
+  std::vector<uint32_t> scratch_;
+  std::vector<std::vector<uint32_t>> open_scopes_;  // per device, innermost last
+
+  [[noreturn]] static void fail(const Path& p, std::string_view what) {
+    throw Error(fmt::format("pickle: {}: {}", p.str(), what));
+  }
+  void expect(uint32_t id, Kind k, const Path& p) const {
+    Kind got = t_[id].kind;
+    if (got != k) fail(p, fmt::format("expected {}, got {}", pickle::to_string(k), pickle::to_string(got)));
+  }
+
+  int64_t int_of(uint32_t id, const Path& p) const {
+    const auto& n = t_[id];
+    if (n.kind == Kind::integer) return n.i;
+    if (n.kind == Kind::uinteger) fail(p, "integer does not fit 63 bits");
+    fail(p, fmt::format("expected int, got {}", pickle::to_string(n.kind)));
+  }
+  uint64_t uint_of(uint32_t id, const Path& p) const {
+    const auto& n = t_[id];
+    if (n.kind == Kind::uinteger) return n.u;
+    int64_t v = int_of(id, p);
+    if (v < 0) fail(p, fmt::format("expected a non-negative int, got {}", v));
+    return static_cast<uint64_t>(v);
+  }
+  template <typename T>
+  T narrow(uint32_t id, const Path& p) const {
+    uint64_t v = uint_of(id, p);
+    if (v > std::numeric_limits<T>::max()) fail(p, fmt::format("{} is out of range", v));
+    return static_cast<T>(v);
+  }
+  int64_t time_ns_of(uint32_t id, const Path& p) const {
+    int64_t us = int_of(id, p);
+    if (us > INT64_MAX / 1000 || us < INT64_MIN / 1000) fail(p, "time out of range");
+    return us * 1000;
+  }
+  bool bool_of(uint32_t id, const Path& p) const {
+    expect(id, Kind::boolean, p);
+    return t_[id].i != 0;
+  }
+  std::string_view str_of(uint32_t id, const Path& p) const {
+    expect(id, Kind::string, p);
+    return t_.string(id);
+  }
+
+  template <typename F>
+  void for_each_item(uint32_t id, Kind k, const Path& p, F&& f) const {
+    expect(id, k, p);
+    size_t i = 0;
+    t_.for_each_item(id, [&](uint32_t item) { f(item, p.at(i++)); });
+  }
+  // Calls f(key, value, path of value) for each entry of a dict with string keys.
+  template <typename F>
+  void for_each_pair(uint32_t id, const Path& p, F&& f) const {
+    expect(id, Kind::dict, p);
+    uint32_t key = kUnset;
+    t_.for_each_item(id, [&](uint32_t item) {
+      if (key == kUnset) {
+        key = item;
+        return;
+      }
+      std::string_view k = str_of(key, p.field("<key>"));
+      f(k, item, p.field(k));
+      key = kUnset;
+    });
+  }
+
+  uint32_t frame(uint32_t id, const Path& p) {
+    if (frame_of_node_[id] != kUnset) return frame_of_node_[id];
+    Frame f;
+    for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
+      if (key == "name") f.function = s_.strings.intern(str_of(v, vp));
+      else if (key == "filename") f.file = s_.strings.intern(str_of(v, vp));
+      else if (key == "line") f.line = narrow<uint32_t>(v, vp);
+    });
+    return frame_of_node_[id] = s_.frames.intern(f);
+  }
+
+  uint32_t stack(uint32_t id, const Path& p) {
+    if (stack_of_node_[id] != kUnset) return stack_of_node_[id];
+    scratch_.clear();
+    for_each_item(id, Kind::list, p, [&](uint32_t f, const Path& fp) { scratch_.push_back(frame(f, fp)); });
+    uint32_t stack_id = s_.stacks.intern(scratch_);
+    return stack_of_node_[id] = stack_id;
+  }
+
+  void device_traces(uint32_t id, const Path& p) {
+    for_each_item(id, Kind::list, p, [&](uint32_t trace, const Path& tp) {
+      if (tp.index > UINT8_MAX) fail(tp, "more than 256 devices");
+      auto device = static_cast<uint8_t>(tp.index);
+      for_each_item(trace, Kind::list, tp, [&](uint32_t e, const Path& ep) { s_.events.push_back(entry(e, ep, device)); });
+    });
+  }
+
+  Event entry(uint32_t id, const Path& p, uint8_t device) {
+    Event e;
+    e.device = device;
+    bool have_action = false;
+    for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
+      if (key == "action") {
+        auto a = action_from_string(str_of(v, vp));
+        if (!a) fail(vp, fmt::format("unknown action '{}'", t_.string(v)));
+        e.action = *a;
+        have_action = true;
+      } else if (key == "addr" || key == "device_free") {
+        e.addr = uint_of(v, vp);
+      } else if (key == "size") {
+        e.size = uint_of(v, vp);
+      } else if (key == "stream") {
+        e.stream = s_.intern_stream(uint_of(v, vp));
+      } else if (key == "time_us") {
+        e.time_ns = time_ns_of(v, vp);
+      } else if (key == "frames") {
+        e.stack = stack(v, vp);
+      }
+    });
+    if (!have_action) fail(p, "missing key 'action'");
+    return e;
+  }
+
+  Segment segment(uint32_t id, const Path& p) {
+    Segment seg;
+    bool have_address = false;
+    for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
+      if (key == "device") seg.device = narrow<uint8_t>(v, vp);
+      else if (key == "address") seg.addr = uint_of(v, vp), have_address = true;
+      else if (key == "total_size") seg.total_size = uint_of(v, vp);
+      else if (key == "allocated_size") seg.allocated_size = uint_of(v, vp);
+      else if (key == "active_size") seg.active_size = uint_of(v, vp);
+      else if (key == "requested_size") seg.requested_size = uint_of(v, vp);
+      else if (key == "stream") seg.stream = s_.intern_stream(uint_of(v, vp));
+      else if (key == "segment_type") seg.is_large = segment_type(v, vp);
+      else if (key == "segment_pool_id") pool_id(v, vp, seg.pool_id);
+      else if (key == "is_expandable") seg.is_expandable = bool_of(v, vp);
+      else if (key == "frames") seg.stack = stack(v, vp);
+      else if (key == "blocks")
+        for_each_item(v, Kind::list, vp, [&](uint32_t b, const Path& bp) { seg.blocks.push_back(block(b, bp)); });
+    });
+    if (!have_address) fail(p, "missing key 'address'");
+    return seg;
+  }
+
+  bool segment_type(uint32_t id, const Path& p) const {
+    std::string_view type = str_of(id, p);
+    if (type != "large" && type != "small") fail(p, fmt::format("unknown segment type '{}'", type));
+    return type == "large";
+  }
+
+  void pool_id(uint32_t id, const Path& p, int64_t (&out)[2]) const {
+    expect(id, Kind::tuple, p);
+    if (t_[id].count != 2) fail(p, fmt::format("expected 2 items, got {}", t_[id].count));
+    size_t i = 0;
+    t_.for_each_item(id, [&](uint32_t v) { out[i] = int_of(v, p.at(i)), ++i; });
+  }
+
+  Block block(uint32_t id, const Path& p) {
+    Block b;
+    bool have_requested = false;
+    for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
+      if (key == "address") b.addr = uint_of(v, vp);
+      else if (key == "size") b.size = uint_of(v, vp);
+      else if (key == "requested_size") b.requested_size = uint_of(v, vp), have_requested = true;
+      else if (key == "frames") b.stack = stack(v, vp);
+      else if (key == "state") {
+        auto st = block_state_from_string(str_of(v, vp));
+        if (!st) fail(vp, fmt::format("unknown block state '{}'", t_.string(v)));
+        b.state = *st;
+      }
+    });
+    if (!have_requested) b.requested_size = b.size;  // snapshots before PyTorch 2.1 have no requested_size
+    return b;
+  }
+
+  void annotation(uint32_t id, const Path& p) {
+    std::string_view stage, name;
+    uint8_t device = 0;
+    int64_t time_ns = 0;
+    for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
+      if (key == "stage") stage = str_of(v, vp);
+      else if (key == "name") name = str_of(v, vp);
+      else if (key == "device") device = narrow<uint8_t>(v, vp);
+      else if (key == "time_us") time_ns = time_ns_of(v, vp);
+    });
+    if (open_scopes_.size() <= device) open_scopes_.resize(device + 1);
+    auto& open = open_scopes_[device];
+    uint32_t name_id = s_.strings.intern(name);
+    if (stage == "START") {
+      Scope sc{time_ns, -1, name_id, open.empty() ? 0 : open.back(), ScopeKind::annotation, device};
+      open.push_back(static_cast<uint32_t>(s_.scopes.size()));
+      s_.scopes.push_back(sc);
+    } else if (stage == "END") {
+      for (auto it = open.rbegin(); it != open.rend(); ++it) {
+        if (s_.scopes[*it].name != name_id) continue;
+        s_.scopes[*it].end_ns = time_ns;
+        open.erase(std::next(it).base());
+        break;
+      }
+    } else {
+      fail(p.field("stage"), fmt::format("expected 'START' or 'END', got '{}'", stage));
+    }
+  }
+
+  // Event::scope = the innermost annotation open at the event's time on its device.
+  void assign_event_scopes() {
+    for (size_t device = 0; device < open_scopes_.size(); ++device) {
+      std::vector<uint32_t> starts;
+      for (uint32_t i = 1; i < s_.scopes.size(); ++i)
+        if (s_.scopes[i].device == device) starts.push_back(i);
+      std::stable_sort(starts.begin(), starts.end(),
+                       [&](uint32_t a, uint32_t b) { return s_.scopes[a].start_ns < s_.scopes[b].start_ns; });
+      std::vector<uint32_t> active;
+      size_t next = 0;
+      for (Event& e : s_.events) {
+        if (e.device != device) continue;
+        while (next < starts.size() && s_.scopes[starts[next]].start_ns <= e.time_ns) active.push_back(starts[next++]);
+        while (!active.empty() && s_.scopes[active.back()].end_ns != -1 && s_.scopes[active.back()].end_ns < e.time_ns)
+          active.pop_back();
+        e.scope = active.empty() ? 0 : active.back();
+      }
+    }
+  }
+
+  nlohmann::ordered_json to_json(uint32_t id, const Path& p, int depth) const {
+    if (depth > pickle::kMaxDepth) fail(p, "nested too deeply");
+    const auto& n = t_[id];
+    switch (n.kind) {
+      case Kind::none: return nullptr;
+      case Kind::boolean: return n.i != 0;
+      case Kind::integer: return n.i;
+      case Kind::uinteger: return n.u;
+      case Kind::floating: return n.f;
+      case Kind::string: return std::string(t_.string(id));
+      case Kind::bytes: fail(p, "bytes are not supported here");
+      case Kind::list:
+      case Kind::tuple: {
+        auto a = nlohmann::ordered_json::array();
+        for_each_item(id, n.kind, p, [&](uint32_t v, const Path& vp) { a.push_back(to_json(v, vp, depth + 1)); });
+        return a;
+      }
+      case Kind::dict: {
+        auto o = nlohmann::ordered_json::object();
+        for_each_pair(id, p, [&](std::string_view k, uint32_t v, const Path& vp) {
+          o[std::string(k)] = to_json(v, vp, depth + 1);
+        });
+        return o;
+      }
+    }
+    fail(p, "unknown value");
+  }
+};
+
+}  // namespace
+
+Snapshot import_pickle(std::span<const uint8_t> bytes) {
+  pickle::Tree tree = pickle::parse(bytes);
+  Snapshot s;
+  Importer(tree, s).run();
+  return s;
+}
+
+Snapshot import_pickle_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+  in.seekg(0, std::ios::end);
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0)));
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
+    throw Error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+  try {
+    return import_pickle(bytes);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+}  // namespace memrec
