@@ -17,7 +17,7 @@ inline constexpr uint32_t kFormatVersion = 1;
 class Writer {
  public:
   explicit Writer(const std::string& path);  // throws Error when the file cannot be created
-  ~Writer();                                 // closes with the last state given, if close() was not called
+  ~Writer();  // closes the file; without close() it has no footer and reads back with complete = false
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
 
