@@ -6,7 +6,7 @@
 namespace memrec::cli {
 
 void add_io_commands(CLI::App& app);        // import, export, info (cmd_io.cpp)
-void add_analysis_commands(CLI::App& app);  // stats, diff (cmd_analysis.cpp)
+void add_analysis_commands(CLI::App& app);  // stats, diff, whatif (cmd_analysis.cpp)
 void add_run_command(CLI::App& app);    // run (cmd_run.cpp, built with MEMREC_WITH_TORCH)
 void add_view_command(CLI::App& app);   // view (cmd_view.cpp, built with MEMREC_WITH_VIEWER)
 

@@ -16,13 +16,6 @@ constexpr std::array<std::string_view, 6> kGroupByNames = {"stack", "op", "modul
 constexpr size_t kStackKeyFrames = 6;
 constexpr uint64_t kBlockGranularity = 512;  // the caching allocator's kMinBlockSize
 
-enum class PhaseKind : uint8_t { none, forward, backward, optimizer, other };
-
-struct Phase {
-  int64_t start_ns, end_ns;
-  PhaseKind kind;
-};
-
 PhaseKind phase_kind(std::string_view name, ScopeKind kind) {
   if (kind == ScopeKind::annotation)
     return name.starts_with("Optimizer.step") ? PhaseKind::optimizer : PhaseKind::none;
@@ -33,45 +26,18 @@ PhaseKind phase_kind(std::string_view name, ScopeKind kind) {
   return PhaseKind::other;
 }
 
-// Phase intervals of a device, sorted by start; an open phase lasts to the end of the recording.
-std::vector<Phase> phases_of(const Snapshot& s, uint8_t device) {
-  std::vector<Phase> out;
-  for (const Scope& sc : s.scopes) {
-    PhaseKind k = phase_kind(s.strings[sc.name], sc.kind);
-    if (k == PhaseKind::none || sc.device != device) continue;
-    out.push_back({sc.start_ns, sc.end_ns < sc.start_ns ? INT64_MAX : sc.end_ns, k});
-  }
-  std::sort(out.begin(), out.end(), [](const Phase& a, const Phase& b) { return a.start_ns < b.start_ns; });
-  return out;
-}
-
-// The phase in force at t (the last one started at or before t, if still open), or nullptr.
-const Phase* phase_at(const std::vector<Phase>& phases, int64_t t) {
-  auto it = std::upper_bound(phases.begin(), phases.end(), t,
-                             [](int64_t v, const Phase& p) { return v < p.start_ns; });
-  if (it == phases.begin()) return nullptr;
-  --it;
-  return t <= it->end_ns ? &*it : nullptr;
-}
-
-int64_t next_phase_start(const std::vector<Phase>& phases, int64_t t) {
-  auto it = std::upper_bound(phases.begin(), phases.end(), t,
-                             [](int64_t v, const Phase& p) { return v < p.start_ns; });
-  return it == phases.end() ? INT64_MAX : it->start_ns;
-}
-
-Category categorize_one(const Allocation& a, const Replay& r, const std::vector<Phase>& phases) {
+Category categorize_one(const Allocation& a, const Replay& r, const PhaseIndex& phases) {
   if (a.alloc_step == kNoEvent) return Category::unknown;
   int64_t born = r.time_of(a.alloc_step);
   bool freed = a.free_step != kNoEvent;
   int64_t died = freed ? r.time_of(a.free_step) : INT64_MAX;
-  const Phase* p = phase_at(phases, born);
-  if (!p) {
+  uint32_t phase = phases.at(born);
+  if (!phase) {
     if (!freed) return Category::parameter;
-    return died < next_phase_start(phases, born) ? Category::temporary : Category::input;
+    return died < phases.next_start(born) ? Category::temporary : Category::input;
   }
-  if (died <= p->end_ns) return Category::temporary;
-  switch (p->kind) {
+  if (died <= phases.end(phase)) return Category::temporary;
+  switch (phases.kind(phase)) {
     case PhaseKind::forward: return Category::activation;
     case PhaseKind::backward: return Category::gradient;
     case PhaseKind::optimizer: return Category::optimizer_state;
@@ -87,14 +53,6 @@ std::string stack_key(const Snapshot& s, uint32_t stack) {
     key += fr.function ? s.strings[fr.function] : format_frame(s, f);
   }
   return key.empty() ? "<no stack>" : key;
-}
-
-// "layers.3.self_attn.out_proj" -> "layers.3"; paths without a numbered container are their own layer.
-std::string layer_of(const std::string& module) {
-  size_t dot = module.find('.');
-  if (dot == std::string::npos) return module;
-  size_t end = module.find('.', dot + 1);
-  return module.substr(0, end);
 }
 
 std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c) {
@@ -211,8 +169,44 @@ std::optional<GroupBy> group_by_from_string(std::string_view s) {
   return std::nullopt;
 }
 
+PhaseIndex::PhaseIndex(const Snapshot& s, uint8_t device) : s_(s) {
+  for (uint32_t i = 1; i < s.scopes.size(); ++i)
+    if (s.scopes[i].device == device && kind(i) != PhaseKind::none) ids_.push_back(i);
+  std::sort(ids_.begin(), ids_.end(),
+            [&](uint32_t a, uint32_t b) { return s.scopes[a].start_ns < s.scopes[b].start_ns; });
+}
+
+PhaseKind PhaseIndex::kind(uint32_t scope) const {
+  return phase_kind(s_.strings[s_.scopes[scope].name], s_.scopes[scope].kind);
+}
+
+int64_t PhaseIndex::end(uint32_t scope) const {
+  const Scope& sc = s_.scopes[scope];
+  return sc.end_ns < sc.start_ns ? INT64_MAX : sc.end_ns;
+}
+
+uint32_t PhaseIndex::at(int64_t t) const {
+  auto it = std::upper_bound(ids_.begin(), ids_.end(), t,
+                             [&](int64_t v, uint32_t id) { return v < s_.scopes[id].start_ns; });
+  if (it == ids_.begin()) return 0;
+  --it;
+  return t <= end(*it) ? *it : 0;
+}
+
+int64_t PhaseIndex::next_start(int64_t t) const {
+  auto it = std::upper_bound(ids_.begin(), ids_.end(), t,
+                             [&](int64_t v, uint32_t id) { return v < s_.scopes[id].start_ns; });
+  return it == ids_.end() ? INT64_MAX : s_.scopes[*it].start_ns;
+}
+
+std::string layer_of(const std::string& module) {
+  size_t dot = module.find('.');
+  if (dot == std::string::npos) return module;
+  return module.substr(0, module.find('.', dot + 1));
+}
+
 std::vector<Category> categorize(const Snapshot& s, const Replay& r) {
-  auto phases = phases_of(s, r.device());
+  PhaseIndex phases(s, r.device());
   std::vector<Category> out;
   out.reserve(r.allocations().size());
   for (const Allocation& a : r.allocations()) out.push_back(categorize_one(a, r, phases));

@@ -15,6 +15,22 @@
 
 namespace memrec {
 
+enum class PhaseKind : uint8_t { none, forward, backward, optimizer, other };
+
+// Phase scopes of one device (ScopeKind::phase, plus PyTorch's "Optimizer.step#..." annotations), found by time.
+class PhaseIndex {
+ public:
+  PhaseIndex(const Snapshot& s, uint8_t device);
+  uint32_t at(int64_t t) const;         // scope id of the phase holding t, or 0
+  int64_t next_start(int64_t t) const;  // start of the first phase after t; INT64_MAX if none
+  PhaseKind kind(uint32_t scope) const;
+  int64_t end(uint32_t scope) const;    // INT64_MAX while open
+
+ private:
+  const Snapshot& s_;
+  std::vector<uint32_t> ids_;  // sorted by start
+};
+
 // Like torch.profiler's memory categories, derived from the recorded phases and lifetimes, not from names.
 enum class Category : uint8_t { parameter, input, activation, gradient, optimizer_state, temporary, unknown };
 inline constexpr int kCategoryCount = 7;
@@ -62,6 +78,8 @@ uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t);
 
 // The name of the enclosing scope of `kind` for a scope id, or "" (walks parents).
 std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind);
+// "layers.3.self_attn.out_proj" -> "layers.3": a module path's first two components.
+std::string layer_of(const std::string& module);
 
 // Reserved bytes minus allocated bytes, split into the causes the caching allocator's rules explain.
 // Each free byte of every segment lands in exactly one field, so the fields sum to reserved - allocated.

@@ -1,0 +1,80 @@
+// Checkpointing predictions on a two-layer history whose answers are worked out by hand.
+#include <gtest/gtest.h>
+
+#include "memrec/whatif.h"
+
+namespace memrec {
+namespace {
+
+struct TwoLayers {
+  Snapshot s;
+  uint32_t scope(ScopeKind kind, const std::string& name, int64_t start, int64_t end, uint32_t parent) {
+    s.scopes.push_back(Scope{start, end, s.strings.intern(name), parent, kind, 0});
+    return static_cast<uint32_t>(s.scopes.size() - 1);
+  }
+  void ev(int64_t t, Action a, uint64_t addr, uint64_t size, uint32_t scope = 0) {
+    s.events.push_back(Event{.time_ns = t, .addr = addr, .size = size, .scope = scope, .action = a});
+  }
+  void free(int64_t t, uint64_t addr, uint64_t size) {
+    ev(t, Action::free_requested, addr, size);
+    ev(t, Action::free_completed, addr, size);
+  }
+  TwoLayers() {
+    uint32_t fwd = scope(ScopeKind::phase, "forward", 100, 300, 0);
+    scope(ScopeKind::phase, "backward", 300, 500, 0);
+    uint32_t l0 = scope(ScopeKind::module, "layers.0", 100, 200, fwd);
+    uint32_t l0_attn = scope(ScopeKind::module, "layers.0.self_attn", 105, 150, l0);
+    uint32_t l1 = scope(ScopeKind::module, "layers.1", 200, 300, fwd);
+    ev(10, Action::alloc, 0x1, 1000);  // parameter
+    ev(110, Action::alloc, 0x10, 100, l0_attn);
+    ev(120, Action::alloc, 0x20, 200, l0_attn);
+    ev(190, Action::alloc, 0x30, 50, l0);  // layer 0's output
+    ev(210, Action::alloc, 0x40, 300, l1);
+    ev(220, Action::alloc, 0x50, 400, l1);
+    ev(290, Action::alloc, 0x60, 60, l1);  // layer 1's output
+    free(310, 0x50, 400);
+    free(320, 0x40, 300);
+    free(330, 0x60, 60);
+    free(400, 0x30, 50);
+    free(410, 0x20, 200);
+    free(420, 0x10, 100);
+  }
+};
+
+TEST(WhatIf, CheckpointingEveryLayerKeepsOnlyOutputsAcrossForward) {
+  TwoLayers h;
+  auto p = predict_checkpoint(h.s, 0, {});
+  EXPECT_EQ(p.recorded_peak, 2110u);
+  EXPECT_EQ(p.layers, (std::vector<std::string>{"layers.0", "layers.1"}));
+  EXPECT_EQ(p.blocks_dropped, 4u);
+  // At 290: parameter + layer 0's output + layer 1 (not dropped until its forward ends at 300).
+  EXPECT_EQ(p.predicted_peak, 1000u + 50 + 300 + 400 + 60);
+}
+
+TEST(WhatIf, ChoosingLayersByIndex) {
+  TwoLayers h;
+  EXPECT_EQ(predict_checkpoint(h.s, 0, {"1"}).predicted_peak, 2110u);  // layer 0 is still live at layer 1's peak
+  EXPECT_EQ(predict_checkpoint(h.s, 0, {"0"}).predicted_peak, 1810u);
+  EXPECT_EQ(predict_checkpoint(h.s, 0, {"layers.0"}).predicted_peak, 1810u);
+}
+
+TEST(WhatIf, RecomputationHappensBeforeTheFirstFreeOfTheLayer) {
+  TwoLayers h;
+  // Make layer 0's recompute the peak: a large gradient allocated in backward and never freed.
+  h.ev(405, Action::alloc, 0x70, 5000, 0);
+  auto p = predict_checkpoint(h.s, 0, {"0"});
+  // At 410 layer 0's two dropped activations come back before 0x20 is freed: 1000 + 5000 + 100 + 200.
+  EXPECT_EQ(p.predicted_peak, 6300u);
+  EXPECT_EQ(p.predicted_peak_ns, 410 - 10);
+}
+
+TEST(WhatIf, UnknownLayersAndMissingScopesAreErrors) {
+  TwoLayers h;
+  EXPECT_THROW(predict_checkpoint(h.s, 0, {"7"}), Error);
+  Snapshot bare;
+  bare.events.push_back(Event{.time_ns = 1, .addr = 1, .size = 1});
+  EXPECT_THROW(predict_checkpoint(bare, 0, {}), Error);
+}
+
+}  // namespace
+}  // namespace memrec
