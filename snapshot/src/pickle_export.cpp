@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memrec/pickle.h"
+#include "pickle_reader.h"
 
 namespace memrec {
 namespace {
@@ -52,7 +53,11 @@ constexpr size_t kBatch = 1000;  // items per APPENDS, as Python does: memory_vi
 // comparison.
 class Out {
  public:
-  void reserve(size_t n) { buf_.resize(std::max(buf_.size(), n)); }
+  void reserve(size_t n) {
+    buf_.reserve(n);
+    pickle::advise_huge_pages(buf_);
+    buf_.resize(n);
+  }
   void byte(uint8_t b) {
     room(1);
     buf_[n_++] = b;

@@ -45,7 +45,11 @@ struct Path {
 class Importer {
  public:
   Importer(const Tree& tree, Snapshot& snap)
-      : t_(tree), s_(snap), frame_of_node_(tree.nodes.size(), kUnset), stack_of_node_(tree.nodes.size(), kUnset) {}
+      : t_(tree), s_(snap) {
+    id_of_node_.reserve(tree.nodes.size());
+    pickle::advise_huge_pages(id_of_node_);
+    id_of_node_.assign(tree.nodes.size(), kUnset);
+  }
 
   void run() {
     Path root;
@@ -73,8 +77,9 @@ class Importer {
  private:
   const Tree& t_;
   Snapshot& s_;
-  std::vector<uint32_t> frame_of_node_;  // frame dicts are memoized: each distinct node is read once
-  std::vector<uint32_t> stack_of_node_;  // and so are whole frame lists in PyTorch's and our pickles
+  // Frame dicts are memoized, and so are whole frame lists in PyTorch's and our pickles: each distinct node is
+  // read once. Holds the frame id of a dict node or the stack id of a list node.
+  std::vector<uint32_t> id_of_node_;
   std::vector<uint32_t> scratch_;
   std::vector<std::vector<uint32_t>> open_scopes_;  // per device, innermost last
 
@@ -142,28 +147,31 @@ class Importer {
   }
 
   uint32_t frame(uint32_t id, const Path& p) {
-    if (frame_of_node_[id] != kUnset) return frame_of_node_[id];
+    if (id_of_node_[id] != kUnset) return id_of_node_[id];
     Frame f;
     for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
       if (key == "name") f.function = s_.strings.intern(str_of(v, vp));
       else if (key == "filename") f.file = s_.strings.intern(str_of(v, vp));
       else if (key == "line") f.line = narrow<uint32_t>(v, vp);
     });
-    return frame_of_node_[id] = s_.frames.intern(f);
+    return id_of_node_[id] = s_.frames.intern(f);
   }
 
   uint32_t stack(uint32_t id, const Path& p) {
-    if (stack_of_node_[id] != kUnset) return stack_of_node_[id];
+    if (id_of_node_[id] != kUnset) return id_of_node_[id];
     scratch_.clear();
     for_each_item(id, Kind::list, p, [&](uint32_t f, const Path& fp) { scratch_.push_back(frame(f, fp)); });
     uint32_t stack_id = s_.stacks.intern(scratch_);
-    return stack_of_node_[id] = stack_id;
+    return id_of_node_[id] = stack_id;
   }
 
   void device_traces(uint32_t id, const Path& p) {
     for_each_item(id, Kind::list, p, [&](uint32_t trace, const Path& tp) {
       if (tp.index > UINT8_MAX) fail(tp, "more than 256 devices");
       auto device = static_cast<uint8_t>(tp.index);
+      expect(trace, Kind::list, tp);
+      s_.events.reserve(s_.events.size() + t_[trace].count);
+      pickle::advise_huge_pages(s_.events);
       for_each_item(trace, Kind::list, tp, [&](uint32_t e, const Path& ep) { s_.events.push_back(entry(e, ep, device)); });
     });
   }

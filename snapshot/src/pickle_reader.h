@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/mman.h>
+
 namespace memrec::pickle {
 
 enum class Kind : uint8_t { none, boolean, integer, uinteger, floating, string, bytes, list, tuple, dict };
@@ -60,6 +62,16 @@ class Tree {
       for (uint32_t k = chunks[c].begin, e = k + chunks[c].count; k < e; ++k) f(items[k]);
   }
 };
+
+// Asks Linux for transparent huge pages on a reserved, untouched vector. The tree of a large pickle, the events and
+// the pickle written span hundreds of MB; faulting them in 4 KiB pages took half the import time in our VMs.
+template <typename T>
+inline void advise_huge_pages(std::vector<T>& v) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  auto begin = (reinterpret_cast<uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
+  auto end = (reinterpret_cast<uintptr_t>(v.data() + v.capacity())) & ~(kHuge - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // a hint: failure is fine
+}
 
 inline constexpr uint16_t kMaxDepth = 200;
 
