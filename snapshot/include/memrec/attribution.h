@@ -1,0 +1,91 @@
+// Who holds the memory at an instant: the live blocks as a tree by call stack (top-down or bottom-up) or by
+// op / module / phase scopes, and where they sit in the reserved segments. Sums are exact: every live block lands
+// in exactly one leaf, and each node's bytes are the sum of its children's plus what ends at the node.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memrec/replay.h"
+#include "memrec/snapshot.h"
+
+namespace memrec {
+
+enum class Grouping : uint8_t { stack_top_down, stack_bottom_up, op, module, phase };
+inline constexpr int kGroupingCount = 5;
+std::string_view to_string(Grouping g);
+
+// Key of a path element: a frame id for the stack groupings, the string id of a scope name otherwise.
+// kMissing stands for "no stack" / "no scope of that kind".
+inline constexpr uint32_t kMissing = std::numeric_limits<uint32_t>::max();
+
+// The keys of one block under a grouping, outermost first; {kMissing} when it has none.
+void group_path(const Snapshot& s, const Allocation& a, Grouping g, std::vector<uint32_t>& out);
+
+struct GroupNode {
+  uint32_t key = kMissing;
+  uint32_t parent = 0;
+  uint32_t depth = 0;  // root = 0
+  uint64_t bytes = 0;
+  uint64_t blocks = 0;
+  std::vector<uint32_t> children;  // largest first
+};
+
+class Attribution {
+ public:
+  // Groups the given allocations (ids into `allocations`), e.g. Replay::live_after(step).
+  Attribution(const Snapshot& s, std::span<const Allocation> allocations, std::span<const uint32_t> ids,
+              Grouping g);
+
+  Grouping grouping() const { return grouping_; }
+  // Node 0 is the root: every block given.
+  const std::vector<GroupNode>& nodes() const { return nodes_; }
+  const GroupNode& root() const { return nodes_[0]; }
+  // For each id given, the node its path ended at.
+  const std::vector<uint32_t>& leaves() const { return leaves_; }
+  // Keys from the root's child down to `node`.
+  std::vector<uint32_t> path(uint32_t node) const;
+  std::string label(uint32_t node) const;
+
+ private:
+  const Snapshot& s_;
+  Grouping grouping_;
+  std::vector<GroupNode> nodes_;
+  std::vector<uint32_t> leaves_;
+};
+
+// "file:line  function" for a frame id (or the pc in hex when unsymbolized).
+std::string frame_label(const Snapshot& s, uint32_t frame);
+// Label of one key under a grouping.
+std::string key_label(const Snapshot& s, Grouping g, uint32_t key);
+
+// Whether a block falls under a node: its path starts with the node's path. Memoized per stack or scope id,
+// so testing every allocation of a long run costs about one lookup each.
+class GroupMatcher {
+ public:
+  GroupMatcher(const Snapshot& s, Grouping g, std::vector<uint32_t> prefix);
+  bool operator()(const Allocation& a);
+
+ private:
+  const Snapshot& s_;
+  Grouping grouping_;
+  std::vector<uint32_t> prefix_;
+  std::vector<int8_t> memo_;  // per stack or scope id: -1 unknown, 0 no, 1 yes
+  std::vector<uint32_t> path_;
+};
+
+// One reserved segment at an instant and the live blocks in it, by address.
+struct SegmentAt {
+  uint64_t addr = 0;
+  uint64_t size = 0;  // 0 for the pseudo-segment of blocks outside every known segment
+  uint16_t stream = 0;
+  uint64_t allocated = 0;
+  std::vector<uint32_t> blocks;  // allocation ids
+};
+// The segments reserved after `step` (kNoEvent: at the start), by address.
+std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step);
+
+}  // namespace memrec

@@ -1,0 +1,99 @@
+// Level-of-detail structures over one device's replay, so a view of any time range at pixel resolution costs
+// about one lookup per pixel column, whatever the number of events.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "memrec/replay.h"
+#include "memrec/snapshot.h"
+
+namespace memrec {
+
+inline constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+// Min/max of the totals over a range of states; peak_step is where allocated is highest (earliest on ties).
+struct Envelope {
+  uint64_t allocated_min = std::numeric_limits<uint64_t>::max();
+  uint64_t allocated_max = 0;
+  uint64_t reserved_min = std::numeric_limits<uint64_t>::max();
+  uint64_t reserved_max = 0;
+  uint32_t peak_step = kNoEvent;
+
+  bool empty() const { return reserved_min > reserved_max; }
+  void include(const Totals& t, uint32_t step);
+  void include(const Envelope& e);
+};
+
+class Timeline {
+ public:
+  // Keeps references to both; they must outlive the Timeline.
+  Timeline(const Snapshot& s, const Replay& r);
+
+  const Replay& replay() const { return r_; }
+  uint32_t steps() const { return static_cast<uint32_t>(r_.events().size()); }
+  int64_t time_of(uint32_t step) const { return r_.time_of(step); }
+  int64_t begin_ns() const { return begin_ns_; }
+  int64_t end_ns() const { return end_ns_; }
+
+  // The step whose state holds at time t: the last one at or before t; kNoEvent before the first event.
+  uint32_t step_at(int64_t t) const;
+  // Over the states after steps first..last (inclusive); kNoEvent as first stands for the initial state.
+  Envelope envelope_steps(uint32_t first, uint32_t last) const;
+  // Over the states in force during [t0, t1): the one at t0 and every step inside.
+  Envelope envelope(int64_t t0, int64_t t1) const;
+
+  // Ids (into Replay::allocations()) of the blocks allocated after `step`, in allocation order:
+  // the stacking order of the memory timeline, oldest at the bottom.
+  void live_at(uint32_t step, std::vector<uint32_t>& out) const;
+  // Stacks the live blocks after `step` bottom-up and writes, for each row of `bytes_per_row` bytes from the bottom,
+  // the allocation covering the middle of the row (kNone above the top). Every live block moves every block above it
+  // by its exact size, so blocks smaller than a row still count.
+  void stack_rows(uint32_t step, double bytes_per_row, std::span<uint32_t> rows,
+                  std::vector<uint32_t>& scratch) const;
+  // The allocation at byte `offset` of the stack after `step`, kNone above the top.
+  uint32_t allocation_at(uint32_t step, uint64_t offset) const;
+
+ private:
+  void build_pyramid();
+  void build_checkpoints();
+  uint32_t first_allocation_after(uint32_t step) const;
+
+  const Snapshot& s_;
+  const Replay& r_;
+  int64_t begin_ns_ = 0, end_ns_ = 0;
+  // Times of every kTimeStride-th step, to find a step by time without touching the events.
+  std::vector<int64_t> sampled_times_;
+  // levels_[j][k] covers steps [k * kBucket << j, (k + 1) * kBucket << j).
+  std::vector<std::vector<Envelope>> levels_;
+  // Copies of the fields the stacking loops read, packed for the cache.
+  std::vector<uint32_t> alloc_step_, free_step_;
+  std::vector<uint64_t> size_;
+  uint32_t first_recorded_ = 0;  // allocations before this id existed before the recording
+  // Live blocks after step k * checkpoint_stride_.
+  uint32_t checkpoint_stride_ = 1024;
+  std::vector<std::vector<uint32_t>> checkpoints_;
+};
+
+// Items of one lane that never overlap each other (kernels of one stream, scopes of one kind at one depth),
+// sorted by start.
+struct Lane {
+  std::string title;
+  bool kernels = true;          // ids index Snapshot::kernels, else Snapshot::scopes
+  std::vector<uint32_t> ids;
+  std::vector<int64_t> starts, ends;
+
+  // For each of the columns [t0 + i*dt, t0 + (i+1)*dt), the last item starting in or before it that reaches
+  // into it, else kNone.
+  void columns(int64_t t0, double dt, std::span<uint32_t> out) const;
+};
+
+// One lane per stream with kernels on `device`.
+std::vector<Lane> kernel_lanes(const Snapshot& s, uint8_t device);
+// One lane per scope kind (phase, module, op, ...) and nesting depth within that kind, up to max_depth.
+std::vector<Lane> scope_lanes(const Snapshot& s, uint8_t device, int64_t end_ns, int max_depth = 3);
+
+}  // namespace memrec

@@ -1,0 +1,175 @@
+#include "memrec/attribution.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace memrec {
+namespace {
+
+bool is_stack_grouping(Grouping g) { return g == Grouping::stack_top_down || g == Grouping::stack_bottom_up; }
+
+ScopeKind scope_kind(Grouping g) {
+  switch (g) {
+    case Grouping::op: return ScopeKind::op;
+    case Grouping::module: return ScopeKind::module;
+    default: return ScopeKind::phase;
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(Grouping g) {
+  static constexpr std::array<std::string_view, kGroupingCount> names = {"stack (top-down)", "stack (bottom-up)",
+                                                                         "op", "module", "phase"};
+  return names.at(static_cast<size_t>(g));
+}
+
+void group_path(const Snapshot& s, const Allocation& a, Grouping g, std::vector<uint32_t>& out) {
+  out.clear();
+  if (is_stack_grouping(g)) {
+    auto frames = s.stacks[a.stack];  // innermost first
+    if (g == Grouping::stack_top_down) out.assign(frames.rbegin(), frames.rend());
+    else out.assign(frames.begin(), frames.end());
+  } else {
+    ScopeKind kind = scope_kind(g);
+    // Parents have lower ids; the bound stops a malformed cycle.
+    for (uint32_t sc = a.scope, hops = 0; sc != 0 && sc < s.scopes.size() && hops < s.scopes.size();
+         sc = s.scopes[sc].parent, ++hops)
+      if (s.scopes[sc].kind == kind) out.push_back(s.scopes[sc].name);
+    std::reverse(out.begin(), out.end());
+  }
+  if (out.empty()) out.push_back(kMissing);
+}
+
+Attribution::Attribution(const Snapshot& s, std::span<const Allocation> allocations,
+                         std::span<const uint32_t> ids, Grouping g)
+    : s_(s), grouping_(g), nodes_(1) {
+  std::unordered_map<uint64_t, uint32_t> child_of;  // (parent << 32 | key) -> node
+  std::vector<uint32_t> path;
+  leaves_.reserve(ids.size());
+  for (uint32_t id : ids) {
+    const Allocation& a = allocations[id];
+    group_path(s, a, g, path);
+    uint32_t node = 0;
+    nodes_[0].bytes += a.size;
+    nodes_[0].blocks += 1;
+    for (uint32_t key : path) {
+      auto [it, fresh] = child_of.try_emplace(uint64_t{node} << 32 | key, static_cast<uint32_t>(nodes_.size()));
+      if (fresh) {
+        nodes_.push_back(GroupNode{.key = key, .parent = node, .depth = nodes_[node].depth + 1, .children = {}});
+        nodes_[node].children.push_back(it->second);
+      }
+      node = it->second;
+      nodes_[node].bytes += a.size;
+      nodes_[node].blocks += 1;
+    }
+    leaves_.push_back(node);
+  }
+  for (GroupNode& n : nodes_)
+    std::stable_sort(n.children.begin(), n.children.end(),
+                     [&](uint32_t a, uint32_t b) { return nodes_[a].bytes > nodes_[b].bytes; });
+}
+
+std::vector<uint32_t> Attribution::path(uint32_t node) const {
+  std::vector<uint32_t> keys;
+  for (; node != 0; node = nodes_[node].parent) keys.push_back(nodes_[node].key);
+  std::reverse(keys.begin(), keys.end());
+  return keys;
+}
+
+std::string Attribution::label(uint32_t node) const {
+  return node == 0 ? "all live memory" : key_label(s_, grouping_, nodes_[node].key);
+}
+
+std::string frame_label(const Snapshot& s, uint32_t frame) {
+  const Frame& f = s.frames[frame];
+  std::string name = f.function ? s.strings[f.function] : fmt::format("0x{:x}", f.pc);
+  if (!f.file) return name;
+  return f.line ? fmt::format("{}  {}:{}", name, s.strings[f.file], f.line)
+                : fmt::format("{}  {}", name, s.strings[f.file]);
+}
+
+std::string key_label(const Snapshot& s, Grouping g, uint32_t key) {
+  if (key == kMissing) return is_stack_grouping(g) ? "<no stack>" : fmt::format("<no {}>", to_string(g));
+  return is_stack_grouping(g) ? frame_label(s, key) : s.strings[key];
+}
+
+GroupMatcher::GroupMatcher(const Snapshot& s, Grouping g, std::vector<uint32_t> prefix)
+    : s_(s), grouping_(g), prefix_(std::move(prefix)),
+      memo_(is_stack_grouping(g) ? s.stacks.size() : s.scopes.size(), -1) {}
+
+bool GroupMatcher::operator()(const Allocation& a) {
+  uint32_t slot = is_stack_grouping(grouping_) ? a.stack : a.scope;
+  if (slot < memo_.size() && memo_[slot] >= 0) return memo_[slot];
+  group_path(s_, a, grouping_, path_);
+  bool yes = path_.size() >= prefix_.size() && std::equal(prefix_.begin(), prefix_.end(), path_.begin());
+  if (slot < memo_.size()) memo_[slot] = yes;
+  return yes;
+}
+
+namespace {
+
+struct Reserved {
+  uint64_t size = 0;
+  uint16_t stream = 0;
+};
+
+bool grows(Action a) { return a == Action::segment_alloc || a == Action::segment_map; }
+bool shrinks(Action a) { return a == Action::segment_free || a == Action::segment_unmap; }
+
+// Segments at the start: the recorded start state, else the end state with the trace undone.
+std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r) {
+  std::map<uint64_t, Reserved> segs;
+  uint8_t device = r.events().empty() ? 0 : s.events[r.events()[0]].device;
+  for (const Segment& seg : s.has_segments_start ? s.segments_start : s.segments_end)
+    if (seg.device == device || r.events().empty()) segs[seg.addr] = Reserved{seg.total_size, seg.stream};
+  if (s.has_segments_start) return segs;
+  for (auto it = r.events().rbegin(); it != r.events().rend(); ++it) {
+    const Event& e = s.events[*it];
+    if (grows(e.action)) segs.erase(e.addr);
+    if (shrinks(e.action)) segs[e.addr] = Reserved{e.size, e.stream};
+  }
+  return segs;
+}
+
+}  // namespace
+
+std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step) {
+  std::map<uint64_t, Reserved> segs = initial_segments(s, r);
+  if (step != kNoEvent) {
+    for (uint32_t k = 0; k <= step && k < r.events().size(); ++k) {
+      const Event& e = s.events[r.events()[k]];
+      if (grows(e.action)) segs[e.addr] = Reserved{e.size, e.stream};
+      if (shrinks(e.action)) segs.erase(e.addr);
+    }
+  }
+  std::vector<SegmentAt> out;
+  std::map<uint64_t, size_t> index;
+  for (auto& [addr, seg] : segs) {
+    index[addr] = out.size();
+    out.push_back(SegmentAt{.addr = addr, .size = seg.size, .stream = seg.stream, .blocks = {}});
+  }
+  std::vector<uint32_t> live = r.live_after(step);
+  const auto& allocs = r.allocations();
+  std::sort(live.begin(), live.end(), [&](uint32_t a, uint32_t b) { return allocs[a].addr < allocs[b].addr; });
+  SegmentAt outside;
+  for (uint32_t id : live) {
+    const Allocation& a = allocs[id];
+    auto it = index.upper_bound(a.addr);
+    SegmentAt* home = &outside;
+    if (it != index.begin()) {
+      SegmentAt& seg = out[std::prev(it)->second];
+      if (a.addr < seg.addr + seg.size) home = &seg;
+    }
+    home->blocks.push_back(id);
+    home->allocated += a.size;
+  }
+  if (!outside.blocks.empty()) out.push_back(std::move(outside));
+  return out;
+}
+
+}  // namespace memrec

@@ -1,0 +1,253 @@
+#include "memrec/timeline.h"
+
+#include <algorithm>
+#include <bit>
+#include <map>
+
+namespace memrec {
+namespace {
+
+// Steps per finest pyramid bucket, and between sampled times. Ranges shorter than this are scanned directly.
+constexpr uint32_t kBucket = 16;
+constexpr uint32_t kTimeStride = 64;
+
+// Internally a "position" is step + 1, so the initial state (kNoEvent) is position 0 and ranges stay unsigned.
+uint32_t pos_of(uint32_t step) { return step == kNoEvent ? 0 : step + 1; }
+uint32_t step_of(uint32_t pos) { return pos == 0 ? kNoEvent : pos - 1; }
+
+}  // namespace
+
+void Envelope::include(const Totals& t, uint32_t step) {
+  bool higher = t.allocated > allocated_max || (t.allocated == allocated_max && pos_of(step) < pos_of(peak_step));
+  if (empty() || higher) {
+    allocated_max = t.allocated;
+    peak_step = step;
+  }
+  allocated_min = std::min(allocated_min, t.allocated);
+  reserved_min = std::min(reserved_min, t.reserved);
+  reserved_max = std::max(reserved_max, t.reserved);
+}
+
+void Envelope::include(const Envelope& e) {
+  if (e.empty()) return;
+  bool higher = e.allocated_max > allocated_max ||
+                (e.allocated_max == allocated_max && pos_of(e.peak_step) < pos_of(peak_step));
+  if (empty() || higher) {
+    allocated_max = e.allocated_max;
+    peak_step = e.peak_step;
+  }
+  allocated_min = std::min(allocated_min, e.allocated_min);
+  reserved_min = std::min(reserved_min, e.reserved_min);
+  reserved_max = std::max(reserved_max, e.reserved_max);
+}
+
+Timeline::Timeline(const Snapshot& s, const Replay& r) : s_(s), r_(r) {
+  uint32_t n = steps();
+  begin_ns_ = r_.time_of(kNoEvent);
+  end_ns_ = n ? r_.time_of(n - 1) : begin_ns_;
+  for (uint32_t step = 0; step < n; step += kTimeStride) sampled_times_.push_back(r_.time_of(step));
+  build_pyramid();
+  build_checkpoints();
+}
+
+// Level 0 buckets cover kBucket positions; each level above merges pairs.
+void Timeline::build_pyramid() {
+  uint32_t positions = steps() + 1;
+  std::vector<Envelope> level((positions + kBucket - 1) / kBucket);
+  for (uint32_t p = 0; p < positions; ++p) level[p / kBucket].include(r_.after(step_of(p)), step_of(p));
+  levels_.push_back(std::move(level));
+  while (levels_.back().size() > 1) {
+    const auto& below = levels_.back();
+    std::vector<Envelope> up((below.size() + 1) / 2);
+    for (size_t k = 0; k < below.size(); ++k) up[k / 2].include(below[k]);
+    levels_.push_back(std::move(up));
+  }
+}
+
+void Timeline::build_checkpoints() {
+  const auto& allocs = r_.allocations();
+  alloc_step_.resize(allocs.size());
+  free_step_.resize(allocs.size());
+  size_.resize(allocs.size());
+  uint64_t lifetime = 0;
+  for (size_t i = 0; i < allocs.size(); ++i) {
+    const Allocation& a = allocs[i];
+    alloc_step_[i] = pos_of(a.alloc_step);
+    free_step_[i] = a.free_step == kBeforeStart ? 0 : a.free_step == kNoEvent ? kNone : pos_of(a.free_step);
+    size_[i] = a.size;
+    if (a.alloc_step == kNoEvent) first_recorded_ = static_cast<uint32_t>(i + 1);
+    uint32_t end = std::min(free_step_[i], steps() + 1);
+    if (end > alloc_step_[i]) lifetime += end - alloc_step_[i];
+  }
+  // About as many steps between checkpoints as blocks live on average: a lookup then costs ~2x the live count,
+  // and the checkpoints together hold about as many ids as there are steps.
+  uint64_t mean_live = lifetime / (steps() + 1) + 1;
+  checkpoint_stride_ = std::clamp<uint32_t>(std::bit_ceil(static_cast<uint32_t>(std::min<uint64_t>(mean_live, 1u << 16))),
+                                            256, 1u << 16);
+  std::vector<uint32_t> live;
+  for (uint32_t i = 0; i < first_recorded_; ++i)
+    if (free_step_[i] > 0) live.push_back(i);
+  uint32_t next = first_recorded_;
+  for (uint32_t pos = 0; pos <= steps(); pos += checkpoint_stride_) {
+    std::erase_if(live, [&](uint32_t id) { return free_step_[id] <= pos; });
+    for (; next < alloc_step_.size() && alloc_step_[next] <= pos; ++next)
+      if (free_step_[next] > pos) live.push_back(next);
+    checkpoints_.push_back(live);
+  }
+}
+
+uint32_t Timeline::step_at(int64_t t) const {
+  uint32_t n = steps();
+  if (n == 0 || t < r_.time_of(0)) return kNoEvent;
+  // Last sampled step at or before t, then the last step at or before t within its stride.
+  auto it = std::upper_bound(sampled_times_.begin(), sampled_times_.end(), t);
+  uint32_t lo = static_cast<uint32_t>(it - sampled_times_.begin() - 1) * kTimeStride;
+  uint32_t hi = std::min(n, lo + kTimeStride);  // first candidate after t is in (lo, hi]
+  while (hi - lo > 1) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (r_.time_of(mid) <= t) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+Envelope Timeline::envelope_steps(uint32_t first, uint32_t last) const {
+  Envelope e;
+  uint32_t lo = pos_of(first), hi = pos_of(last);
+  auto scan = [&](uint32_t a, uint32_t b) {  // positions [a, b)
+    for (uint32_t p = a; p < b; ++p) e.include(r_.after(step_of(p)), step_of(p));
+  };
+  uint32_t full_lo = (lo + kBucket - 1) / kBucket, full_end = (hi + 1) / kBucket;
+  if (full_lo >= full_end) {
+    scan(lo, hi + 1);
+    return e;
+  }
+  scan(lo, full_lo * kBucket);
+  scan(full_end * kBucket, hi + 1);
+  // Whole buckets [full_lo, full_end) climbing the pyramid.
+  int64_t a = full_lo, b = static_cast<int64_t>(full_end) - 1;
+  for (size_t j = 0; a <= b; ++j) {
+    if (a & 1) e.include(levels_[j][a++]);
+    if (!(b & 1)) e.include(levels_[j][b--]);
+    a >>= 1;
+    b = (b - 1) >> 1;
+  }
+  return e;
+}
+
+Envelope Timeline::envelope(int64_t t0, int64_t t1) const {
+  uint32_t first = step_at(t0), last = step_at(t1 - 1);
+  return envelope_steps(first, pos_of(last) < pos_of(first) ? first : last);
+}
+
+uint32_t Timeline::first_allocation_after(uint32_t pos) const {
+  auto begin = alloc_step_.begin() + first_recorded_;
+  return static_cast<uint32_t>(std::upper_bound(begin, alloc_step_.end(), pos) - alloc_step_.begin());
+}
+
+void Timeline::live_at(uint32_t step, std::vector<uint32_t>& out) const {
+  out.clear();
+  uint32_t pos = pos_of(step);
+  uint32_t cp = pos / checkpoint_stride_;
+  uint32_t cp_pos = cp * checkpoint_stride_;
+  for (uint32_t id : checkpoints_[cp])
+    if (free_step_[id] > pos) out.push_back(id);
+  for (uint32_t id = first_allocation_after(cp_pos); id < alloc_step_.size() && alloc_step_[id] <= pos; ++id)
+    if (free_step_[id] > pos) out.push_back(id);
+}
+
+void Timeline::stack_rows(uint32_t step, double bytes_per_row, std::span<uint32_t> rows,
+                          std::vector<uint32_t>& scratch) const {
+  live_at(step, scratch);
+  size_t row = 0;
+  double top = 0;
+  for (uint32_t id : scratch) {
+    top += static_cast<double>(size_[id]);
+    for (; row < rows.size() && (row + 0.5) * bytes_per_row < top; ++row) rows[row] = id;
+    if (row == rows.size()) return;
+  }
+  std::fill(rows.begin() + row, rows.end(), kNone);
+}
+
+uint32_t Timeline::allocation_at(uint32_t step, uint64_t offset) const {
+  std::vector<uint32_t> live;
+  live_at(step, live);
+  uint64_t top = 0;
+  for (uint32_t id : live) {
+    top += size_[id];
+    if (offset < top) return id;
+  }
+  return kNone;
+}
+
+void Lane::columns(int64_t t0, double dt, std::span<uint32_t> out) const {
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t c0 = t0 + static_cast<int64_t>(i * dt), c1 = t0 + static_cast<int64_t>((i + 1) * dt);
+    auto it = std::lower_bound(starts.begin(), starts.end(), std::max(c1, c0 + 1));
+    size_t k = it - starts.begin();
+    out[i] = k > 0 && ends[k - 1] > c0 ? ids[k - 1] : kNone;
+  }
+}
+
+namespace {
+
+void sort_lane(Lane& lane) {
+  std::vector<size_t> order(lane.ids.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lane.starts[a] < lane.starts[b]; });
+  Lane sorted{lane.title, lane.kernels, {}, {}, {}};
+  for (size_t i : order) {
+    sorted.ids.push_back(lane.ids[i]);
+    sorted.starts.push_back(lane.starts[i]);
+    sorted.ends.push_back(lane.ends[i]);
+  }
+  lane = std::move(sorted);
+}
+
+}  // namespace
+
+std::vector<Lane> kernel_lanes(const Snapshot& s, uint8_t device) {
+  std::map<uint16_t, Lane> by_stream;
+  for (uint32_t i = 0; i < s.kernels.size(); ++i) {
+    const Kernel& k = s.kernels[i];
+    if (k.device != device) continue;
+    Lane& lane = by_stream[k.stream];
+    lane.title = "stream " + std::to_string(k.stream);
+    lane.ids.push_back(i);
+    lane.starts.push_back(k.start_ns);
+    lane.ends.push_back(std::max(k.end_ns, k.start_ns + 1));
+  }
+  std::vector<Lane> lanes;
+  for (auto& [stream, lane] : by_stream) {
+    sort_lane(lane);
+    lanes.push_back(std::move(lane));
+  }
+  return lanes;
+}
+
+std::vector<Lane> scope_lanes(const Snapshot& s, uint8_t device, int64_t end_ns, int max_depth) {
+  // Depth within the same kind: how many enclosing scopes share it. Parents come before children.
+  std::vector<uint8_t> depth(s.scopes.size(), 0);
+  std::map<std::pair<ScopeKind, int>, Lane> lanes_by_key;
+  for (uint32_t i = 1; i < s.scopes.size(); ++i) {
+    const Scope& sc = s.scopes[i];
+    uint32_t p = sc.parent;
+    while (p != 0 && p < i && s.scopes[p].kind != sc.kind) p = s.scopes[p].parent;
+    depth[i] = p != 0 && p < i ? static_cast<uint8_t>(std::min(depth[p] + 1, 255)) : 0;
+    if (sc.device != device || depth[i] >= max_depth) continue;
+    Lane& lane = lanes_by_key[{sc.kind, depth[i]}];
+    lane.title = std::string(to_string(sc.kind)) + (depth[i] ? " " + std::to_string(depth[i] + 1) : "");
+    lane.kernels = false;
+    lane.ids.push_back(i);
+    lane.starts.push_back(sc.start_ns);
+    lane.ends.push_back(std::max(sc.end_ns < 0 ? end_ns : sc.end_ns, sc.start_ns + 1));
+  }
+  std::vector<Lane> lanes;
+  for (auto& [key, lane] : lanes_by_key) {
+    sort_lane(lane);
+    lanes.push_back(std::move(lane));
+  }
+  return lanes;
+}
+
+}  // namespace memrec
