@@ -13,7 +13,6 @@ namespace {
 constexpr std::array<std::string_view, kCategoryCount> kCategoryNames = {
     "parameter", "input", "activation", "gradient", "optimizer_state", "temporary", "unknown"};
 constexpr std::array<std::string_view, 6> kGroupByNames = {"stack", "op", "module", "phase", "category", "layer"};
-constexpr size_t kStackKeyFrames = 6;
 constexpr uint64_t kBlockGranularity = 512;  // the caching allocator's kMinBlockSize
 
 PhaseKind phase_kind(std::string_view name, ScopeKind kind) {
@@ -45,19 +44,9 @@ Category categorize_one(const Allocation& a, const Replay& r, const PhaseIndex& 
   }
 }
 
-std::string stack_key(const Snapshot& s, uint32_t stack) {
-  std::string key;
-  for (uint32_t f : top_frames(s, stack, kStackKeyFrames)) {
-    const Frame& fr = s.frames[f];
-    if (!key.empty()) key += " < ";
-    key += fr.function ? s.strings[fr.function] : format_frame(s, f);
-  }
-  return key.empty() ? "<no stack>" : key;
-}
-
 std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c) {
   switch (by) {
-    case GroupBy::stack: return stack_key(s, a.stack);
+    case GroupBy::stack: return allocation_site(s, a.stack);
     case GroupBy::op: return enclosing_scope(s, a.scope, ScopeKind::op);
     case GroupBy::module: return enclosing_scope(s, a.scope, ScopeKind::module);
     case GroupBy::phase: return enclosing_scope(s, a.scope, ScopeKind::phase);

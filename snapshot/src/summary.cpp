@@ -11,13 +11,18 @@
 namespace memrec {
 namespace {
 
-// Frames that say how a stack was taken or how the allocator works inside, not who allocated.
-constexpr std::array<std::string_view, 11> kNoiseFunctions = {
+// Frames that say how a stack was taken, how the dispatcher routes an op, how a tensor factory or the
+// allocator works inside, or how the interpreter runs: none of them says who allocated.
+constexpr std::array<std::string_view, 29> kNoiseFunctions = {
     "unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "memrec::", "_start",
-    "__libc_start_main", "PyEval_", "PyObject_", "PyFunction_", "CUDACachingAllocator", "c10::alloc_cpu"};
-constexpr std::array<std::string_view, 10> kNoiseFiles = {
-    "core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c", "Objects/call.c",
-    "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h"};
+    "__libc_start_main", "__libc_init_first", "PyEval_", "PyObject_", "PyFunction_", "PyCMethod_", "_PyEval",
+    "Py_RunMain", "Py_BytesMain", "PyRun_", "_PyRun_", "CUDACachingAllocator", "c10::alloc_cpu", "c10::impl::",
+    "at::_ops::", "at::detail::empty", "(anonymous namespace)::wrapper_", "c10::Dispatcher", "c10::TensorImpl",
+    "at::native::empty", "at::empty", "torch::autograd::VariableType::", "torch::autograd::THPVariable_",
+    "c10::alloc"};
+constexpr std::array<std::string_view, 11> kNoiseFiles = {
+    "core/boxing", "Register", "/Redispatch", "pythonrun.c", "Modules/main.c", "Objects/call.c",
+    "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h", "core/dispatch"};
 
 bool contains_any(std::string_view text, std::span<const std::string_view> needles) {
   return std::any_of(needles.begin(), needles.end(),
@@ -68,7 +73,7 @@ void append_largest_live(std::string& out, const Snapshot& s, const Replay& r, u
     const Allocation& a = allocs[id];
     std::string origin = a.alloc_step == kNoEvent ? "before recording" : scope_path(s, a.scope);
     out += fmt::format("    {:>12}  0x{:x}  {}\n", format_bytes(a.size), a.addr, origin);
-    for (uint32_t f : top_frames(s, a.stack, 3)) out += fmt::format("        {}\n", format_frame(s, f));
+    if (a.stack) out += fmt::format("        {}\n", allocation_site(s, a.stack));
   }
 }
 
@@ -90,7 +95,55 @@ void append_device(std::string& out, const Snapshot& s, uint8_t device) {
   append_largest_live(out, s, r, r.peak_allocated().step);
 }
 
+bool has_source(const Snapshot& s, const Frame& f) {
+  const std::string& file = s.strings[f.file];
+  return f.line > 0 && !file.empty() && file != "??";
+}
+
+// Drops bracketed text (template or argument lists), nested brackets included.
+std::string drop_brackets(std::string_view text, char open, char close) {
+  std::string out;
+  int depth = 0;
+  for (char c : text) {
+    if (c == open) ++depth;
+    else if (c == close && depth > 0) --depth;
+    else if (depth == 0) out += c;
+  }
+  return out;
+}
+
+std::string basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 }  // namespace
+
+std::string short_function(std::string_view name) {
+  std::string text(name);
+  const std::string anonymous = "(anonymous namespace)::";
+  for (size_t at; (at = text.find(anonymous)) != std::string::npos;) text.erase(at, anonymous.size());
+  text = drop_brackets(drop_brackets(text, '(', ')'), '<', '>');
+  size_t space = text.rfind(' ');  // a return type in front
+  if (space != std::string::npos) text = text.substr(space + 1);
+  return text.empty() ? std::string(name) : text;
+}
+
+std::string allocation_site(const Snapshot& s, uint32_t stack) {
+  auto frames = top_frames(s, stack, SIZE_MAX);
+  if (frames.empty()) return "<no stack>";
+  const Frame& op = s.frames[frames[0]];
+  auto user = std::find_if(frames.begin(), frames.end(), [&](uint32_t f) { return has_source(s, s.frames[f]); });
+  std::string site = op.function ? short_function(s.strings[op.function]) : format_frame(s, frames[0]);
+  if (user == frames.end()) {
+    for (size_t i = 1; i < frames.size() && i < 3; ++i)
+      site += " < " + short_function(s.strings[s.frames[frames[i]].function]);
+    return site;
+  }
+  const Frame& u = s.frames[*user];
+  std::string where = fmt::format("{} ({}:{})", short_function(s.strings[u.function]), basename(s.strings[u.file]), u.line);
+  return user == frames.begin() ? where : site + " < " + where;
+}
 
 std::string format_bytes(uint64_t bytes) {
   constexpr std::array<const char*, 6> units = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -111,7 +164,10 @@ std::string format_duration(int64_t ns) {
 std::string format_frame(const Snapshot& s, uint32_t frame_id) {
   const Frame& f = s.frames[frame_id];
   std::string name = f.function ? s.strings[f.function] : fmt::format("0x{:x}", f.pc);
-  if (f.file) return fmt::format("{} ({}:{})", name, s.strings[f.file], f.line);
+  const std::string& file = s.strings[f.file];
+  bool known_file = !file.empty() && file != "??";
+  if (known_file && f.line) return fmt::format("{} ({}:{})", name, file, f.line);
+  if (known_file) return fmt::format("{} ({})", name, file);
   if (f.library) return fmt::format("{} ({})", name, s.strings[f.library]);
   return name;
 }

@@ -15,6 +15,11 @@ std::string format_bytes(uint64_t bytes);
 std::string format_duration(int64_t ns);
 // A frame as "function (file:line)" or "function (library)" when no file is known.
 std::string format_frame(const Snapshot& s, uint32_t frame_id);
+// "std::vector<at::Tensor> at::native::foo<float>(at::Tensor const&)" -> "at::native::foo".
+std::string short_function(std::string_view name);
+// Where an allocation came from, in one line: the op that allocated and the first frame with source
+// (the caller's own code), e.g. "at::native::addmm < TransformerLayer::forward (transformer.cpp:42)".
+std::string allocation_site(const Snapshot& s, uint32_t stack);
 // The first `n` frames of a stack that say where the program allocated: unwinder, recorder and
 // allocator-internal frames are skipped (the way memory_viz filters them).
 std::vector<uint32_t> top_frames(const Snapshot& s, uint32_t stack, size_t n);
