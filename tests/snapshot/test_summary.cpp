@@ -1,0 +1,49 @@
+// Frame naming and allocation sites: what every report prints.
+#include <gtest/gtest.h>
+
+#include "memrec/summary.h"
+
+namespace memrec {
+namespace {
+
+TEST(Summary, ShortFunctionDropsArgumentsTemplatesAndReturnTypes) {
+  EXPECT_EQ(short_function("at::native::empty_like(at::Tensor const&, std::optional<c10::ScalarType>)"),
+            "at::native::empty_like");
+  EXPECT_EQ(short_function("std::vector<at::Tensor, std::allocator<at::Tensor> > at::native::foreach_unary_op<float, "
+                           "at::native::Sqrt>(c10::ArrayRef<at::Tensor>)"),
+            "at::native::foreach_unary_op");
+  EXPECT_EQ(short_function("torch::autograd::VariableType::(anonymous namespace)::mm(c10::DispatchKeySet)"),
+            "torch::autograd::VariableType::mm");
+  EXPECT_EQ(short_function("_init_group"), "_init_group");
+}
+
+TEST(Summary, SiteIsTheOpAndTheFirstFrameWithSource) {
+  Snapshot s;
+  auto frame = [&](const char* fn, const char* file, uint32_t line) {
+    return s.frames.intern(Frame{.function = s.strings.intern(fn), .file = s.strings.intern(file), .line = line});
+  };
+  std::vector<uint32_t> frames = {
+      frame("torch::unwind::unwind()", "??", 0),
+      frame("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(unsigned long)", "", 0),
+      frame("at::detail::empty_strided_generic(c10::ArrayRef<long>)", "??", 0),
+      frame("at::native::zeros_like(at::Tensor const&)", "??", 0),
+      frame("torch::autograd::THPVariable_zeros_like(_object*)", "python_torch_functions_0.cpp", 0),
+      frame("_init_group", "/venv/lib/python3.12/site-packages/torch/optim/adam.py", 182),
+      frame("step", "/venv/torch/optim/adam.py", 238)};
+  uint32_t stack = s.stacks.intern(frames);
+  EXPECT_EQ(allocation_site(s, stack), "at::native::zeros_like < _init_group (adam.py:182)");
+  EXPECT_EQ(allocation_site(s, 0), "<no stack>");
+  EXPECT_EQ(format_frame(s, frames[3]), "at::native::zeros_like(at::Tensor const&)");
+  EXPECT_EQ(format_frame(s, frames[5]), "_init_group (/venv/lib/python3.12/site-packages/torch/optim/adam.py:182)");
+}
+
+TEST(Summary, HumanUnits) {
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(100272128), "95.63 MiB");
+  EXPECT_EQ(format_duration(1500), "1.5 us");
+  EXPECT_EQ(format_duration(8'700'000), "8.7 ms");
+  EXPECT_EQ(format_duration(2'500'000'000), "2.500 s");
+}
+
+}  // namespace
+}  // namespace memrec
