@@ -1,0 +1,178 @@
+// `memrec run <workload>`: build a libtorch workload, record it, write the snapshot, print where memory went.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "commands.h"
+#include "memrec/analysis.h"
+#include "memrec/pickle.h"
+#include "memrec/recorder.h"
+#include "memrec/replay.h"
+#include "memrec/summary.h"
+#include "memrec/workloads.h"
+
+namespace memrec::cli {
+namespace {
+
+struct RunArgs {
+  workloads::Config config;
+  std::string device;  // empty = auto
+  std::string output = "run.memrec";
+  std::string pickle;
+  std::string stacks = "on", kernels = "on", capture = "auto";
+  bool free_stacks = false;
+  std::vector<CLI::Option*> sizes;  // options whose CPU defaults differ
+};
+
+StackCapture parse_capture(const std::string& s) {
+  for (auto c : {StackCapture::automatic, StackCapture::unwind_backtrace, StackCapture::boost, StackCapture::torch_unwind})
+    if (to_string(c) == s) return c;
+  throw Error(fmt::format("unknown --capture '{}'", s));
+}
+
+// Device auto-selection, and the small CPU defaults for every size the user did not set.
+workloads::Config resolve_config(const RunArgs& a) {
+  workloads::Config c = a.config;
+  c.device = a.device.empty() ? (workloads::cuda_available() ? "cuda" : "cpu") : a.device;
+  if (c.device == "cpu") {
+    workloads::Config small = workloads::cpu_defaults(c);
+    bool shrunk = false;
+    for (CLI::Option* o : a.sizes) {
+      if (o->count() > 0) continue;
+      const std::string name = o->get_name(false, true);
+      auto pick = [&](int& field, int value) { shrunk |= field != value; field = value; };
+      if (name == "--d-model") pick(c.d_model, small.d_model);
+      if (name == "--heads") pick(c.heads, small.heads);
+      if (name == "--ff") pick(c.ff, small.ff);
+      if (name == "--seq") pick(c.seq, small.seq);
+      if (name == "--batch") pick(c.batch, small.batch);
+      if (name == "--steps") pick(c.steps, small.steps);
+    }
+    if (shrunk)
+      fmt::print("note: running on CPU, so the sizes you did not set shrink to finish in seconds "
+                 "(d_model {}, heads {}, ff {}, seq {}, batch {}, steps {}); set them to override\n",
+                 c.d_model, c.heads, c.ff, c.seq, c.batch, c.steps);
+  }
+  workloads::validate(c);
+  return c;
+}
+
+std::string when(const Snapshot& s, const Peak& p, int64_t t0) {
+  if (p.step == kNoEvent) return "at start";
+  std::string where;
+  for (ScopeKind k : {ScopeKind::step, ScopeKind::phase, ScopeKind::module})
+    if (uint32_t id = scope_at(s, k, 0, p.time_ns)) where += (where.empty() ? "" : " / ") + s.strings[s.scopes[id].name];
+  return fmt::format("at {:.1f} ms{}", (p.time_ns - t0) / 1e6, where.empty() ? "" : " (" + where + ")");
+}
+
+void print_groups(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by, const char* title) {
+  auto groups = group_live(s, r, step, by);
+  fmt::print("{}:\n", title);
+  for (size_t i = 0; i < std::min<size_t>(groups.size(), 5); ++i)
+    fmt::print("  {:>10}  {:>6} blocks  {}\n", format_bytes(groups[i].bytes), groups[i].count,
+               groups[i].key.empty() ? "<none>" : groups[i].key);
+}
+
+void report(const Snapshot& s, const RecorderStats& st, int64_t t0) {
+  Replay replay(s, 0);
+  const Peak& pa = replay.peak_allocated();
+  const Peak& pr = replay.peak_reserved();
+  fmt::print("peak allocated: {} {}\n", format_bytes(pa.bytes), when(s, pa, t0));
+  if (s.metadata.count("device.0.type") && s.metadata.at("device.0.type") == "cuda")
+    fmt::print("peak reserved:  {} {}\n", format_bytes(pr.bytes), when(s, pr, t0));
+  else
+    fmt::print("peak reserved:  n/a (the CPU allocator keeps no cache)\n");
+  if (pa.step != kNoEvent) {
+    print_groups(s, replay, pa.step, GroupBy::stack, "top allocation sites at the peak");
+    print_groups(s, replay, pa.step, GroupBy::module, "top modules at the peak");
+    print_groups(s, replay, pa.step, GroupBy::op, "top ops at the peak");
+  }
+  fmt::print("events: {}  kernels: {}  scopes: {}  unique frames: {}  dropped: {}{}\n", s.events.size(),
+             s.kernels.size(), s.scopes.size() - 1, s.frames.size(), s.dropped_events,
+             s.dropped_events ? "  (WARNING: the recording is incomplete)" : "");
+  if (st.cpu_zero_allocs) fmt::print("zero-byte CPU allocations (no memory, not events): {}\n", st.cpu_zero_allocs);
+}
+
+void run(const RunArgs& a, const std::string& command_line) {
+  workloads::Config c = resolve_config(a);
+  RecorderOptions opt;
+  opt.output = a.output;
+  opt.stacks = a.stacks == "on";
+  opt.free_stacks = a.free_stacks;
+  opt.kernels = a.kernels == "on";
+  opt.capture = parse_capture(a.capture);
+  opt.cuda = c.device == "cuda";
+
+  fmt::print("config: {} steps={} warmup={}\n", workloads::describe(c), c.steps, c.warmup);
+  Recorder rec(opt);
+  rec.start();
+  rec.set_metadata("command", command_line);
+  rec.set_metadata("workload", workloads::describe(c));
+  auto w = workloads::Workload::create(c);
+  fmt::print("parameters: {:.1f} M\n", w->parameters() / 1e6);
+  std::vector<double> times;
+  for (int i = 0; i < c.warmup + c.steps; ++i) {
+    double ms = w->step(i);
+    fmt::print("step {:>3}: {:8.1f} ms{}\n", i, ms, i < c.warmup ? "  (warmup)" : "");
+    if (i >= c.warmup) times.push_back(ms);
+  }
+  w.reset();  // parameters and optimizer state are freed inside the recording
+  rec.stop();
+  const Snapshot& s = rec.snapshot();
+  int64_t t0 = s.events.empty() ? 0 : s.events.front().time_ns;
+  double mean = 0;
+  for (double t : times) mean += t / times.size();
+  fmt::print("mean step: {:.1f} ms over {} steps\n", mean, times.size());
+  report(s, rec.stats(), t0);
+  fmt::print("wrote {} ({})\n", a.output, format_bytes(std::filesystem::file_size(a.output)));
+  if (!a.pickle.empty()) {
+    export_pickle_file(s, a.pickle);
+    fmt::print("wrote {} (open in pytorch.org/memory_viz)\n", a.pickle);
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Record a libtorch training workload and show where memory goes");
+  auto& c = args->config;
+  cmd->add_option("workload", c.model, "transformer | mlp")->required()->check(CLI::IsMember({"transformer", "mlp"}));
+  cmd->add_option("-o,--output", args->output, "the .memrec file to write")->capture_default_str();
+  cmd->add_option("--pickle", args->pickle, "also export a PyTorch snapshot pickle (memory_viz)");
+  cmd->add_option("--layers", c.layers)->capture_default_str()->check(CLI::PositiveNumber);
+  args->sizes = {
+      cmd->add_option("--d-model", c.d_model)->capture_default_str()->check(CLI::PositiveNumber),
+      cmd->add_option("--heads", c.heads)->capture_default_str()->check(CLI::PositiveNumber),
+      cmd->add_option("--ff", c.ff)->capture_default_str()->check(CLI::PositiveNumber),
+      cmd->add_option("--seq", c.seq)->capture_default_str()->check(CLI::PositiveNumber),
+      cmd->add_option("--batch", c.batch)->capture_default_str()->check(CLI::PositiveNumber),
+      cmd->add_option("--steps", c.steps, "measured steps")->capture_default_str()->check(CLI::PositiveNumber),
+  };
+  cmd->add_option("--warmup", c.warmup, "steps before the measured ones")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--dtype", c.dtype)->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd->add_option("--optimizer", c.optimizer)->capture_default_str()->check(CLI::IsMember({"adam", "sgd"}));
+  cmd->add_option("--device", args->device, "cuda | cpu (default: cuda when available)")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  cmd->add_option("--stacks", args->stacks, "C++ stack per allocation")->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_flag("--free-stacks", args->free_stacks, "also a stack per free");
+  cmd->add_option("--kernels", args->kernels, "CUPTI kernel timeline (CUDA)")->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--capture", args->capture, "stack capture: auto | unwind_backtrace | boost | torch_unwind")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "unwind_backtrace", "boost", "torch_unwind"}));
+  cmd->callback([args, cmd] {
+    std::string line = "memrec run";
+    for (const auto& s : cmd->remaining(true)) line += " " + s;
+    for (CLI::Option* o : cmd->get_options())
+      if (o->count() > 0 && !o->get_lnames().empty())
+        for (const auto& r : o->results()) line += fmt::format(" --{} {}", o->get_lnames()[0], r);
+    run(*args, line + " " + args->config.model);
+  });
+}
+
+}  // namespace memrec::cli

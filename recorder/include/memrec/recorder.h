@@ -1,0 +1,94 @@
+// Records libtorch's allocators (CUDA caching allocator, CPU allocator), C++ stacks, scopes and CUDA kernels
+// into a memrec::Snapshot streamed to a .memrec file. No torch headers here: users include this freely.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "memrec/snapshot.h"
+
+namespace memrec {
+
+// How raw return addresses are taken on the allocating thread (bench/recorder measures each).
+enum class StackCapture : uint8_t {
+  automatic,       // the fastest available: torch_unwind on libtorch >= 2.1, else unwind_backtrace
+  unwind_backtrace,  // libgcc's _Unwind_Backtrace
+  boost,           // boost::stacktrace::safe_dump_to
+  torch_unwind,    // torch::unwind::unwind() (libtorch >= 2.1)
+};
+std::string_view to_string(StackCapture c);
+bool stack_capture_available(StackCapture c);
+
+struct RecorderOptions {
+  std::string output;          // .memrec path; empty = keep in memory only (Recorder::snapshot())
+  bool stacks = true;          // C++ stack for every alloc
+  bool free_stacks = false;    // ... and for every free
+  bool kernels = true;         // CUPTI kernel/memcpy/memset timeline (CUDA builds only)
+  bool cpu = true;             // wrap libtorch's CPU allocator
+  bool cuda = true;            // hook the CUDA caching allocator (CUDA builds, when a GPU is present)
+  bool ops = true;             // aten op scopes through at::RecordFunction
+  StackCapture capture = StackCapture::automatic;
+  size_t buffer_events = 1 << 18;  // events buffered between drains; more in one interval are dropped (counted)
+  int max_frames = 64;
+  int flush_ms = 500;          // drain + file flush period: a killed process loses at most about this much
+};
+
+// What the recorder saw besides the snapshot, for reports and self-checks.
+struct RecorderStats {
+  uint64_t events = 0;          // events kept
+  uint64_t dropped = 0;         // events (and scopes) lost to a full buffer
+  uint64_t cpu_allocs = 0;      // non-empty allocations the CPU wrapper served while recording
+  uint64_t cpu_zero_allocs = 0; // zero-byte allocations (no pointer, no free: not events)
+  uint64_t cpu_unwrapped = 0;   // allocations whose deleter could not be wrapped (counted as dropped)
+  uint64_t kernels = 0;
+  uint64_t unique_frames = 0;
+  double symbolize_ms = 0;      // time spent symbolizing new frames
+  uint64_t bytes_written = 0;
+};
+
+// One recording at a time per process. start() installs the hooks, stop() writes the end state and closes the file.
+class Recorder {
+ public:
+  explicit Recorder(RecorderOptions options = {});
+  ~Recorder();  // stops if still running
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  void start();  // throws Error (bad path, another recorder running, capture method unavailable)
+  void stop();
+  bool running() const;
+
+  // Adds run metadata ("workload", "config.layers", ...); call before stop().
+  void set_metadata(const std::string& key, const std::string& value);
+  // The recording so far (complete after stop()). Not thread-safe against a running drain: read after stop().
+  const Snapshot& snapshot() const;
+  RecorderStats stats() const;
+  bool cuda_active() const;  // the CUDA allocator is being recorded
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Scopes on the recording's clock. Cheap no-ops when nothing records.
+class ScopeGuard {
+ public:
+  explicit ScopeGuard(std::string_view name, ScopeKind kind = ScopeKind::annotation);
+  ~ScopeGuard();
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+}  // namespace memrec
+
+#define MEMREC_CONCAT_INNER(a, b) a##b
+#define MEMREC_CONCAT(a, b) MEMREC_CONCAT_INNER(a, b)
+// MEMREC_SCOPE("name") or MEMREC_SCOPE("forward", memrec::ScopeKind::phase): a scope until the end of the block.
+#define MEMREC_SCOPE(...) ::memrec::ScopeGuard MEMREC_CONCAT(memrec_scope_, __LINE__)(__VA_ARGS__)

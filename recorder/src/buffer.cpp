@@ -1,0 +1,116 @@
+#include <algorithm>
+#include <cstring>
+
+#include "internal.h"
+
+namespace memrec::detail {
+
+void Batch::reserve(size_t records_cap, size_t payload_cap) {
+  records.reserve(records_cap);
+  payload.reserve(payload_cap);
+}
+
+EventBuffer& EventBuffer::get() {
+  static auto* buffer = new EventBuffer;  // never destroyed: hooks may still run during static destruction
+  return *buffer;
+}
+
+void EventBuffer::enable(size_t records_cap, size_t payload_words) {
+  std::lock_guard lock(mu_);
+  records_cap_ = records_cap;
+  payload_cap_ = payload_words;
+  active_ = Batch{};
+  active_.reserve(records_cap_, payload_cap_);
+  next_scope_ = 1;
+  dropped_ = 0;
+  woken_ = false;
+  enabled_ = true;
+  enabled_flag_ = true;
+}
+
+void EventBuffer::disable() {
+  std::lock_guard lock(mu_);
+  enabled_ = false;
+  enabled_flag_ = false;
+}
+
+bool EventBuffer::has_room(size_t payload_words) const {
+  return active_.records.size() < records_cap_ && active_.payload.size() + payload_words <= payload_cap_;
+}
+
+void EventBuffer::note_fill() {
+  if (!woken_ && waker_ &&
+      (active_.records.size() * 2 >= records_cap_ || active_.payload.size() * 2 >= payload_cap_)) {
+    woken_ = true;
+    waker_->notify_one();
+  }
+}
+
+bool EventBuffer::push_event(const Record& r, std::span<const uint64_t> pcs) {
+  std::lock_guard lock(mu_);
+  if (!enabled_) return false;
+  if (!has_room(pcs.size())) {
+    ++dropped_;
+    return false;
+  }
+  Record& out = active_.records.emplace_back(r);
+  out.payload = static_cast<uint32_t>(active_.payload.size());
+  out.payload_len = static_cast<uint16_t>(pcs.size());
+  active_.payload.insert(active_.payload.end(), pcs.begin(), pcs.end());
+  note_fill();
+  return true;
+}
+
+uint32_t EventBuffer::push_scope_open(int64_t start, std::string_view name, ScopeKind kind, uint32_t parent) {
+  name = name.substr(0, 255);
+  size_t words = (name.size() + 7) / 8;
+  std::lock_guard lock(mu_);
+  if (!enabled_) return 0;
+  if (!has_room(words)) {
+    ++dropped_;
+    return 0;
+  }
+  Record& out = active_.records.emplace_back();
+  out.kind = RecordKind::scope_open;
+  out.time = start;
+  out.scope = next_scope_++;
+  out.parent = parent;
+  out.scope_kind = kind;
+  out.payload = static_cast<uint32_t>(active_.payload.size());
+  out.payload_len = static_cast<uint16_t>(name.size());
+  active_.payload.resize(active_.payload.size() + words);  // within capacity: no allocation
+  std::memcpy(active_.payload.data() + out.payload, name.data(), name.size());
+  note_fill();
+  return out.scope;
+}
+
+void EventBuffer::push_scope_close(uint32_t id, int64_t end) {
+  if (id == 0) return;
+  std::lock_guard lock(mu_);
+  if (!enabled_) return;
+  if (!has_room(0)) {
+    ++dropped_;
+    return;
+  }
+  Record& out = active_.records.emplace_back();
+  out.kind = RecordKind::scope_close;
+  out.time = end;
+  out.scope = id;
+  note_fill();
+}
+
+void EventBuffer::take(Batch& spare) {
+  spare.clear();
+  if (spare.records.capacity() < records_cap_ || spare.payload.capacity() < payload_cap_)
+    spare.reserve(records_cap_, payload_cap_);
+  std::lock_guard lock(mu_);
+  std::swap(active_, spare);
+  woken_ = false;
+}
+
+uint64_t EventBuffer::dropped() const {
+  std::lock_guard lock(mu_);
+  return dropped_;
+}
+
+}  // namespace memrec::detail

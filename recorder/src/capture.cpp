@@ -1,0 +1,117 @@
+// Raw stack capture on the allocating thread. Symbolization happens later, once per unique frame.
+#include <unwind.h>
+
+#include <boost/stacktrace/safe_dump_to.hpp>
+#include <torch/version.h>
+
+#include "internal.h"
+
+#define MEMREC_HAS_TORCH_UNWIND (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
+#if MEMREC_HAS_TORCH_UNWIND
+#include <torch/csrc/profiler/unwind/unwind.h>
+#endif
+
+namespace memrec {
+
+std::string_view to_string(StackCapture c) {
+  switch (c) {
+    case StackCapture::automatic: return "auto";
+    case StackCapture::unwind_backtrace: return "unwind_backtrace";
+    case StackCapture::boost: return "boost";
+    case StackCapture::torch_unwind: return "torch_unwind";
+  }
+  return "?";
+}
+
+bool stack_capture_available(StackCapture c) {
+  return c != StackCapture::torch_unwind || MEMREC_HAS_TORCH_UNWIND;
+}
+
+}  // namespace memrec
+
+namespace memrec::detail {
+namespace {
+
+struct UnwindState {
+  uint64_t* out;
+  int max;
+  int n;
+};
+
+_Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) {
+  auto* st = static_cast<UnwindState*>(arg);
+  if (st->n >= st->max) return _URC_END_OF_STACK;
+  uintptr_t ip = _Unwind_GetIP(ctx);
+  if (ip == 0) return _URC_END_OF_STACK;
+  st->out[st->n++] = ip;
+  return _URC_NO_REASON;
+}
+
+__attribute__((noinline)) int capture_unwind(uint64_t* out, int max) {
+  UnwindState st{out, max, 0};
+  _Unwind_Backtrace(&unwind_one, &st);
+  return st.n;
+}
+
+__attribute__((noinline)) int capture_boost(uint64_t* out, int max) {
+  static_assert(sizeof(void*) == sizeof(uint64_t));
+  // safe_dump_to writes native frame pointers followed by a terminating null.
+  size_t n = boost::stacktrace::safe_dump_to(0, out, max * sizeof(uint64_t));
+  return static_cast<int>(n);
+}
+
+__attribute__((noinline)) int capture_torch(uint64_t* out, int max) {
+#if MEMREC_HAS_TORCH_UNWIND
+  std::vector<void*> frames = torch::unwind::unwind();
+  int n = std::min<int>(max, static_cast<int>(frames.size()));
+  for (int i = 0; i < n; ++i) out[i] = reinterpret_cast<uint64_t>(frames[i]);
+  return n;
+#else
+  (void)out, (void)max;
+  return 0;
+#endif
+}
+
+}  // namespace
+
+int capture_stack(StackCapture method, uint64_t* out, int max) {
+  switch (method) {
+    case StackCapture::boost: return capture_boost(out, max);
+    case StackCapture::torch_unwind: return capture_torch(out, max);
+    default: return capture_unwind(out, max);
+  }
+}
+
+}  // namespace memrec::detail
+
+namespace memrec::detail {
+
+HookConfig& hook_config() {
+  static HookConfig config;
+  return config;
+}
+
+namespace {
+bool wants_stack(const HookConfig& cfg, Action a) {
+  if (!cfg.stacks) return false;
+  switch (a) {
+    case Action::alloc:
+    case Action::segment_alloc:
+    case Action::segment_map:
+    case Action::oom: return true;
+    case Action::free_requested: return cfg.free_stacks;
+    default: return false;
+  }
+}
+}  // namespace
+
+__attribute__((noinline)) void record_event(Record r) {
+  constexpr int kMaxFrames = 256;
+  const HookConfig& cfg = hook_config();
+  uint64_t pcs[kMaxFrames];
+  int n = wants_stack(cfg, r.action) ? capture_stack(cfg.capture, pcs, std::min(cfg.max_frames, kMaxFrames)) : 0;
+  r.scope = current_scope();
+  EventBuffer::get().push_event(r, {pcs, static_cast<size_t>(n)});
+}
+
+}  // namespace memrec::detail

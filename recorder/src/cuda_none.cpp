@@ -1,0 +1,16 @@
+// Build without CUDA (MEMREC_WITH_CUDA=OFF): the CUDA allocator and CUPTI are never recordable.
+#include "internal.h"
+
+namespace memrec::detail {
+
+bool cuda_recordable() { return false; }
+void cuda_start(Snapshot&) { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
+void cuda_stop(Snapshot&) {}
+void cuda_refresh_clock() {}
+int64_t cuda_ticks_to_ns(int64_t ticks) { return ticks; }
+void cupti_start() { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
+void cupti_flush() {}
+void cupti_stop() {}
+void cupti_take(std::vector<KernelRecord>&, std::vector<std::string>&) {}
+
+}  // namespace memrec::detail

@@ -1,0 +1,133 @@
+// Pieces of the recorder shared between its translation units. Everything the allocating threads run lives in
+// namespace memrec::detail: the symbolizer strips leading frames of that namespace from every stack.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <ctime>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memrec/recorder.h"
+
+namespace memrec::detail {
+
+inline int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);  // the clock CUPTI and c10::getTime() use
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+enum class RecordKind : uint8_t { event, scope_open, scope_close };
+
+// One entry of the hand-off buffer. Variable-length data (pcs, scope names) lives in Batch::payload.
+struct Record {
+  int64_t time = 0;      // CLOCK_REALTIME ns, or allocator ticks when `ticks` (CUDA, converted by the drain)
+  uint64_t addr = 0;
+  uint64_t size = 0;     // 0 for CPU frees: the drain knows the size
+  uint64_t stream = 0;   // raw stream handle
+  uint32_t payload = 0;  // first payload word
+  uint32_t scope = 0;    // event: innermost scope; scope_open/close: the scope's id
+  uint32_t parent = 0;   // scope_open
+  uint16_t payload_len = 0;  // event: pcs; scope_open: name bytes
+  RecordKind kind = RecordKind::event;
+  Action action = Action::alloc;
+  ScopeKind scope_kind = ScopeKind::op;
+  uint8_t device = 0;
+  bool ticks = false;
+};
+
+struct Batch {
+  std::vector<Record> records;
+  std::vector<uint64_t> payload;
+  void reserve(size_t records_cap, size_t payload_cap);
+  void clear() { records.clear(); payload.clear(); }
+};
+
+// Bounded hand-off from allocating threads to the drain thread. Producers append under a short lock into
+// preallocated storage (no allocation); the drain swaps the whole batch out. Full = dropped and counted.
+// One process-wide instance that is never destroyed, so late frees (static destruction) stay safe.
+class EventBuffer {
+ public:
+  static EventBuffer& get();
+
+  void enable(size_t records_cap, size_t payload_words);  // starts a recording: empties, resets ids and drops
+  void disable();
+  bool enabled() const { return enabled_flag_; }
+
+  bool push_event(const Record& r, std::span<const uint64_t> pcs);
+  uint32_t push_scope_open(int64_t start, std::string_view name, ScopeKind kind, uint32_t parent);  // 0 = dropped
+  void push_scope_close(uint32_t id, int64_t end);
+  // Swaps the filled batch with `spare` (cleared, same capacity) and returns the records taken.
+  void take(Batch& spare);
+  uint64_t dropped() const;
+  // Wakes the drain early when a batch is half full.
+  void set_waker(std::condition_variable* cv) { waker_ = cv; }
+
+ private:
+  bool has_room(size_t payload_words) const;
+  void note_fill();
+
+  mutable std::mutex mu_;
+  Batch active_;
+  size_t records_cap_ = 0, payload_cap_ = 0;
+  uint32_t next_scope_ = 1;
+  uint64_t dropped_ = 0;
+  bool enabled_ = false;
+  bool woken_ = false;
+  volatile bool enabled_flag_ = false;  // unlocked fast check; the locked `enabled_` decides
+  std::condition_variable* waker_ = nullptr;
+};
+
+// Recording state read by the hooks on every allocation.
+struct HookConfig {
+  bool stacks = false;
+  bool free_stacks = false;
+  StackCapture capture = StackCapture::unwind_backtrace;
+  int max_frames = 64;
+};
+HookConfig& hook_config();
+
+// Raw return addresses of the calling thread, innermost first. Returns how many were written.
+int capture_stack(StackCapture method, uint64_t* out, int max);
+
+// The innermost scope of this thread (materializing lazily-recorded op scopes), or the ambient user scope.
+uint32_t current_scope();
+// Starts a new scope generation (on Recorder::start) and registers/unregisters the aten op callbacks.
+void scopes_begin(bool ops);
+void scopes_end();
+
+// Records one allocator action from the allocating thread: stack (if asked), scope, then the event.
+void record_event(Record r);
+
+// CPU allocator wrapper (cpu_allocator.cpp).
+struct CpuCounters {
+  uint64_t allocs = 0, zero_allocs = 0, unwrapped = 0;
+};
+void cpu_install();
+void cpu_uninstall();
+CpuCounters cpu_counters();
+
+// CUDA caching allocator and CUPTI (cuda_recorder.cpp / cupti.cpp; cuda_none.cpp without CUDA).
+bool cuda_recordable();                   // built with CUDA and a device is present
+void cuda_start(Snapshot& s);             // hooks (once per process), segments_start, metadata
+void cuda_stop(Snapshot& s);              // synchronizes, segments_end
+void cuda_refresh_clock();                // call on the drain thread before converting ticks
+int64_t cuda_ticks_to_ns(int64_t ticks);
+
+// A CUPTI activity record; `name` indexes the CUPTI module's own name list, handed over by cupti_take.
+struct KernelRecord {
+  Kernel kernel;        // Kernel::name and ::stream unset
+  uint64_t stream = 0;  // CUPTI stream id
+  uint32_t name = 0;
+};
+void cupti_start();
+void cupti_flush();  // asks CUPTI to hand over completed buffers
+void cupti_stop();   // forced flush, then disable
+// Moves the records completed so far into `out`; appends names first seen since the last call to `new_names`.
+void cupti_take(std::vector<KernelRecord>& out, std::vector<std::string>& new_names);
+
+}  // namespace memrec::detail

@@ -1,0 +1,145 @@
+#include "symbolize.h"
+
+#include <backtrace.h>
+#include <cxxabi.h>
+#include <link.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace memrec::detail {
+namespace {
+
+backtrace_state* libbacktrace() {
+  // One state per process (libbacktrace never frees one); it reads the executable and every loaded library.
+  static backtrace_state* state = backtrace_create_state(nullptr, /*threaded=*/1, nullptr, nullptr);
+  return state;
+}
+
+std::string demangle(const char* name) {
+  if (!name) return {};
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || !out) return name;
+  std::string s(out);
+  std::free(out);
+  return s;
+}
+
+struct RawFrame {
+  std::string function, file;
+  int line = 0;
+};
+
+int on_pcinfo(void* data, uintptr_t, const char* file, int line, const char* function) {
+  if (file || function) static_cast<std::vector<RawFrame>*>(data)->push_back({demangle(function), file ? file : "", line});
+  return 0;
+}
+
+void on_syminfo(void* data, uintptr_t, const char* name, uintptr_t, uintptr_t) {
+  if (name) *static_cast<std::string*>(data) = demangle(name);
+}
+
+void on_error(void*, const char*, int) {}  // missing debug info is normal (stripped libraries)
+
+bool is_internal(std::string_view function) {
+  return function.find("memrec::detail::") != std::string_view::npos || function.starts_with("_Unwind_") ||
+         function.starts_with("torch::unwind::") || function.starts_with("boost::stacktrace::");
+}
+
+}  // namespace
+
+// Loaded objects' address ranges, for Frame::library without dladdr's per-call symbol scan.
+struct Symbolizer::Modules {
+  struct Range {
+    uint64_t begin, end, base;  // base: the object's load address
+    std::string path;
+  };
+  std::vector<Range> ranges;
+
+  void reload() {
+    ranges.clear();
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+          auto* self = static_cast<Modules*>(data);
+          std::string path = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : executable();
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const auto& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_LOAD) continue;
+            uint64_t begin = info->dlpi_addr + ph.p_vaddr;
+            self->ranges.push_back({begin, begin + ph.p_memsz, info->dlpi_addr, path});
+          }
+          return 0;
+        },
+        this);
+    std::sort(ranges.begin(), ranges.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+  }
+
+  const Range* find(uint64_t pc) const {
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), pc, [](uint64_t p, auto& r) { return p < r.begin; });
+    if (it == ranges.begin()) return nullptr;
+    --it;
+    return pc < it->end ? &*it : nullptr;
+  }
+
+  const Range* lookup(uint64_t pc) {
+    if (const Range* r = find(pc)) return r;
+    reload();  // a library loaded since the last look
+    return find(pc);
+  }
+
+  static std::string executable() {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, n) : "";
+  }
+};
+
+Symbolizer::Symbolizer() : modules_(std::make_unique<Modules>()) {}
+Symbolizer::~Symbolizer() = default;
+
+const Symbolizer::Resolved& Symbolizer::resolve(uint64_t pc, Snapshot& s) {
+  if (auto it = cache_.find(pc); it != cache_.end()) return it->second;
+  auto t0 = std::chrono::steady_clock::now();
+  // Return addresses point after the call: look up the call instruction itself.
+  std::vector<RawFrame> raw;
+  backtrace_pcinfo(libbacktrace(), pc - 1, &on_pcinfo, &on_error, &raw);
+  if (raw.empty()) raw.emplace_back();
+  // The symbol table names the real (outermost) function fully qualified; DWARF names may lack namespaces.
+  std::string symbol;
+  backtrace_syminfo(libbacktrace(), pc - 1, &on_syminfo, &on_error, &symbol);
+  if (!symbol.empty()) raw.back().function = std::move(symbol);
+
+  const auto* module = modules_->lookup(pc);
+  std::string library = module ? module->path : "";
+  Resolved r{static_cast<uint32_t>(ids_.size()), static_cast<uint16_t>(raw.size()), false};
+  for (RawFrame& f : raw) {
+    if (f.function.empty()) {  // nothing names it: say where it is rather than leave it blank
+      auto base = std::string_view(library).substr(library.rfind('/') + 1);
+      f.function = module ? fmt::format("{}+0x{:x}", base, pc - module->base)
+                          : fmt::format("0x{:x}", pc);
+    }
+    r.internal = r.internal || is_internal(f.function);
+    Frame frame{pc, s.strings.intern(f.function), s.strings.intern(f.file), s.strings.intern(library),
+                static_cast<uint32_t>(std::max(f.line, 0))};
+    ids_.push_back(s.frames.intern(frame));
+  }
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return cache_.emplace(pc, r).first->second;
+}
+
+void Symbolizer::frames_of(std::span<const uint64_t> pcs, Snapshot& s, std::vector<uint32_t>& out) {
+  bool leading = true;
+  for (uint64_t pc : pcs) {
+    const Resolved& r = resolve(pc, s);
+    if (leading && r.internal) continue;
+    leading = false;
+    out.insert(out.end(), ids_.begin() + r.first, ids_.begin() + r.first + r.count);
+  }
+}
+
+}  // namespace memrec::detail

@@ -1,0 +1,40 @@
+// Turns raw return addresses into Snapshot frames, once per unique address (libbacktrace: function names from
+// the symbol tables, file:line where DWARF exists), and strips the recorder's own frames.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "memrec/snapshot.h"
+
+namespace memrec::detail {
+
+class Symbolizer {
+ public:
+  Symbolizer();
+  ~Symbolizer();
+  // Appends the frame ids of `pcs` (innermost first, inlined frames expanded) to `out`, leaving out the leading
+  // frames of the recorder and the unwinders.
+  void frames_of(std::span<const uint64_t> pcs, Snapshot& s, std::vector<uint32_t>& out);
+  size_t unique_pcs() const { return cache_.size(); }
+  double seconds() const { return seconds_; }
+
+ private:
+  struct Resolved {
+    uint32_t first = 0;  // into ids_
+    uint16_t count = 0;
+    bool internal = false;
+  };
+  const Resolved& resolve(uint64_t pc, Snapshot& s);
+
+  struct Modules;
+  std::unique_ptr<Modules> modules_;
+  std::unordered_map<uint64_t, Resolved> cache_;
+  std::vector<uint32_t> ids_;
+  double seconds_ = 0;
+};
+
+}  // namespace memrec::detail

@@ -1,0 +1,43 @@
+// Training workloads for `memrec run` and the benchmarks, in libtorch's C++ API. No torch headers here.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace memrec::workloads {
+
+struct Config {
+  std::string model = "transformer";  // transformer | mlp
+  int layers = 12;
+  int d_model = 1024;
+  int heads = 16;
+  int ff = 4096;
+  int seq = 256;
+  int batch = 16;
+  int steps = 5;
+  int warmup = 1;
+  std::string dtype = "fp32";       // fp32 | bf16 | fp16
+  std::string optimizer = "adam";   // adam | sgd
+  std::string device = "cuda";      // cuda | cpu
+};
+
+// Sizes that finish a 12-layer run in seconds on two cores with Debian's libtorch (OpenBLAS).
+Config cpu_defaults(Config c);
+// Throws memrec::Error for anything invalid (unknown model/dtype/optimizer, sizes, heads not dividing d_model,
+// cuda without a GPU, fp16 on CPU).
+void validate(const Config& c);
+bool cuda_available();
+std::string describe(const Config& c);
+
+// A built model, optimizer and input. Each step() emits scopes "step N" > forward/backward/optimizer > module
+// paths (layers.3.self_attn, ...) through MEMREC_SCOPE, so recordings show where memory went.
+class Workload {
+ public:
+  static std::unique_ptr<Workload> create(const Config& c);
+  virtual ~Workload() = default;
+  // One forward + backward + optimizer step; waits for the GPU. Returns milliseconds.
+  virtual double step(int index) = 0;
+  virtual long parameters() const = 0;
+};
+
+}  // namespace memrec::workloads
