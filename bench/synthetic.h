@@ -37,7 +37,7 @@ inline void make_stacks(Snapshot& s, std::mt19937& rng) {
   for (int i = 0; i < 40; ++i) files.push_back(s.strings.intern("/opt/venv/lib/python3.12/site-packages/model/layer_" + std::to_string(i) + ".py"));
   for (int i = 0; i < 250; ++i) functions.push_back(s.strings.intern("forward_" + std::to_string(i)));
   for (int i = 0; i < 400; ++i)
-    frames.push_back(s.frames.intern(Frame{0, functions[rng() % functions.size()], files[rng() % files.size()], 0, 1 + rng() % 2000}));
+    frames.push_back(s.frames.intern(Frame{0, functions[rng() % functions.size()], files[rng() % files.size()], 0, static_cast<uint32_t>(1 + rng() % 2000)}));
   // Stacks share outer frames (the training loop) and differ inside, innermost first like PyTorch's.
   std::vector<uint32_t> outer(frames.begin(), frames.begin() + 6);
   std::vector<uint32_t> ids;
