@@ -1,9 +1,11 @@
 // The .memrec format: round trips, streaming, killed writers, truncation, corruption, full disks, size.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -14,7 +16,6 @@
 
 #include "../../bench/synthetic_format.h"
 #include "memrec/format.h"
-#include <fmt/format.h>
 
 namespace memrec {
 namespace {
@@ -159,6 +160,25 @@ template <class Fn> std::string error_of(Fn&& fn) {
   return "(no error)";
 }
 
+struct ChunkPos {
+  size_t offset;  // of the chunk header
+  uint32_t type, raw, compressed;
+};
+
+// The chunk layout of docs/format.md: a 16-byte file header, then [type][raw size][compressed size] + payload.
+std::vector<ChunkPos> chunks_of(const std::string& bytes) {
+  std::vector<ChunkPos> out;
+  for (size_t off = 16; off + 12 <= bytes.size();) {
+    ChunkPos c{off, 0, 0, 0};
+    std::memcpy(&c.type, bytes.data() + off, 4);
+    std::memcpy(&c.raw, bytes.data() + off + 4, 4);
+    std::memcpy(&c.compressed, bytes.data() + off + 8, 4);
+    out.push_back(c);
+    off += 12 + c.compressed;
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- round trips
 
 TEST_F(FormatTest, RichSnapshotRoundTrips) {
@@ -269,7 +289,7 @@ TEST_F(FormatTest, WriterKilledMidStreamLeavesValidPrefix) {
   expect_prefix(r, grown(static_cast<int>(r.events.size() / 500) + 1));
 }
 
-TEST_F(FormatTest, TruncatedFileReadsAsPrefixAtEveryOffset) {
+TEST_F(FormatTest, TruncatedFileReadsAsPrefixAtManyOffsets) {
   Snapshot s;
   std::string p = path("full.memrec"), cut = path("cut.memrec");
   {
@@ -281,15 +301,17 @@ TEST_F(FormatTest, TruncatedFileReadsAsPrefixAtEveryOffset) {
     w.close(s);
   }
   fs::copy_file(p, cut);
+  std::vector<size_t> cuts;  // every offset through the first chunks (headers, tables), then every 5th
+  for (size_t n = 0; n < fs::file_size(p); n += n < 2000 ? 1 : 5) cuts.push_back(n);
   size_t prefixes = 0;
-  for (size_t n = fs::file_size(p); n-- > 0;) {  // cutting ever shorter, every byte offset
-    fs::resize_file(cut, n);
-    if (n < 16) {  // not even a whole file header
-      EXPECT_NE(error_of([&] { read_file(cut); }).find("not a .memrec file"), std::string::npos) << n;
+  for (auto n = cuts.rbegin(); n != cuts.rend(); ++n) {  // cutting ever shorter
+    fs::resize_file(cut, *n);
+    if (*n < 16) {  // not even a whole file header
+      EXPECT_NE(error_of([&] { read_file(cut); }).find("not a .memrec file"), std::string::npos) << *n;
       continue;
     }
     Snapshot r = read_file(cut);
-    ASSERT_FALSE(r.complete) << n;
+    ASSERT_FALSE(r.complete) << *n;
     expect_prefix(r, s);
     ++prefixes;
   }
@@ -297,25 +319,6 @@ TEST_F(FormatTest, TruncatedFileReadsAsPrefixAtEveryOffset) {
 }
 
 // ---------------------------------------------------------------- corrupt files
-
-struct ChunkPos {
-  size_t offset;  // of the chunk header
-  uint32_t type, raw, compressed;
-};
-
-// The chunk layout of docs/format.md: a 16-byte file header, then [type][raw size][compressed size] + payload.
-std::vector<ChunkPos> chunks_of(const std::string& bytes) {
-  std::vector<ChunkPos> out;
-  for (size_t off = 16; off + 12 <= bytes.size();) {
-    ChunkPos c{off, 0, 0, 0};
-    std::memcpy(&c.type, bytes.data() + off, 4);
-    std::memcpy(&c.raw, bytes.data() + off + 4, 4);
-    std::memcpy(&c.compressed, bytes.data() + off + 8, 4);
-    out.push_back(c);
-    off += 12 + c.compressed;
-  }
-  return out;
-}
 
 class CorruptTest : public FormatTest {
  protected:
@@ -406,6 +409,45 @@ TEST_F(CorruptTest, MissingChunkBreaksRowContinuity) {
 
 TEST_F(CorruptTest, BytesAfterFooter) {
   EXPECT_NE(error_after([](std::string& b) { b += "junk"; }).find("4 bytes after the footer"), std::string::npos);
+}
+
+// Damage behind a valid checksum reaches the decoders: each chunk's raw payload of a rich file is mutated and
+// recompressed. Every read must end in an Error or in a snapshot whose ids all hold.
+TEST_F(FormatTest, DamagedPayloadsWithValidChecksumsAreRefusedOrHarmless) {
+  std::string good = path("rich.memrec"), bad = path("bad.memrec");
+  write_file(rich_snapshot(), good);
+  const std::string bytes = read_bytes(good);
+  std::mt19937 rng(7);
+  size_t refused = 0, reads = 0;
+  for (const ChunkPos& c : chunks_of(bytes)) {
+    std::string raw(c.raw, '\0');
+    ASSERT_EQ(ZSTD_decompress(raw.data(), raw.size(), bytes.data() + c.offset + 12, c.compressed), raw.size());
+    for (int i = 0; i < 150 && !raw.empty(); ++i) {
+      std::string damaged = raw;
+      for (int k = 0; k < 1 + i % 3; ++k) damaged[rng() % damaged.size()] = static_cast<char>(i % 2 ? 0xff : rng());
+      std::string frame(ZSTD_compressBound(damaged.size()), '\0');
+      ZSTD_CCtx* cctx = ZSTD_createCCtx();
+      ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+      frame.resize(ZSTD_compress2(cctx, frame.data(), frame.size(), damaged.data(), damaged.size()));
+      ZSTD_freeCCtx(cctx);
+      std::string file = bytes.substr(0, c.offset);
+      ChunkPos h = c;
+      h.compressed = static_cast<uint32_t>(frame.size());
+      file.append(reinterpret_cast<const char*>(&h.type), 4);
+      file.append(reinterpret_cast<const char*>(&h.raw), 4);
+      file.append(reinterpret_cast<const char*>(&h.compressed), 4);
+      file += frame;
+      file += bytes.substr(c.offset + 12 + c.compressed);
+      write_bytes(bad, file);
+      ++reads;
+      try {
+        expect_ids_valid(read_file(bad));
+      } catch (const Error&) {
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(refused, reads / 2);  // most damage must be noticed, not just survived
 }
 
 // A writer stores whatever ids it is given; the reader must refuse the ones that point nowhere.
