@@ -216,16 +216,16 @@ template <size_t N> class ColumnDecoder {
     const uint8_t* end;
   };
   explicit ColumnDecoder(const std::array<Cursor, N>& cols) : cols_(cols) {}
-  template <class T> void value(size_t c, T& v) {
+  template <class T> [[gnu::always_inline]] void value(size_t c, T& v) {
     uint64_t x = get(c);
     if constexpr (std::is_enum_v<T>) {
-      if (x >= kEnumCount<T>) throw Error(fmt::format("column {}: enum value {} out of range", c, x));
+      if (x >= kEnumCount<T>) fail(fmt::format("column {}: enum value {} out of range", c, x));
     } else if constexpr (sizeof(T) < 8) {
-      if (x > std::numeric_limits<T>::max()) throw Error(fmt::format("column {}: value {} too large", c, x));
+      if (x > std::numeric_limits<T>::max()) fail(fmt::format("column {}: value {} too large", c, x));
     }
     v = static_cast<T>(x);
   }
-  template <class T> void delta(size_t c, T& v, T prev) {
+  template <class T> [[gnu::always_inline]] void delta(size_t c, T& v, T prev) {
     v = static_cast<T>(as_u64(prev) + static_cast<uint64_t>(unzigzag(get(c))));
   }
   void expect_end() const {
@@ -234,7 +234,7 @@ template <size_t N> class ColumnDecoder {
   }
 
  private:
-  uint64_t get(size_t c) {
+  [[gnu::always_inline]] uint64_t get(size_t c) {
     Cursor& k = cols_[c];
     if (k.p != k.end && *k.p < 0x80) return *k.p++;  // most values fit in one byte
     uint64_t v = 0;
@@ -243,8 +243,10 @@ template <size_t N> class ColumnDecoder {
       v |= static_cast<uint64_t>(b & 0x7f) << shift;
       if (!(b & 0x80)) return v;
     }
-    throw Error(fmt::format("column {} ends inside a varint or holds one too long", c));
+    fail(fmt::format("column {} ends inside a varint or holds one too long", c));
   }
+  // Out of line, so that the decoding loop stays small.
+  [[noreturn, gnu::cold, gnu::noinline]] static void fail(const std::string& msg) { throw Error(msg); }
   std::array<Cursor, N> cols_;
 };
 
