@@ -1,0 +1,170 @@
+// Viewer benchmark: opens synthetic recordings of N events (bench/synthetic.h, plus op/module/phase scopes and
+// kernels like a training loop), and measures load to first frame, resident bytes per event, CPU time to build a
+// frame (NewFrame to Render) over a scripted pan/zoom, and full frame time against an empty window in the same run.
+// Run under Xvfb: xvfb-run -a build/viewer/bench_viewer 1000000 10000000
+#include <GL/gl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "app.h"
+#include "memrec/format.h"
+#include "synthetic.h"
+
+namespace {
+
+using namespace memrec;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint64_t rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("VmRSS:")) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// Phases of ~30k events, modules of ~3k, ops of ~6, and one kernel per op on alternating streams.
+void add_scopes_and_kernels(Snapshot& s) {
+  if (s.events.empty()) return;
+  uint32_t names[] = {s.strings.intern("forward"), s.strings.intern("backward"), s.strings.intern("optimizer")};
+  uint32_t kernel_name = s.strings.intern("ampere_sgemm_128x64_tn");
+  uint32_t op_name = s.strings.intern("aten::addmm");
+  uint32_t module_name = s.strings.intern("TransformerEncoderLayer");
+  uint16_t side = s.intern_stream(0x5151);
+  uint32_t phase = 0, module = 0, op = 0;
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    int64_t t = s.events[i].time_ns;
+    auto open = [&](uint32_t name, uint32_t parent, ScopeKind kind) {
+      s.scopes.push_back(Scope{t, -1, name, parent, kind, 0});
+      return static_cast<uint32_t>(s.scopes.size() - 1);
+    };
+    auto close = [&](uint32_t id) {
+      if (id) s.scopes[id].end_ns = t;
+    };
+    if (i % 6 == 0) {
+      close(op);
+      if (i % 3000 == 0) {
+        close(module);
+        if (i % 30000 == 0) {
+          close(phase);
+          phase = open(names[(i / 30000) % 3], 0, ScopeKind::phase);
+        }
+        module = open(module_name, phase, ScopeKind::module);
+      }
+      op = open(op_name, module, ScopeKind::op);
+      if (!s.kernels.empty()) s.kernels.back().end_ns = std::max(s.kernels.back().start_ns + 1, t - 500);
+      s.kernels.push_back(Kernel{t, t + 1, i, 0, kernel_name, static_cast<uint16_t>(i % 12 ? 0 : side),
+                                 KernelKind::kernel, 0});
+    }
+    s.events[i].scope = op;
+  }
+  s.kernels.back().end_ns = s.events.back().time_ns;
+}
+
+void write_recording(size_t events, const std::string& path) {
+  Snapshot s = make_synthetic(events, 42);
+  add_scopes_and_kernels(s);
+  write_file(s, path);
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+}
+
+// One frame with the GPU work finished, so the time includes the rasterizer.
+double full_frame_ms(viewer::App& app, bool empty, double* build_ms) {
+  auto t = Clock::now();
+  double build = empty ? app.empty_frame() : app.frame();
+  glFinish();
+  if (build_ms) *build_ms = build;
+  return seconds_since(t) * 1e3;
+}
+
+// Zoom into the peak, pan across at several zooms, jump around, zoom out: every frame changes the view.
+std::vector<double> scripted_pan_zoom(viewer::App& app, std::vector<double>& full) {
+  std::vector<double> build;
+  viewer::ViewState& st = app.state();
+  const viewer::Document& doc = app.doc();
+  auto frame = [&] {
+    double b = 0;
+    full.push_back(full_frame_ms(app, false, &b));
+    build.push_back(b);
+  };
+  double peak = static_cast<double>(doc.replay->peak_allocated().time_ns - doc.timeline->begin_ns());
+  st.fit_all(doc);
+  for (int i = 0; i < 60; ++i, frame()) st.zoom(0.8, peak);          // wheel zoom to ~1/600000 of the run
+  for (int i = 0; i < 60; ++i, frame()) st.pan(st.span * 0.05);       // drag-pan while zoomed in
+  for (int i = 0; i < 30; ++i, frame()) st.zoom(1.25, peak);
+  for (int i = 0; i < 60; ++i, frame()) st.pan(-st.span * 0.03);      // pan at a middle zoom
+  st.fit_all(doc);
+  for (int i = 0; i < 60; ++i, frame()) st.pan(st.span * 0.002);      // pan fully zoomed out
+  for (int i = 0; i < 30; ++i, frame()) st.zoom(i % 2 ? 3.0 : 1 / 3.0, peak);
+  return build;
+}
+
+void run_size(size_t events, const std::string& dir) {
+  std::string path = dir + "/synthetic_" + std::to_string(events) + ".memrec";
+  // Written by a child process so the generator's memory does not count in this one's RSS.
+  pid_t child = fork();
+  if (child == 0) {
+    write_recording(events, path);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error("could not write " + path);
+
+  uint64_t rss0 = rss_bytes();
+  auto t = Clock::now();
+  auto doc = viewer::Document::open(path, -1);
+  double load_s = seconds_since(t);
+  viewer::App app(std::move(doc), 1280, 720, true);
+  full_frame_ms(app, false, nullptr);
+  double first_frame_s = seconds_since(t);
+  uint64_t rss = rss_bytes() - rss0;
+  const viewer::Document& d = app.doc();
+  size_t n = d.snapshot.events.size();
+
+  std::vector<double> full;
+  std::vector<double> build = scripted_pan_zoom(app, full);
+  std::vector<double> empty;
+  for (int i = 0; i < 100; ++i) empty.push_back(full_frame_ms(app, true, nullptr));
+
+  fmt::print("| {:>11} | {:>9} | {:>8} | {:>6.2f} s | {:>6.2f} s | {:>7.1f} | {:>6.2f} | {:>6.2f} | {:>6.1f} | {:>6.1f} | {:>6.1f} | {:>5.2f}x |\n",
+             n, d.snapshot.kernels.size(), d.snapshot.scopes.size() - 1, load_s, first_frame_s,
+             static_cast<double>(rss) / n, percentile(build, 0.5), percentile(build, 0.99), percentile(full, 0.5),
+             percentile(full, 0.99), percentile(empty, 0.5), percentile(full, 0.5) / percentile(empty, 0.5));
+  std::fflush(stdout);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<size_t> sizes;
+  for (int i = 1; i < argc; ++i) sizes.push_back(std::stoull(argv[i]));
+  if (sizes.empty()) sizes = {1'000'000, 10'000'000};
+  std::string dir = std::filesystem::temp_directory_path();
+  fmt::print("| events | kernels | scopes | load | to first frame | RSS B/event | build median ms | build p99 ms | "
+             "frame median ms | frame p99 ms | empty frame ms | frame / empty |\n");
+  fmt::print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  try {
+    for (size_t n : sizes) run_size(n, dir);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_viewer: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

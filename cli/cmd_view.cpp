@@ -1,0 +1,31 @@
+// `memrec view FILE [--screenshot out.png] [--at TIME|peak] [--size WxH] [--device N]`
+#include <memory>
+
+#include "commands.h"
+#include "memrec/snapshot.h"
+#include "memrec/viewer.h"
+
+namespace memrec::cli {
+
+void add_view_command(CLI::App& app) {
+  auto opts = std::make_shared<viewer::Options>();
+  auto size = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("view", "Open a .memrec file or a PyTorch snapshot pickle in the viewer");
+  cmd->add_option("file", opts->path, "Recording to open (.memrec or .pickle)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--screenshot", opts->screenshot, "Render off-screen, write this PNG and exit");
+  cmd->add_option("--at", opts->at, "Instant to analyze: 'peak' (default) or a time after the start, e.g. 12ms");
+  cmd->add_option("--size", *size, "Window or screenshot size, WxH (default 1600x900)");
+  cmd->add_option("--device", opts->device, "Device to show (default: the first with events)");
+  cmd->callback([opts, size] {
+    if (!size->empty()) {
+      auto wh = viewer::parse_size(*size);
+      if (!wh) throw Error("--size wants WxH between 320x240 and 8192x8192, got " + *size);
+      opts->width = wh->first;
+      opts->height = wh->second;
+    }
+    int rc = viewer::run(*opts);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace memrec::cli

@@ -1,0 +1,39 @@
+// `memrec view`: the desktop viewer's entry point and the few facts tests check the screenshots against.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace memrec::viewer {
+
+struct Options {
+  std::string path;
+  std::string screenshot;  // write this PNG after a few frames and exit; empty: interactive window
+  std::string at;          // instant to analyze: "peak" or a time after the start ("12ms", "1.5s", "300us", ns)
+  int width = 1600;
+  int height = 900;
+  int device = -1;  // -1: the first device with events
+};
+
+// Opens the window (or renders the screenshot). Returns the process exit code; throws memrec::Error on bad input.
+int run(const Options& options);
+
+// "12ms", "1.5s", "300us", "250ns", "42" (ns); nullopt when malformed.
+std::optional<int64_t> parse_duration(std::string_view text);
+// "1600x900"; nullopt when malformed.
+std::optional<std::pair<int, int>> parse_size(std::string_view text);
+
+// Band colors (ImGui's packed ABGR): the hue from the stack id, so one call site keeps one color along the
+// timeline, and a lighter or darker shade by allocation id, so neighbouring blocks of one site stay apart.
+std::span<const uint32_t> band_palette();
+uint32_t band_color(uint32_t stack, uint32_t allocation);
+// Colors the timeline paints besides the bands, exact in screenshots (the texture is sampled without filtering).
+inline constexpr uint32_t kPlotBackground = 0xFF1E1E1Eu;
+inline constexpr uint32_t kReservedColor = 0xFF50A0F0u;  // orange line: reserved bytes
+inline constexpr uint32_t kAllocatedColor = 0xFFFFFFFFu; // white line: allocated bytes
+inline constexpr uint32_t kPeakColor = 0xFF0000FFu;      // pure red: the peak marker
+
+}  // namespace memrec::viewer

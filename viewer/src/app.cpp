@@ -1,0 +1,236 @@
+#include "app.h"
+
+#define GLFW_INCLUDE_GLEXT
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "memrec/viewer.h"
+#include "png.h"
+
+namespace memrec::viewer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// CPU time of this thread: what building a frame costs, whatever else the machine runs.
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// Framebuffer objects are core since OpenGL 3.0 but not in libGL's 1.x exports: fetch them from the context.
+struct FramebufferApi {
+  PFNGLGENFRAMEBUFFERSPROC gen = nullptr;
+  PFNGLBINDFRAMEBUFFERPROC bind = nullptr;
+  PFNGLFRAMEBUFFERTEXTURE2DPROC texture = nullptr;
+  PFNGLCHECKFRAMEBUFFERSTATUSPROC status = nullptr;
+  PFNGLDELETEFRAMEBUFFERSPROC del = nullptr;
+
+  static FramebufferApi load() {
+    FramebufferApi f;
+    f.gen = reinterpret_cast<PFNGLGENFRAMEBUFFERSPROC>(glfwGetProcAddress("glGenFramebuffers"));
+    f.bind = reinterpret_cast<PFNGLBINDFRAMEBUFFERPROC>(glfwGetProcAddress("glBindFramebuffer"));
+    f.texture = reinterpret_cast<PFNGLFRAMEBUFFERTEXTURE2DPROC>(glfwGetProcAddress("glFramebufferTexture2D"));
+    f.status = reinterpret_cast<PFNGLCHECKFRAMEBUFFERSTATUSPROC>(glfwGetProcAddress("glCheckFramebufferStatus"));
+    f.del = reinterpret_cast<PFNGLDELETEFRAMEBUFFERSPROC>(glfwGetProcAddress("glDeleteFramebuffers"));
+    if (!f.gen || !f.bind || !f.texture || !f.status || !f.del) throw Error("OpenGL has no framebuffer objects");
+    return f;
+  }
+};
+
+}  // namespace
+
+App::App(std::unique_ptr<Document> doc, int width, int height, bool offscreen)
+    : doc_(std::move(doc)), width_(width), height_(height), offscreen_(offscreen) {
+  if (!glfwInit()) throw Error("cannot open a window: no display (set DISPLAY, or run under xvfb-run -a)");
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
+  if (offscreen_) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  std::string title = "memrec - " + doc_->path;
+  window_ = glfwCreateWindow(offscreen_ ? 64 : width, offscreen_ ? 64 : height, title.c_str(), nullptr, nullptr);
+  if (!window_) {
+    glfwTerminate();
+    throw Error("cannot create an OpenGL 3.0 window");
+  }
+  glfwMakeContextCurrent(window_);
+  glfwSwapInterval(0);  // frame times measure our work, not the display's refresh
+  if (offscreen_) {
+    FramebufferApi fb = FramebufferApi::load();
+    glGenTextures(1, &color_);
+    glBindTexture(GL_TEXTURE_2D, color_);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, width, height, 0, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
+    fb.gen(1, &framebuffer_);
+    fb.bind(GL_FRAMEBUFFER, framebuffer_);
+    fb.texture(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_TEXTURE_2D, color_, 0);
+    if (fb.status(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE) throw Error("cannot render off-screen");
+  }
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; do not litter the working folder
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window_, true);
+  ImGui_ImplOpenGL3_Init("#version 130");
+  state_.fit_all(*doc_);
+  state_.set_instant(*doc_, doc_->replay->peak_allocated().step);
+}
+
+App::~App() {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  if (framebuffer_) FramebufferApi::load().del(1, &framebuffer_);
+  if (color_) glDeleteTextures(1, &color_);
+  glfwDestroyWindow(window_);
+  glfwTerminate();
+}
+
+bool App::should_close() const { return glfwWindowShouldClose(window_); }
+
+double App::frame() { return run_frame(false); }
+double App::empty_frame() { return run_frame(true); }
+
+double App::run_frame(bool empty) {
+  glfwPollEvents();
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  ImGuiIO& io = ImGui::GetIO();
+  if (offscreen_) {
+    io.DisplaySize = ImVec2(static_cast<float>(width_), static_cast<float>(height_));
+    io.DisplayFramebufferScale = ImVec2(1, 1);
+  }
+  auto start = Clock::now();
+  double cpu_start = thread_cpu_ms();
+  ImGui::NewFrame();
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(io.DisplaySize);
+  ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                           ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollWithMouse;
+  ImGui::Begin("memrec", nullptr, flags);
+  if (!empty) build_ui();
+  ImGui::End();
+  ImGui::Render();
+  double build_ms = thread_cpu_ms() - cpu_start;
+  int w = width_, h = height_;
+  if (!offscreen_) glfwGetFramebufferSize(window_, &w, &h);
+  glViewport(0, 0, w, h);
+  glClearColor(0.08f, 0.08f, 0.08f, 1);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  glfwSwapBuffers(window_);
+  frame_ms_ = static_cast<float>(ms_since(start));
+  return build_ms;
+}
+
+void App::save_png(const std::string& path) const {
+  glFinish();
+  save_framebuffer_png(path, width_, height_);
+}
+
+void App::build_ui() {
+  Document& doc = *doc_;
+  search_.draw(doc, state_);
+  float status = ImGui::GetFrameHeightWithSpacing() + 4;
+  float total = ImGui::GetContentRegionAvail().y - status;
+  float lanes = LanesView::height_for(doc);
+  float timeline = std::max(120.0f, (total - lanes) * 0.55f);
+  timeline_.draw(doc, state_, timeline);
+  lanes_.draw(doc, state_, timeline_.grid());
+  float bottom = std::max(80.0f, ImGui::GetContentRegionAvail().y - status);
+  if (ImGui::BeginTable("panels", 2, ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV, ImVec2(0, bottom))) {
+    ImGui::TableSetupColumn("attribution", ImGuiTableColumnFlags_WidthStretch, 0.6f);
+    ImGui::TableSetupColumn("details", ImGuiTableColumnFlags_WidthStretch, 0.4f);
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    if (ImGui::BeginChild("attribution", ImVec2(0, bottom - 4))) draw_attribution(doc, state_);
+    ImGui::EndChild();
+    ImGui::TableNextColumn();
+    if (ImGui::BeginTabBar("details")) {
+      if (ImGui::BeginTabItem("inspector")) {
+        if (ImGui::BeginChild("inspector")) draw_inspector(doc, state_);
+        ImGui::EndChild();
+        ImGui::EndTabItem();
+      }
+      if (ImGui::BeginTabItem("segments")) {
+        segments_.draw(doc, state_);
+        ImGui::EndTabItem();
+      }
+      ImGui::EndTabBar();
+    }
+    ImGui::EndTable();
+  }
+  draw_status_bar(doc, state_, frame_ms_);
+}
+
+namespace {
+
+// The instant --at names: the allocated peak, or a time after the recording's start.
+uint32_t instant_for(const Document& doc, const std::string& at) {
+  if (at.empty() || at == "peak") return doc.replay->peak_allocated().step;
+  auto offset = parse_duration(at);
+  if (!offset) throw Error("--at wants 'peak' or a time after the start like 12ms, 1.5s, 300us: " + at);
+  return doc.timeline->step_at(doc.timeline->begin_ns() + *offset);
+}
+
+// The inspector starts on the biggest block live at the instant that has a stack: the usual first question.
+uint32_t largest_with_stack(const Document& doc, uint32_t step) {
+  std::vector<uint32_t> live;
+  doc.timeline->live_at(step, live);
+  uint32_t best = kNone;
+  for (uint32_t id : live) {
+    const Allocation& a = doc.replay->allocations()[id];
+    if (a.stack != 0 && (best == kNone || a.size > doc.replay->allocations()[best].size)) best = id;
+  }
+  return best;
+}
+
+// One JSON line on stdout: where the plot is and which time its columns show, for tests and scripts.
+void print_layout(App& app, const std::string& png) {
+  const ColumnGrid& g = app.timeline().grid();
+  const ViewState& st = app.state();
+  nlohmann::json out = {
+      {"png", png},
+      {"plot", {{"x", g.x}, {"y", g.y}, {"w", g.width}, {"h", app.timeline().plot_height()}}},
+      {"t0_ns", g.t0},  // after begin_ns
+      {"dt_ns", g.dt},
+      {"bytes_per_row", app.timeline().bytes_per_row()},
+      {"begin_ns", app.doc().timeline->begin_ns()},
+      {"device", app.doc().device},
+      {"instant_step", st.instant == kNoEvent ? -1 : static_cast<int64_t>(st.instant)},
+      {"selected", st.selected_allocation == kNone ? -1 : static_cast<int64_t>(st.selected_allocation)},
+  };
+  fmt::print("{}\n", out.dump());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run(const Options& options) {
+  auto doc = Document::open(options.path, options.device);
+  uint32_t instant = instant_for(*doc, options.at);
+  bool offscreen = !options.screenshot.empty();
+  App app(std::move(doc), options.width, options.height, offscreen);
+  app.state().set_instant(app.doc(), instant);
+  app.state().selected_allocation = largest_with_stack(app.doc(), instant);
+  if (offscreen) {
+    // ImGui sizes tables and trees over the first frames; the timeline may need a few more to paint every column.
+    for (int i = 0; i < 3 || (!app.timeline().complete() && i < 1000); ++i) app.frame();
+    app.save_png(options.screenshot);
+    print_layout(app, options.screenshot);
+    return 0;
+  }
+  while (!app.should_close()) app.frame();
+  return 0;
+}
+
+}  // namespace memrec::viewer

@@ -1,0 +1,52 @@
+// The window, the frame loop and the layout of the views. Used by `memrec view` and by the viewer benchmark.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "document.h"
+#include "views.h"
+
+struct GLFWwindow;
+
+namespace memrec::viewer {
+
+class App {
+ public:
+  // Opens a window (throws memrec::Error without a display). Off-screen renders into a width x height
+  // framebuffer of its own behind a hidden window, so the screen's size does not matter.
+  App(std::unique_ptr<Document> doc, int width, int height, bool offscreen);
+  ~App();
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  bool should_close() const;
+  // Polls input, builds the UI (NewFrame to Render), draws and presents. Returns the build's CPU time in ms.
+  double frame();
+  // The same frame with an empty window: the baseline the benchmark compares against.
+  double empty_frame();
+  // Saves the last frame drawn (off-screen only).
+  void save_png(const std::string& path) const;
+
+  Document& doc() { return *doc_; }
+  ViewState& state() { return state_; }
+  const TimelineView& timeline() const { return timeline_; }
+
+ private:
+  void build_ui();
+  double run_frame(bool empty);
+
+  std::unique_ptr<Document> doc_;
+  ViewState state_;
+  GLFWwindow* window_ = nullptr;
+  int width_, height_;
+  bool offscreen_;
+  unsigned framebuffer_ = 0, color_ = 0;
+  float frame_ms_ = 0;
+  TimelineView timeline_;
+  LanesView lanes_;
+  SegmentsView segments_;
+  SearchView search_;
+};
+
+}  // namespace memrec::viewer

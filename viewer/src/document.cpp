@@ -1,0 +1,81 @@
+#include "document.h"
+
+#include <algorithm>
+
+#include "memrec/load.h"
+
+namespace memrec::viewer {
+
+std::unique_ptr<Document> Document::open(const std::string& path, int device) {
+  auto doc = std::make_unique<Document>();
+  doc->path = path;
+  doc->snapshot = load_snapshot(path);
+  doc->devices = devices_of(doc->snapshot);
+  if (doc->devices.empty()) doc->devices.push_back(0);
+  if (device >= 0 && std::find(doc->devices.begin(), doc->devices.end(), device) == doc->devices.end())
+    throw Error(path + " has no device " + std::to_string(device));
+  doc->analyze(device >= 0 ? static_cast<uint8_t>(device) : doc->devices.front());
+  return doc;
+}
+
+void Document::analyze(uint8_t d) {
+  device = d;
+  timeline.reset();  // holds a reference into the old replay
+  replay = std::make_unique<Replay>(snapshot, device);
+  timeline = std::make_unique<Timeline>(snapshot, *replay);
+  kernel_lanes = memrec::kernel_lanes(snapshot, device);
+  scope_lanes = memrec::scope_lanes(snapshot, device, timeline->end_ns());
+}
+
+void ViewState::fit_all(const Document& doc) {
+  const Timeline& tl = *doc.timeline;
+  double span = std::max<double>(static_cast<double>(tl.end_ns() - tl.begin_ns()), 1000.0);
+  t0 = -span * 0.01;
+  this->span = span * 1.02;
+}
+
+void ViewState::fit_peak(const Document& doc) {
+  const Timeline& tl = *doc.timeline;
+  const Peak& peak = doc.replay->peak_allocated();
+  // The blocks live at the peak that were allocated last decide its shape; show from the oldest of the newest
+  // tenth of them to their frees, at least 2% of the run.
+  std::vector<uint32_t> live;
+  tl.live_at(peak.step, live);
+  double center = static_cast<double>(tl.time_of(peak.step) - tl.begin_ns());
+  double half = std::max<double>(static_cast<double>(tl.end_ns() - tl.begin_ns()) * 0.01, 500.0);
+  if (!live.empty()) {
+    const Allocation& a = doc.replay->allocations()[live[live.size() - 1 - live.size() / 10]];
+    if (a.alloc_step != kNoEvent)
+      half = std::max(half, center - static_cast<double>(tl.time_of(a.alloc_step) - tl.begin_ns()));
+  }
+  t0 = center - half * 1.2;
+  span = half * 2.4;
+  set_instant(doc, peak.step);
+}
+
+void ViewState::zoom(double factor, double around) {
+  double next = std::clamp(span * factor, 100.0, 1e15);
+  t0 = around - (around - t0) / span * next;
+  span = next;
+}
+
+void ViewState::pan(double ns) { t0 += ns; }
+
+void ViewState::set_instant(const Document& doc, uint32_t step) {
+  if (attribution && step == instant) return;
+  instant = step;
+  std::vector<uint32_t> live;
+  doc.timeline->live_at(step, live);
+  attribution.emplace(doc.snapshot, doc.replay->allocations(), live, grouping);
+  selected_node = 0;
+}
+
+void ViewState::set_highlight(std::vector<uint8_t> marks, std::string reason) {
+  highlight = std::move(marks);
+  highlight_reason = std::move(reason);
+  ++highlight_version;
+}
+
+void ViewState::clear_highlight() { set_highlight({}, ""); }
+
+}  // namespace memrec::viewer

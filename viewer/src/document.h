@@ -1,0 +1,61 @@
+// What the views share: the loaded recording with its replay and level-of-detail structures (Document), and what
+// the user is looking at (ViewState).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "memrec/attribution.h"
+#include "memrec/replay.h"
+#include "memrec/snapshot.h"
+#include "memrec/timeline.h"
+
+namespace memrec::viewer {
+
+struct Document {
+  std::string path;
+  Snapshot snapshot;
+  uint8_t device = 0;
+  std::vector<uint8_t> devices;
+  std::unique_ptr<Replay> replay;
+  std::unique_ptr<Timeline> timeline;
+  std::vector<Lane> kernel_lanes;
+  std::vector<Lane> scope_lanes;
+
+  // Loads the file and analyzes `device` (-1: the first one).
+  static std::unique_ptr<Document> open(const std::string& path, int device);
+  // Builds the replay, timeline and lanes of one device.
+  void analyze(uint8_t device);
+  uint64_t device_events() const { return replay->events().size(); }
+};
+
+struct ViewState {
+  // Visible time range in nanoseconds after the first event (doubles of absolute clock values would round to
+  // 256 ns). The span is kept apart from t0 so panning leaves it bit-identical and cached columns stay valid.
+  double t0 = 0, span = 1;
+  double t1() const { return t0 + span; }
+  // The instant the attribution and segments views describe (a replay step, kNoEvent = before the first event).
+  uint32_t instant = kNoEvent;
+  uint32_t selected_allocation = kNone;
+  Grouping grouping = Grouping::stack_top_down;
+  std::optional<Attribution> attribution;  // of the live blocks at `instant`
+  uint32_t selected_node = 0;              // in attribution; 0 = none
+  // Per allocation: drawn bright when set, the rest dimmed. Empty: nothing highlighted.
+  std::vector<uint8_t> highlight;
+  std::string highlight_reason;
+  uint64_t highlight_version = 0;  // changes whenever `highlight` does, so cached pixels are redrawn
+
+  void fit_all(const Document& doc);
+  // A window around the peak: the peak's column and the allocations around it fill the view.
+  void fit_peak(const Document& doc);
+  void zoom(double factor, double around);
+  void pan(double ns);
+  void set_instant(const Document& doc, uint32_t step);
+  void set_highlight(std::vector<uint8_t> marks, std::string reason);
+  void clear_highlight();
+};
+
+}  // namespace memrec::viewer

@@ -1,0 +1,99 @@
+// Kernel lanes (one per stream) and scope lanes (phase, module, op by nesting depth) under the timeline, on the
+// same pixel columns. Painted into one texture; names are written only on items wide enough to read.
+#include <algorithm>
+
+#include "units.h"
+#include "views.h"
+
+namespace memrec::viewer {
+namespace {
+
+constexpr int kLaneHeight = 14;
+constexpr float kMinLabelWidth = 48;
+
+uint32_t item_name(const Document& doc, const Lane& lane, uint32_t id) {
+  return lane.kernels ? doc.snapshot.kernels[id].name : doc.snapshot.scopes[id].name;
+}
+
+size_t lane_count(const Document& doc) { return doc.kernel_lanes.size() + doc.scope_lanes.size(); }
+
+const Lane& lane_at(const Document& doc, size_t i) {
+  return i < doc.kernel_lanes.size() ? doc.kernel_lanes[i] : doc.scope_lanes[i - doc.kernel_lanes.size()];
+}
+
+}  // namespace
+
+float LanesView::height_for(const Document& doc) {
+  return static_cast<float>(lane_count(doc) * (kLaneHeight + 1));
+}
+
+// Paints every lane for the grid's columns and notes the runs wide enough for a name.
+void LanesView::paint(const Document& doc, const ColumnGrid& grid) {
+  const ImU32 background = ImGui::GetColorU32(ImGuiCol_FrameBg) | 0xFF000000u;
+  labels_.clear();
+  for (size_t l = 0; l < lane_count(doc); ++l) {
+    const Lane& lane = lane_at(doc, l);
+    lane.columns(grid.absolute(grid.t0), grid.dt, items_);
+    int top = static_cast<int>(l) * (kLaneHeight + 1);
+    for (int x = 0; x < grid.width;) {
+      int end = x + 1;
+      while (end < grid.width && items_[end] == items_[x]) ++end;
+      uint32_t c = items_[x] == kNone ? background : name_color(item_name(doc, lane, items_[x]));
+      for (int y = 0; y < kLaneHeight; ++y)
+        for (int i = x; i < end; ++i) image_.at(i, top + y) = c;
+      if (items_[x] != kNone && end - x >= kMinLabelWidth) labels_.push_back(Label{x, end, top, item_name(doc, lane, items_[x])});
+      x = end;
+    }
+    for (int x = 0; x < grid.width; ++x) image_.at(x, top + kLaneHeight) = 0xFF000000u;
+  }
+  image_.mark_changed();
+}
+
+void LanesView::draw(const Document& doc, ViewState& state, const ColumnGrid& grid) {
+  size_t lanes = lane_count(doc);
+  if (lanes == 0) return;
+  ImVec2 origin = ImGui::GetCursorScreenPos();
+  int height = static_cast<int>(height_for(doc));
+  bool resized = image_.resize(grid.width, height);
+  items_.resize(grid.width);
+  if (resized || grid.t0 != painted_.t0 || grid.dt != painted_.dt || &doc != painted_doc_ ||
+      doc.device != painted_device_) {
+    paint(doc, grid);
+    painted_ = grid;
+    painted_doc_ = &doc;
+    painted_device_ = doc.device;
+  }
+  ImDrawList* list = ImGui::GetWindowDrawList();
+  float y0 = std::floor(origin.y);
+  image_.draw(list, ImVec2(grid.x, y0));
+  ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  for (size_t l = 0; l < lanes; ++l)
+    list->AddText(ImVec2(origin.x, y0 + static_cast<float>(l * (kLaneHeight + 1))), text, lane_at(doc, l).title.c_str());
+  for (const Label& label : labels_) {
+    ImVec4 clip(grid.x + label.x0, y0 + label.top, grid.x + label.x1, y0 + label.top + kLaneHeight);
+    list->AddText(nullptr, 0, ImVec2(grid.x + label.x0 + 2, y0 + label.top), IM_COL32(0, 0, 0, 255),
+                  doc.snapshot.strings[label.name].c_str(), nullptr, 0, &clip);
+  }
+
+  ImGui::SetCursorScreenPos(ImVec2(grid.x, y0));
+  ImGui::InvisibleButton("##lanes", ImVec2(static_cast<float>(grid.width), static_cast<float>(height)));
+  if (ImGui::IsItemHovered()) {
+    ImVec2 m = ImGui::GetIO().MousePos;
+    size_t l = std::min(lanes - 1, static_cast<size_t>((m.y - y0) / (kLaneHeight + 1)));
+    const Lane& lane = lane_at(doc, l);
+    uint32_t one[1];
+    lane.columns(grid.absolute(grid.time_at(std::floor(m.x))), grid.dt, one);
+    if (one[0] != kNone) {
+      auto it = std::find(lane.ids.begin(), lane.ids.end(), one[0]);
+      size_t k = it - lane.ids.begin();
+      ImGui::SetTooltip("%s\n%s, %s after start\nclick: group the memory live at its start",
+                        doc.snapshot.strings[item_name(doc, lane, one[0])].c_str(),
+                        human_duration(lane.ends[k] - lane.starts[k]).c_str(),
+                        human_duration(lane.starts[k] - doc.timeline->begin_ns()).c_str());
+      if (ImGui::IsItemClicked()) state.set_instant(doc, doc.timeline->step_at(lane.starts[k]));
+    }
+  }
+  ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + height + 2));
+}
+
+}  // namespace memrec::viewer

@@ -1,0 +1,131 @@
+// The views of the main window, one file each. Each draws into the current ImGui window.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "document.h"
+
+namespace memrec::viewer {
+
+// An RGBA image drawn as one textured quad: how the timeline and lanes draw a whole frame's worth of
+// per-pixel data as a single primitive, which keeps the software rasterizer's cost flat.
+class PixelImage {
+ public:
+  PixelImage() = default;
+  PixelImage(const PixelImage&) = delete;
+  PixelImage& operator=(const PixelImage&) = delete;
+  ~PixelImage();
+  // Returns true when the size changed (pixels are then undefined).
+  bool resize(int width, int height);
+  int width() const { return width_; }
+  int height() const { return height_; }
+  uint32_t& at(int x, int y) { return pixels_[static_cast<size_t>(y) * width_ + x]; }
+  const std::vector<uint32_t>& pixels() const { return pixels_; }
+  // Moves every row's pixels `columns` to the left (negative: right); uncovered columns keep stale pixels.
+  void shift_left(int columns);
+  void draw(ImDrawList* list, ImVec2 top_left);  // uploads when changed
+
+  void mark_changed() { changed_ = true; }
+
+ private:
+  int width_ = 0, height_ = 0;
+  std::vector<uint32_t> pixels_;
+  unsigned texture_ = 0;
+  bool changed_ = true;
+};
+
+// Pixel columns shared by the timeline and the lanes under it: column i covers [t0 + i*dt, t0 + (i+1)*dt)
+// nanoseconds after `origin`, the recording's first event.
+struct ColumnGrid {
+  float x = 0, y = 0;  // screen position of the plot's top-left pixel
+  int width = 0;
+  double t0 = 0, dt = 1;
+  int64_t origin = 0;
+  float x_of(int64_t t) const { return x + static_cast<float>(std::floor((static_cast<double>(t - origin) - t0) / dt)); }
+  double time_at(float sx) const { return t0 + (sx - x) * dt; }  // after origin
+  int64_t absolute(double t) const { return origin + static_cast<int64_t>(std::floor(t)); }
+};
+
+class TimelineView {
+ public:
+  void draw(Document& doc, ViewState& state, float height);
+  const ColumnGrid& grid() const { return grid_; }
+  int plot_height() const { return image_.height(); }
+  double bytes_per_row() const { return bytes_per_row_; }
+  // Whether every column shows the current view (zooming repaints over a few frames).
+  bool complete() const;
+
+ private:
+  void resample(int64_t first, double dt);
+  void scroll(int64_t shift);
+  void refine(const Document& doc, const ViewState& state, int64_t first);
+  void paint_column(const Document& doc, const ViewState& state, int i, int64_t column);
+  void handle_input(Document& doc, ViewState& state, bool hovered, bool clicked);
+  void draw_overlay(const Document& doc, const ViewState& state, ImDrawList* list);
+
+  PixelImage image_;
+  ColumnGrid grid_;
+  double bytes_per_row_ = 1;
+  std::vector<uint32_t> column_step_;  // representative step per column (the column's allocated peak)
+  std::vector<uint8_t> stale_;         // columns still showing another view
+  std::vector<uint32_t> rows_, scratch_;
+  // What the cached pixels were painted for.
+  int64_t cached_first_ = 0;
+  double cached_dt_ = -1;
+  uint64_t cached_highlight_ = ~0ull;
+  const Document* cached_doc_ = nullptr;
+  uint8_t cached_device_ = 0;
+};
+
+class LanesView {
+ public:
+  void draw(const Document& doc, ViewState& state, const ColumnGrid& grid);
+  static float height_for(const Document& doc);
+
+ private:
+  struct Label {
+    int x0, x1, top;
+    uint32_t name;
+  };
+  void paint(const Document& doc, const ColumnGrid& grid);
+
+  PixelImage image_;
+  std::vector<uint32_t> items_;
+  std::vector<Label> labels_;
+  ColumnGrid painted_;
+  const Document* painted_doc_ = nullptr;
+  uint8_t painted_device_ = 0;
+};
+
+void draw_attribution(const Document& doc, ViewState& state);
+void draw_inspector(const Document& doc, ViewState& state);
+
+class SegmentsView {
+ public:
+  void draw(const Document& doc, const ViewState& state);
+
+ private:
+  std::vector<SegmentAt> segments_;
+  uint32_t step_ = kNoEvent;
+  const Replay* replay_ = nullptr;
+};
+
+class SearchView {
+ public:
+  void draw(const Document& doc, ViewState& state);
+
+ private:
+  char text_[256] = {};
+};
+
+void draw_status_bar(const Document& doc, const ViewState& state, float frame_ms);
+
+// Hash-based color for names (kernels, scopes) so one name keeps one color.
+uint32_t name_color(uint32_t string_id);
+
+}  // namespace memrec::viewer
