@@ -108,6 +108,11 @@ void EventBuffer::take(Batch& spare) {
   woken_ = false;
 }
 
+void EventBuffer::wake() {
+  std::lock_guard lock(mu_);
+  if (enabled_ && waker_) waker_->notify_one();
+}
+
 uint64_t EventBuffer::dropped() const {
   std::lock_guard lock(mu_);
   return dropped_;

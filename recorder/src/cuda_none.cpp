@@ -12,5 +12,6 @@ void cupti_start() { throw Error("this memrec was built without CUDA (MEMREC_WIT
 void cupti_flush() {}
 void cupti_stop() {}
 void cupti_take(std::vector<KernelRecord>&, std::vector<std::string>&) {}
+uint64_t cupti_dropped() { return 0; }
 
 }  // namespace memrec::detail

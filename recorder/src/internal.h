@@ -64,8 +64,9 @@ class EventBuffer {
   // Swaps the filled batch with `spare` (cleared, same capacity) and returns the records taken.
   void take(Batch& spare);
   uint64_t dropped() const;
-  // Wakes the drain early when a batch is half full.
+  // Wakes the drain early when a batch is half full, or on demand (an OOM: get it on disk now).
   void set_waker(std::condition_variable* cv) { waker_ = cv; }
+  void wake();
 
  private:
   bool has_room(size_t payload_words) const;
@@ -129,5 +130,6 @@ void cupti_flush();  // asks CUPTI to hand over completed buffers
 void cupti_stop();   // forced flush, then disable
 // Moves the records completed so far into `out`; appends names first seen since the last call to `new_names`.
 void cupti_take(std::vector<KernelRecord>& out, std::vector<std::string>& new_names);
+uint64_t cupti_dropped();  // records CUPTI itself could not keep
 
 }  // namespace memrec::detail

@@ -119,7 +119,9 @@ void Recorder::Impl::stop() {
   std::lock_guard lock(mu);
   drain_once();  // what arrived since the last pass
   auto counters = detail::cpu_counters();
-  snap.dropped_events = detail::EventBuffer::get().dropped() + (cuda ? 0 : counters.unwrapped);
+  uint64_t kernels_dropped = cupti ? detail::cupti_dropped() : 0;
+  snap.metadata["recorder.kernels_dropped"] = std::to_string(kernels_dropped);
+  snap.dropped_events = detail::EventBuffer::get().dropped() + (cuda ? 0 : counters.unwrapped) + kernels_dropped;
   snap.metadata["recorder.unique_pcs"] = std::to_string(symbolizer.unique_pcs());
   g_running = false;
   if (writer) writer->close(snap);

@@ -116,28 +116,27 @@ const Symbolizer::Resolved& Symbolizer::resolve(uint64_t pc, Snapshot& s) {
 
   const auto* module = modules_->lookup(pc);
   std::string library = module ? module->path : "";
-  Resolved r{static_cast<uint32_t>(ids_.size()), static_cast<uint16_t>(raw.size()), false};
+  Resolved r{static_cast<uint32_t>(ids_.size()), 0, false};
+  for (const RawFrame& f : raw) r.internal = r.internal || is_internal(f.function);
   for (RawFrame& f : raw) {
+    if (r.internal) break;  // the recorder's and unwinders' frames never enter the snapshot
     if (f.function.empty()) {  // nothing names it: say where it is rather than leave it blank
       auto base = std::string_view(library).substr(library.rfind('/') + 1);
       f.function = module ? fmt::format("{}+0x{:x}", base, pc - module->base)
                           : fmt::format("0x{:x}", pc);
     }
-    r.internal = r.internal || is_internal(f.function);
     Frame frame{pc, s.strings.intern(f.function), s.strings.intern(f.file), s.strings.intern(library),
                 static_cast<uint32_t>(std::max(f.line, 0))};
     ids_.push_back(s.frames.intern(frame));
+    ++r.count;
   }
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return cache_.emplace(pc, r).first->second;
 }
 
 void Symbolizer::frames_of(std::span<const uint64_t> pcs, Snapshot& s, std::vector<uint32_t>& out) {
-  bool leading = true;
   for (uint64_t pc : pcs) {
     const Resolved& r = resolve(pc, s);
-    if (leading && r.internal) continue;
-    leading = false;
     out.insert(out.end(), ids_.begin() + r.first, ids_.begin() + r.first + r.count);
   }
 }

@@ -16,8 +16,8 @@ class Symbolizer {
  public:
   Symbolizer();
   ~Symbolizer();
-  // Appends the frame ids of `pcs` (innermost first, inlined frames expanded) to `out`, leaving out the leading
-  // frames of the recorder and the unwinders.
+  // Appends the frame ids of `pcs` (innermost first, inlined frames expanded) to `out`, leaving out the frames
+  // of the recorder and the unwinders (they never enter the snapshot).
   void frames_of(std::span<const uint64_t> pcs, Snapshot& s, std::vector<uint32_t>& out);
   size_t unique_pcs() const { return cache_.size(); }
   double seconds() const { return seconds_; }
@@ -25,7 +25,7 @@ class Symbolizer {
  private:
   struct Resolved {
     uint32_t first = 0;  // into ids_
-    uint16_t count = 0;
+    uint16_t count = 0;     // 0 for internal frames
     bool internal = false;
   };
   const Resolved& resolve(uint64_t pc, Snapshot& s);

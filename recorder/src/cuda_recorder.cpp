@@ -1,0 +1,150 @@
+// The CUDA caching allocator through its own hooks (libtorch >= 2.1): every trace entry reaches on_trace() in
+// the allocating thread, under the allocator's lock. No recordHistory needed: trace trackers run without it.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/util/ApproximateClock.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "internal.h"
+
+namespace memrec::detail {
+namespace {
+
+namespace alloc = c10::cuda::CUDACachingAllocator;
+
+std::atomic<bool> g_enabled{false};
+std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
+std::function<c10::time_t(c10::approx_time_t)> g_to_ns;
+
+template <class S>
+uint64_t raw_stream(const S& s) {
+  if constexpr (std::is_pointer_v<S>) return reinterpret_cast<uint64_t>(s);
+  else return static_cast<uint64_t>(s.id());
+}
+
+Action action_of(alloc::TraceEntry::Action a) {
+  using T = alloc::TraceEntry;
+  switch (a) {
+    case T::ALLOC: return Action::alloc;
+    case T::FREE_REQUESTED: return Action::free_requested;
+    case T::FREE_COMPLETED: return Action::free_completed;
+    case T::SEGMENT_ALLOC: return Action::segment_alloc;
+    case T::SEGMENT_FREE: return Action::segment_free;
+    case T::SEGMENT_MAP: return Action::segment_map;
+    case T::SEGMENT_UNMAP: return Action::segment_unmap;
+    case T::SNAPSHOT: return Action::snapshot;
+    case T::OOM: return Action::oom;
+    default: return Action::user_defined;
+  }
+}
+
+void on_trace(const alloc::TraceEntry& te) {
+  if (!g_enabled.load(std::memory_order_relaxed)) return;
+  Record r;
+  r.time = static_cast<int64_t>(te.time_.approx_t_);
+  r.ticks = true;
+  r.addr = static_cast<uint64_t>(te.addr_);
+  r.size = static_cast<uint64_t>(te.size_);
+  r.stream = raw_stream(te.stream_);
+  r.device = static_cast<uint8_t>(te.device_);
+  r.action = action_of(te.action_);
+  record_event(r);
+}
+
+void on_oom(int64_t, size_t, size_t, size_t) { EventBuffer::get().wake(); }
+
+BlockState state_of(const alloc::BlockInfo& b) {
+  if (b.allocated) return BlockState::active_allocated;
+  return b.active ? BlockState::active_pending_free : BlockState::inactive;
+}
+
+std::vector<Segment> segments(Snapshot& s, const alloc::SnapshotInfo& info) {
+  std::vector<Segment> out;
+  for (const auto& seg : info.segments) {
+    Segment o;
+    o.addr = seg.address;
+    o.total_size = seg.total_size;
+    o.allocated_size = seg.allocated_size;
+    o.active_size = seg.active_size;
+    o.requested_size = seg.requested_size;
+    o.pool_id[0] = static_cast<int64_t>(seg.owner_private_pool_id.first);
+    o.pool_id[1] = static_cast<int64_t>(seg.owner_private_pool_id.second);
+    o.stream = s.intern_stream(raw_stream(seg.stream));
+    o.device = static_cast<uint8_t>(seg.device);
+    o.is_large = seg.is_large;
+    o.is_expandable = seg.is_expandable;
+    uint64_t addr = seg.address;
+    for (const auto& b : seg.blocks) {
+      o.blocks.push_back(Block{addr, b.size, b.requested_size, 0, state_of(b)});
+      addr += b.size;
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void describe_devices(Snapshot& s, const alloc::SnapshotInfo& info) {
+  int n = c10::cuda::device_count();
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    auto key = [&](const char* k) { return fmt::format("device.{}.{}", i, k); };
+    s.metadata[key("type")] = "cuda";
+    s.metadata[key("name")] = p.name;
+    s.metadata[key("total_memory")] = std::to_string(p.totalGlobalMem);
+    s.metadata[key("capability")] = fmt::format("{}.{}", p.major, p.minor);
+    s.metadata[key("multiprocessors")] = std::to_string(p.multiProcessorCount);
+  }
+  const auto& c = info.config_metadata;
+  nlohmann::json j = {{"expandable_segments", c.expandable_segments},
+                      {"max_split_size", c.max_split_size},
+                      {"garbage_collection_threshold", c.garbage_collection_threshold},
+                      {"roundup_power2_divisions", c.roundup_power2_divisions},
+                      {"release_lock_on_malloc", c.release_lock_on_malloc},
+                      {"last_allocator_settings", c.last_allocator_settings}};
+  s.metadata["allocator_settings"] = j.dump();
+  s.metadata["allocator"] = alloc::name();
+}
+
+}  // namespace
+
+bool cuda_recordable() { return c10::cuda::device_count() > 0; }
+
+void cuda_start(Snapshot& s) {
+  // The per-device allocators exist only after CUDA's lazy init: one tiny tensor does it.
+  (void)at::empty({1}, at::TensorOptions().device(at::kCUDA));
+  static std::once_flag attached;  // trackers cannot be detached: attach once, gate with g_enabled
+  std::call_once(attached, [] {
+    alloc::attachAllocatorTraceTracker(&on_trace);
+    alloc::attachOutOfMemoryObserver(&on_oom);
+  });
+  g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
+  g_to_ns = g_clock->makeConverter();
+  alloc::SnapshotInfo info = alloc::snapshot();
+  s.segments_start = segments(s, info);
+  s.has_segments_start = true;
+  describe_devices(s, info);
+  g_enabled = true;
+}
+
+void cuda_stop(Snapshot& s) {
+  c10::cuda::device_synchronize();
+  g_enabled = false;
+  s.segments_end = segments(s, alloc::snapshot());
+}
+
+void cuda_refresh_clock() { g_to_ns = g_clock->makeConverter(); }
+
+int64_t cuda_ticks_to_ns(int64_t ticks) { return static_cast<int64_t>(g_to_ns(static_cast<c10::approx_time_t>(ticks))); }
+
+}  // namespace memrec::detail

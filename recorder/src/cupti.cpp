@@ -1,0 +1,144 @@
+// CUPTI activity records (kernels, memcpy, memset) for the kernel timeline. CUPTI's timestamps are
+// CLOCK_REALTIME nanoseconds, the clock of every other time in the snapshot.
+#include <cupti.h>
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "internal.h"
+
+namespace memrec::detail {
+namespace {
+
+constexpr size_t kBufferBytes = 8 << 20;
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET};
+
+std::mutex g_mu;  // CUPTI completes buffers on its own thread
+std::vector<KernelRecord> g_done;
+std::unordered_map<std::string, uint32_t> g_name_ids;
+std::vector<std::string> g_new_names;
+uint64_t g_dropped = 0;
+
+void check(CUptiResult r, const char* what) {
+  if (r == CUPTI_SUCCESS) return;
+  const char* msg = nullptr;
+  cuptiGetResultString(r, &msg);
+  throw Error(fmt::format("CUPTI {} failed: {}", what, msg ? msg : "unknown error"));
+}
+
+uint32_t name_id(const std::string& name) {
+  auto [it, added] = g_name_ids.emplace(name, static_cast<uint32_t>(g_name_ids.size()));
+  if (added) g_new_names.push_back(name);
+  return it->second;
+}
+
+std::string demangle(const char* name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = status == 0 && out ? out : name;
+  std::free(out);
+  return s;
+}
+
+const char* copy_kind(uint8_t k) {
+  switch (k) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "memcpy HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "memcpy PtoP";
+    default: return "memcpy";
+  }
+}
+
+template <class R>
+void add(const R& r, KernelKind kind, uint64_t bytes, uint32_t name) {
+  KernelRecord k;
+  k.kernel.start_ns = static_cast<int64_t>(r.start);
+  k.kernel.end_ns = static_cast<int64_t>(r.end);
+  k.kernel.correlation = r.correlationId;
+  k.kernel.bytes = bytes;
+  k.kernel.kind = kind;
+  k.kernel.device = static_cast<uint8_t>(r.deviceId);
+  k.stream = r.streamId;
+  k.name = name;
+  g_done.push_back(k);
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  std::lock_guard lock(g_mu);
+  CUpti_Activity* rec = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    switch (rec->kind) {
+      case CUPTI_ACTIVITY_KIND_KERNEL:
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+        add(*k, KernelKind::kernel, 0, name_id(demangle(k->name)));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+        add(*m, KernelKind::memcpy, m->bytes, name_id(copy_kind(m->copyKind)));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+        add(*m, KernelKind::memset, m->bytes, name_id("memset"));
+        break;
+      }
+      default: break;
+    }
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS) g_dropped += dropped;
+  std::free(buffer);
+}
+
+}  // namespace
+
+void cupti_start() {
+  static std::once_flag registered;
+  std::call_once(registered,
+                 [] { check(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed), "register"); });
+  {
+    std::lock_guard lock(g_mu);
+    g_done.clear();
+    g_name_ids.clear();
+    g_new_names.clear();
+    g_dropped = 0;
+  }
+  for (auto kind : kKinds) check(cuptiActivityEnable(kind), "enable");
+}
+
+void cupti_flush() { cuptiActivityFlushAll(0); }
+
+void cupti_stop() {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (auto kind : kKinds) cuptiActivityDisable(kind);
+}
+
+void cupti_take(std::vector<KernelRecord>& out, std::vector<std::string>& new_names) {
+  std::lock_guard lock(g_mu);
+  out.insert(out.end(), g_done.begin(), g_done.end());
+  g_done.clear();
+  new_names.insert(new_names.end(), g_new_names.begin(), g_new_names.end());
+  g_new_names.clear();
+}
+
+uint64_t cupti_dropped() {
+  std::lock_guard lock(g_mu);
+  return g_dropped;
+}
+
+}  // namespace memrec::detail
