@@ -1,9 +1,12 @@
 // PyTorch pickle export and import throughput on a synthetic 1M-entry history (bench/synthetic.h).
 // Counters: items_per_second = trace entries per second; bytes_per_entry = pickle bytes / entries.
-// bench/python_pickle.py times Python's pickle on the same data for comparison.
+// bench/python_pickle.py times Python's pickle on the same data for comparison. Run all with:
+//   MEMREC_BENCH_PICKLE=/tmp/synthetic.pickle bench_pickle && python3 bench/python_pickle.py /tmp/synthetic.pickle
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include "memrec/pickle.h"
 #include "synthetic.h"
@@ -48,6 +51,19 @@ void BM_ImportPickle(benchmark::State& state) {
   set_counters(state, exported().size());
 }
 BENCHMARK(BM_ImportPickle)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Imports the pickle named by MEMREC_BENCH_IMPORT (e.g. a real PyTorch snapshot, whose frame lists are not shared).
+void BM_ImportPickleFile(benchmark::State& state) {
+  const char* path = std::getenv("MEMREC_BENCH_IMPORT");
+  if (!path) return state.SkipWithError("set MEMREC_BENCH_IMPORT=<file> to import it");
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t entries = 0;
+  for (auto _ : state) entries = memrec::import_pickle(bytes).events.size();
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(entries));
+  state.counters["bytes_per_entry"] = double(bytes.size()) / double(entries);
+}
+BENCHMARK(BM_ImportPickleFile)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Writes the synthetic history's pickle for bench/python_pickle.py when MEMREC_BENCH_PICKLE names a file.
 void BM_WritePickleForPython(benchmark::State& state) {

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "memrec/pickle.h"
@@ -45,7 +47,7 @@ struct Path {
 class Importer {
  public:
   Importer(const Tree& tree, Snapshot& snap)
-      : t_(tree), s_(snap) {
+      : t_(tree), s_(snap), budget_(tree.input.size() + 1024) {
     id_of_node_.reserve(tree.nodes.size());
     pickle::advise_huge_pages(id_of_node_);
     id_of_node_.assign(tree.nodes.size(), kUnset);
@@ -81,7 +83,15 @@ class Importer {
   // read once. Holds the frame id of a dict node or the stack id of a list node.
   std::vector<uint32_t> id_of_node_;
   std::vector<uint32_t> scratch_;
-  std::vector<std::vector<uint32_t>> open_scopes_;  // per device, innermost last
+  // Scopes by device, in start order; closed ones are dropped lazily from the back.
+  std::vector<std::vector<uint32_t>> open_scopes_;
+  // Open scopes by (device, name id), latest last: END closes the latest START of its name.
+  std::map<std::pair<uint8_t, uint32_t>, std::vector<uint32_t>> open_by_name_;
+  std::unordered_map<uint64_t, uint16_t> stream_ids_;
+  // Items the walk may still visit. A value shared through the memo is walked at each reference, so without this
+  // a small pickle could expand exponentially (lists of lists of the same list). Legitimate sharing (frames) is
+  // cached, so every visit is paid for by at least one input byte.
+  size_t budget_;
 
   [[noreturn]] static void fail(const Path& p, std::string_view what) {
     throw Error(fmt::format("pickle: {}: {}", p.str(), what));
@@ -124,16 +134,24 @@ class Importer {
     return t_.string(id);
   }
 
+  void spend(uint32_t id, const Path& p) {
+    uint32_t n = t_[id].count;
+    if (n > budget_) fail(p, "values shared through the memo expand beyond the input's size");
+    budget_ -= n;
+  }
+
   template <typename F>
-  void for_each_item(uint32_t id, Kind k, const Path& p, F&& f) const {
+  void for_each_item(uint32_t id, Kind k, const Path& p, F&& f) {
     expect(id, k, p);
+    spend(id, p);
     size_t i = 0;
     t_.for_each_item(id, [&](uint32_t item) { f(item, p.at(i++)); });
   }
   // Calls f(key, value, path of value) for each entry of a dict with string keys.
   template <typename F>
-  void for_each_pair(uint32_t id, const Path& p, F&& f) const {
+  void for_each_pair(uint32_t id, const Path& p, F&& f) {
     expect(id, Kind::dict, p);
+    spend(id, p);
     uint32_t key = kUnset;
     t_.for_each_item(id, [&](uint32_t item) {
       if (key == kUnset) {
@@ -165,6 +183,13 @@ class Importer {
     return id_of_node_[id] = stack_id;
   }
 
+  // Snapshot::intern_stream scans its list; a map keeps a pickle with thousands of streams linear.
+  uint16_t stream(uint64_t raw) {
+    auto [it, added] = stream_ids_.try_emplace(raw, 0);
+    if (added) it->second = s_.intern_stream(raw);
+    return it->second;
+  }
+
   void device_traces(uint32_t id, const Path& p) {
     for_each_item(id, Kind::list, p, [&](uint32_t trace, const Path& tp) {
       if (tp.index > UINT8_MAX) fail(tp, "more than 256 devices");
@@ -191,7 +216,7 @@ class Importer {
       } else if (key == "size") {
         e.size = uint_of(v, vp);
       } else if (key == "stream") {
-        e.stream = s_.intern_stream(uint_of(v, vp));
+        e.stream = stream(uint_of(v, vp));
       } else if (key == "time_us") {
         e.time_ns = time_ns_of(v, vp);
       } else if (key == "frames") {
@@ -212,7 +237,7 @@ class Importer {
       else if (key == "allocated_size") seg.allocated_size = uint_of(v, vp);
       else if (key == "active_size") seg.active_size = uint_of(v, vp);
       else if (key == "requested_size") seg.requested_size = uint_of(v, vp);
-      else if (key == "stream") seg.stream = s_.intern_stream(uint_of(v, vp));
+      else if (key == "stream") seg.stream = stream(uint_of(v, vp));
       else if (key == "segment_type") seg.is_large = segment_type(v, vp);
       else if (key == "segment_pool_id") pool_id(v, vp, seg.pool_id);
       else if (key == "is_expandable") seg.is_expandable = bool_of(v, vp);
@@ -267,18 +292,18 @@ class Importer {
     });
     if (open_scopes_.size() <= device) open_scopes_.resize(device + 1);
     auto& open = open_scopes_[device];
+    while (!open.empty() && s_.scopes[open.back()].end_ns != -1) open.pop_back();
     uint32_t name_id = s_.strings.intern(name);
+    auto& same_name = open_by_name_[{device, name_id}];
     if (stage == "START") {
-      Scope sc{time_ns, -1, name_id, open.empty() ? 0 : open.back(), ScopeKind::annotation, device};
-      open.push_back(static_cast<uint32_t>(s_.scopes.size()));
-      s_.scopes.push_back(sc);
+      auto scope = static_cast<uint32_t>(s_.scopes.size());
+      s_.scopes.push_back(Scope{time_ns, -1, name_id, open.empty() ? 0 : open.back(), ScopeKind::annotation, device});
+      open.push_back(scope);
+      same_name.push_back(scope);
     } else if (stage == "END") {
-      for (auto it = open.rbegin(); it != open.rend(); ++it) {
-        if (s_.scopes[*it].name != name_id) continue;
-        s_.scopes[*it].end_ns = time_ns;
-        open.erase(std::next(it).base());
-        break;
-      }
+      if (same_name.empty()) return;
+      s_.scopes[same_name.back()].end_ns = time_ns;
+      same_name.pop_back();
     } else {
       fail(p.field("stage"), fmt::format("expected 'START' or 'END', got '{}'", stage));
     }
@@ -290,6 +315,7 @@ class Importer {
       std::vector<uint32_t> starts;
       for (uint32_t i = 1; i < s_.scopes.size(); ++i)
         if (s_.scopes[i].device == device) starts.push_back(i);
+      if (starts.empty()) continue;
       std::stable_sort(starts.begin(), starts.end(),
                        [&](uint32_t a, uint32_t b) { return s_.scopes[a].start_ns < s_.scopes[b].start_ns; });
       std::vector<uint32_t> active;
@@ -304,7 +330,7 @@ class Importer {
     }
   }
 
-  nlohmann::ordered_json to_json(uint32_t id, const Path& p, int depth) const {
+  nlohmann::ordered_json to_json(uint32_t id, const Path& p, int depth) {
     if (depth > pickle::kMaxDepth) fail(p, "nested too deeply");
     const auto& n = t_[id];
     switch (n.kind) {

@@ -135,6 +135,23 @@ TEST(PickleHostile, ACyclicValueIsAnErrorNotARecursion) {
                "nested too deeply");
 }
 
+TEST(PickleHostile, SharedValuesCannotExpandWithoutBound) {
+  test::TempDir tmp;
+  const std::vector<std::string> bombs = {
+      // 2^60 leaves from 60 memoized lists
+      "{'segments': [], 'device_traces': [],"
+      " 'allocator_settings': __import__('functools').reduce(lambda a, _: [a, a], range(60), [0])}",
+      // 10^8 blocks from one segment dict referenced 10^5 times
+      "{'segments': [{'address': 1, 'blocks': [{'address': 1, 'size': 2, 'state': 'inactive'}] * 1000}] * 100000,"
+      " 'device_traces': []}",
+  };
+  for (size_t i = 0; i < bombs.size(); ++i) {
+    std::string p = tmp.path(fmt::format("bomb{}.pickle", i));
+    test::python_pickle(bombs[i], p);
+    expect_error(test::read_bytes(p), "expand beyond");
+  }
+}
+
 TEST(PickleHostile, WrongProtocolsAreRefused) {
   using namespace std::string_literals;
   expect_error(bytes("\x80\x01}."s), "protocol 1");
