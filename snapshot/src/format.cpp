@@ -12,7 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <sstream>
+#include <istream>
+#include <ostream>
 #include <streambuf>
 #include <type_traits>
 
@@ -51,9 +52,29 @@ template <> constexpr uint64_t kEnumCount<BlockState> = 3;
 
 // ---- Payload archives: cereal binary, plus bounded loading of counts, strings and flags. ----
 
+// Appends to a string the writer reuses: fresh megabyte buffers for every chunk cost more in page faults
+// than the encoding.
+class StringSink : public std::streambuf {
+ public:
+  explicit StringSink(std::string& s) : s_(s) {}
+
+ protected:
+  std::streamsize xsputn(const char* p, std::streamsize n) override {
+    s_.append(p, static_cast<size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) s_.push_back(traits_type::to_char_type(c));
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  std::string& s_;
+};
+
 class Out {
  public:
-  Out() : ar_(os_) {}
+  explicit Out(std::string& buf) : buf_(buf), sink_(buf), os_(&sink_), ar_(os_) { buf.clear(); }
   template <class... T> void operator()(const T&... v) { ar_(v...); }
   void flag(bool b) { ar_(static_cast<uint8_t>(b)); }
   template <class E> void enumerated(E e) { ar_(static_cast<uint8_t>(e)); }
@@ -63,11 +84,12 @@ class Out {
   }
   void blob(std::string_view b) { ar_(cereal::binary_data(b.data(), b.size())); }
   template <class T> void list(const std::vector<T>& v);
-  size_t size() { return static_cast<size_t>(os_.tellp()); }
-  std::string take() { return std::move(os_).str(); }
+  size_t size() const { return buf_.size(); }
 
  private:
-  std::ostringstream os_;
+  std::string& buf_;
+  StringSink sink_;
+  std::ostream os_;
   cereal::BinaryOutputArchive ar_;
 };
 
@@ -168,7 +190,8 @@ template <class T> void Out::list(const std::vector<T>& v) {
 // The encoded size of a default T: the least any T takes, which bounds a count before allocating.
 template <class T> size_t min_encoded_size() {
   static const size_t n = [] {
-    Out o;
+    std::string buf;
+    Out o(buf);
     T t{};
     fields(o, t);
     return o.size();
@@ -190,23 +213,36 @@ template <class T> uint64_t as_u64(T v) { return static_cast<uint64_t>(v); }
 
 class ColumnEncoder {
  public:
-  explicit ColumnEncoder(size_t n) : cols_(n) {}
+  static constexpr size_t kMaxVarint = 10;
+  // Starts n empty columns with room for `rows` values each, keeping earlier chunks' buffers.
+  void reset(size_t n, size_t rows) {
+    cols_.resize(n);
+    for (Column& c : cols_) {
+      if (c.bytes.size() < rows * kMaxVarint) c.bytes.resize(rows * kMaxVarint);
+      c.used = 0;
+    }
+  }
   template <class T> void value(size_t c, const T& v) { put(cols_[c], as_u64(v)); }
   // Wrapping difference: any two values of T give a delta that decodes back exactly.
   template <class T> void delta(size_t c, const T& v, T prev) {
     put(cols_[c], zigzag(static_cast<int64_t>(as_u64(v) - as_u64(prev))));
   }
-  const std::vector<std::string>& columns() const { return cols_; }
+  size_t count() const { return cols_.size(); }
+  std::string_view column(size_t c) const { return {cols_[c].bytes.data(), cols_[c].used}; }
 
  private:
-  static void put(std::string& out, uint64_t v) {
-    char buf[10];
+  struct Column {
+    std::string bytes;  // sized for the worst case up front: no capacity check per value
+    size_t used = 0;
+  };
+  static void put(Column& c, uint64_t v) {
+    char* p = c.bytes.data() + c.used;
     size_t n = 0;
-    for (; v >= 0x80; v >>= 7) buf[n++] = static_cast<char>(v | 0x80);
-    buf[n++] = static_cast<char>(v);
-    out.append(buf, n);
+    for (; v >= 0x80; v >>= 7) p[n++] = static_cast<char>(v | 0x80);
+    p[n++] = static_cast<char>(v);
+    c.used += n;
   }
-  std::vector<std::string> cols_;
+  std::vector<Column> cols_;
 };
 
 template <size_t N> class ColumnDecoder {
@@ -295,16 +331,16 @@ template <> struct Columns<Scope> {
 };
 
 // Payload: first row index u64, row count u64, byte size of each column u64, then the columns.
-template <class T> void encode_rows(Out& out, uint64_t first, std::span<const T> rows) {
-  ColumnEncoder enc(Columns<T>::kCount);
+template <class T> void encode_rows(Out& out, ColumnEncoder& enc, uint64_t first, std::span<const T> rows) {
+  enc.reset(Columns<T>::kCount, rows.size());
   T prev{};
   for (const T& r : rows) {
     Columns<T>::row(enc, r, prev);
     prev = r;
   }
   out(first, static_cast<uint64_t>(rows.size()));
-  for (const std::string& col : enc.columns()) out(static_cast<uint64_t>(col.size()));
-  for (const std::string& col : enc.columns()) out.blob(col);
+  for (size_t c = 0; c < enc.count(); ++c) out(static_cast<uint64_t>(enc.column(c).size()));
+  for (size_t c = 0; c < enc.count(); ++c) out.blob(enc.column(c));
 }
 
 // Appends the chunk's rows to dst; returns the first row index the chunk claims.
@@ -366,7 +402,8 @@ struct Writer::State {
   std::string path;
   File file;
   std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx{ZSTD_createCCtx(), ZSTD_freeCCtx};
-  std::string compressed;
+  std::string payload, compressed;  // reused from chunk to chunk
+  ColumnEncoder columns;
   uint64_t bytes = 0;
   Totals written;                        // rows of each table already in the file
   std::vector<uint32_t> open_scopes;     // written while end_ns == -1; ascending
@@ -383,9 +420,9 @@ struct Writer::State {
   }
   void write_chunk(ChunkType type, const std::string& raw);
   template <class Fn> void chunk(ChunkType type, Fn&& fill) {
-    Out out;
+    Out out(payload);
     fill(out);
-    write_chunk(type, out.take());
+    write_chunk(type, payload);
   }
   void write_strings(const Snapshot& s);
   void write_tables(const Snapshot& s);
@@ -470,7 +507,7 @@ void Writer::State::write_rows(ChunkType type, const std::vector<T>& rows, uint6
   if (rows.size() < written_rows) throw Error(fmt::format("{}: the snapshot lost rows since the last flush", path));
   while (written_rows < rows.size()) {
     size_t n = std::min(kRowsPerChunk, rows.size() - written_rows);
-    chunk(type, [&](Out& o) { encode_rows(o, written_rows, std::span<const T>(rows).subspan(written_rows, n)); });
+    chunk(type, [&](Out& o) { encode_rows(o, columns, written_rows, std::span<const T>(rows).subspan(written_rows, n)); });
     written_rows += n;
   }
 }
