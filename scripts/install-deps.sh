@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages memrec builds, tests and runs with. Safe to run again.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config git python3
+  build-essential cmake ninja-build pkg-config git python3 clang libclang-rt-14-dev
   libtorch-dev libopenblas0-pthread
   libcereal-dev libzstd-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev libboost-stacktrace-dev

@@ -92,6 +92,13 @@ void append_device(std::string& out, const Snapshot& s, uint8_t device) {
                                    [](const Allocation& a) { return a.alloc_step == kNoEvent; }));
   if (r.unmatched_frees())
     out += fmt::format("  warning: {} frees did not match a live block\n", r.unmatched_frees());
+  for (uint32_t step = 0; step < r.events().size(); ++step) {
+    const Event& e = s.events[r.events()[step]];
+    if (e.action == Action::oom)
+      out += fmt::format("  OOM at +{}: requested {} with {} free on the device ({} allocated, {} reserved)\n",
+                         format_duration(e.time_ns - start), format_bytes(e.size), format_bytes(e.addr),
+                         format_bytes(r.after(step).allocated), format_bytes(r.after(step).reserved));
+  }
   append_largest_live(out, s, r, r.peak_allocated().step);
 }
 
