@@ -410,8 +410,10 @@ struct Writer::State {
   std::map<std::string, std::string> metadata;
   bool metadata_written = false;
   bool closed = false;
+  bool failed = false;  // a write failed: what follows could not be told from a torn chunk
 
-  [[noreturn]] void fail(std::string_view what) const {
+  [[noreturn]] void fail(std::string_view what) {
+    failed = true;
     throw Error(fmt::format("{}: {}: {}", path, what, errno_text()));
   }
   void write(const void* p, size_t n) {
@@ -527,6 +529,7 @@ void Writer::State::write_metadata(const Snapshot& s) {
 
 void Writer::State::flush(const Snapshot& s) {
   if (closed) throw Error(fmt::format("{}: flush after close", path));
+  if (failed) throw Error(fmt::format("{}: an earlier write failed; the file ends at its last whole chunk", path));
   write_strings(s);
   write_tables(s);
   // Scopes already written that were open get their end first; then new scopes, some of them open.
@@ -795,6 +798,7 @@ void Reader::parse_stacks(In& in) {
   in.list(ids);
   if (first == 0 && (lengths.empty() || lengths[0] != 0)) throw Error("stack 0 must be empty");
   uint64_t total = stack_frames_.size();
+  if (total + ids.size() > UINT32_MAX) throw Error("more than 2^32 stack frame ids");
   for (uint32_t len : lengths) {
     total += len;
     if (total > stack_frames_.size() + ids.size()) throw Error("stack lengths exceed the frame ids given");
