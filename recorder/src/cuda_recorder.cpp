@@ -109,11 +109,9 @@ void describe_devices(Snapshot& s, const alloc::SnapshotInfo& info) {
   nlohmann::json j = {{"expandable_segments", c.expandable_segments},
                       {"max_split_size", c.max_split_size},
                       {"garbage_collection_threshold", c.garbage_collection_threshold},
-                      {"roundup_power2_divisions", c.roundup_power2_divisions},
-                      {"release_lock_on_malloc", c.release_lock_on_malloc},
                       {"last_allocator_settings", c.last_allocator_settings}};
   s.metadata["allocator_settings"] = j.dump();
-  s.metadata["allocator"] = alloc::name();
+  s.metadata["allocator"] = alloc::get()->name();
 }
 
 }  // namespace
@@ -125,12 +123,12 @@ void cuda_start(Snapshot& s) {
   (void)at::empty({1}, at::TensorOptions().device(at::kCUDA));
   static std::once_flag attached;  // trackers cannot be detached: attach once, gate with g_enabled
   std::call_once(attached, [] {
-    alloc::attachAllocatorTraceTracker(&on_trace);
-    alloc::attachOutOfMemoryObserver(&on_oom);
+    alloc::get()->attachAllocatorTraceTracker(&on_trace);
+    alloc::get()->attachOutOfMemoryObserver(&on_oom);
   });
   g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
   g_to_ns = g_clock->makeConverter();
-  alloc::SnapshotInfo info = alloc::snapshot();
+  alloc::SnapshotInfo info = alloc::get()->snapshot();
   s.segments_start = segments(s, info);
   s.has_segments_start = true;
   describe_devices(s, info);
@@ -140,7 +138,7 @@ void cuda_start(Snapshot& s) {
 void cuda_stop(Snapshot& s) {
   c10::cuda::device_synchronize();
   g_enabled = false;
-  s.segments_end = segments(s, alloc::snapshot());
+  s.segments_end = segments(s, alloc::get()->snapshot());
 }
 
 void cuda_refresh_clock() { g_to_ns = g_clock->makeConverter(); }
