@@ -164,8 +164,9 @@ class Importer {
     });
   }
 
+  // The cache is only read for the kind it was written for: a node used as both a frame and a stack is an error.
   uint32_t frame(uint32_t id, const Path& p) {
-    if (id_of_node_[id] != kUnset) return id_of_node_[id];
+    if (t_[id].kind == Kind::dict && id_of_node_[id] != kUnset) return id_of_node_[id];
     Frame f;
     for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
       if (key == "name") f.function = s_.strings.intern(str_of(v, vp));
@@ -176,7 +177,7 @@ class Importer {
   }
 
   uint32_t stack(uint32_t id, const Path& p) {
-    if (id_of_node_[id] != kUnset) return id_of_node_[id];
+    if (t_[id].kind == Kind::list && id_of_node_[id] != kUnset) return id_of_node_[id];
     scratch_.clear();
     for_each_item(id, Kind::list, p, [&](uint32_t f, const Path& fp) { scratch_.push_back(frame(f, fp)); });
     uint32_t stack_id = s_.stacks.intern(scratch_);

@@ -196,6 +196,13 @@ TEST(PickleHostile, WrongSchemaNamesThePath) {
       {with_entry("time_us=1.5"), "device_traces[0][1].time_us: expected int, got float"},
       {with_entry("addr=2**70"), "does not fit 64 bits"},
       {"{'segments': [], 'device_traces': [[{'size': 1}]]}", "device_traces[0][0]: missing key 'action'"},
+      // one memoized dict used as a frame, then as a frame list
+      {"(lambda f: {'segments': [], 'device_traces': [[dict(" + entry + ", frames=[f]), dict(" + entry +
+           ", frames=f)]]})({'name': 'a', 'filename': 'b', 'line': 1})",
+       "device_traces[0][1].frames: expected list, got dict"},
+      // a frame list that contains itself
+      {"(lambda l: (l.append(l), {'segments': [], 'device_traces': [[dict(" + entry + ", frames=l)]]})[1])([])",
+       "device_traces[0][0].frames[0]: expected dict, got list"},
       {"{'segments': [{'address': 1, 'segment_pool_id': (0, 0, 0), 'blocks': []}], 'device_traces': []}",
        "segments[0].segment_pool_id: expected 2 items, got 3"},
       {"{'segments': [{'address': 1, 'blocks': [{'state': 'gone'}]}], 'device_traces': []}",
