@@ -130,10 +130,11 @@ void run_size(size_t events, const std::string& dir) {
   auto t = Clock::now();
   auto doc = viewer::Document::open(path, -1);
   double load_s = seconds_since(t);
+  uint64_t data_rss = rss_bytes() - rss0;  // the recording and everything built from it, before any GL
   viewer::App app(std::move(doc), 1280, 720, true);
   full_frame_ms(app, false, nullptr);
   double first_frame_s = seconds_since(t);
-  uint64_t rss = rss_bytes() - rss0;
+  uint64_t total_rss = rss_bytes();
   const viewer::Document& d = app.doc();
   size_t n = d.snapshot.events.size();
 
@@ -142,9 +143,9 @@ void run_size(size_t events, const std::string& dir) {
   std::vector<double> empty;
   for (int i = 0; i < 100; ++i) empty.push_back(full_frame_ms(app, true, nullptr));
 
-  fmt::print("| {:>11} | {:>9} | {:>8} | {:>6.2f} s | {:>6.2f} s | {:>7.1f} | {:>6.2f} | {:>6.2f} | {:>6.1f} | {:>6.1f} | {:>6.1f} | {:>5.2f}x |\n",
+  fmt::print("| {:>11} | {:>9} | {:>8} | {:>6.2f} s | {:>6.2f} s | {:>7.1f} | {:>6.0f} MB | {:>6.2f} | {:>6.2f} | {:>6.1f} | {:>6.1f} | {:>6.1f} | {:>5.2f}x |\n",
              n, d.snapshot.kernels.size(), d.snapshot.scopes.size() - 1, load_s, first_frame_s,
-             static_cast<double>(rss) / n, percentile(build, 0.5), percentile(build, 0.99), percentile(full, 0.5),
+             static_cast<double>(data_rss) / n, static_cast<double>(total_rss) / 1e6, percentile(build, 0.5), percentile(build, 0.99), percentile(full, 0.5),
              percentile(full, 0.99), percentile(empty, 0.5), percentile(full, 0.5) / percentile(empty, 0.5));
   std::fflush(stdout);
   std::filesystem::remove(path);
@@ -157,9 +158,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) sizes.push_back(std::stoull(argv[i]));
   if (sizes.empty()) sizes = {1'000'000, 10'000'000};
   std::string dir = std::filesystem::temp_directory_path();
-  fmt::print("| events | kernels | scopes | load | to first frame | RSS B/event | build median ms | build p99 ms | "
+  fmt::print("| events | kernels | scopes | load | to first frame | data RSS B/event | process RSS | build median ms | build p99 ms | "
              "frame median ms | frame p99 ms | empty frame ms | frame / empty |\n");
-  fmt::print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  fmt::print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   try {
     for (size_t n : sizes) run_size(n, dir);
   } catch (const std::exception& e) {

@@ -113,6 +113,31 @@ TEST(Timeline, LaneColumnsFindTheItemUnderEachColumn) {
   EXPECT_EQ(cols, want);
 }
 
+TEST(Timeline, LaneColumnsMatchBruteForceAtEveryZoom) {
+  std::mt19937 rng(11);
+  Lane lane;
+  int64_t t = 0;
+  for (uint32_t i = 0; i < 5000; ++i) {
+    t += rng() % 300;
+    lane.ids.push_back(i);
+    lane.starts.push_back(t);
+    t += 1 + rng() % 200;
+    lane.ends.push_back(t);
+  }
+  for (double dt : {0.7, 13.0, 450.0, 9000.0, 400000.0}) {
+    int64_t t0 = static_cast<int64_t>(rng() % 100000) - 5000;
+    std::vector<uint32_t> got(300);
+    lane.columns(t0, dt, got);
+    for (size_t i = 0; i < got.size(); ++i) {
+      int64_t c0 = t0 + static_cast<int64_t>(i * dt), c1 = std::max(t0 + static_cast<int64_t>((i + 1) * dt), c0 + 1);
+      uint32_t want = kNone;
+      for (size_t k = 0; k < lane.ids.size(); ++k)
+        if (lane.starts[k] < c1 && lane.ends[k] > c0) want = lane.ids[k];  // the last one reaching in
+      ASSERT_EQ(got[i], want) << "dt " << dt << " column " << i;
+    }
+  }
+}
+
 TEST(Timeline, ScopeLanesSplitNestedScopesByDepth) {
   Snapshot s;
   auto add = [&](int64_t a, int64_t b, const char* n, uint32_t parent, ScopeKind k) {

@@ -5,6 +5,7 @@
 #include <stb/stb_image.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +61,14 @@ Shot screenshot(const std::string& fixture, const std::string& extra, const test
     if (line.starts_with("{")) shot.layout = nlohmann::json::parse(line);
   shot.image = load_png(png);
   return shot;
+}
+
+// scripts/screenshots.sh sets MEMREC_SCREENSHOT_DIR: the README's pictures are the ones these tests checked.
+void keep_for_readme(const testing::TempDir& dir, const std::string& name) {
+  const char* out = std::getenv("MEMREC_SCREENSHOT_DIR");
+  if (!out || ::testing::Test::HasFailure()) return;
+  std::filesystem::copy_file(dir / "shot.png", std::filesystem::path(out) / name,
+                             std::filesystem::copy_options::overwrite_existing);
 }
 
 std::string fixture(const std::string& name) { return std::string(MEMREC_TEST_DATA) + "/" + name; }
@@ -137,6 +146,7 @@ TEST_P(Screenshot, ShowsTheReplayedMemory) {
   EXPECT_EQ(best, peak_col);
   EXPECT_GT(best_count, ph * 3 / 4);
   EXPECT_EQ(L["instant_step"].get<int64_t>(), static_cast<int64_t>(r.peak_allocated().step));
+  keep_for_readme(dir, "viewer_" + std::filesystem::path(GetParam()).stem().string() + ".png");
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, Screenshot, ::testing::Values("torch_2layer_python.pickle", "torch_2layer_all.pickle"));
@@ -157,6 +167,7 @@ TEST(ScreenshotAt, SelectsTheStepInForceAtThatTime) {
   ASSERT_NE(want, r.peak_allocated().step);
   int yellow = static_cast<int>(std::count(shot.image.pixels.begin(), shot.image.pixels.end(), 0xFF00DCFFu));
   EXPECT_GT(yellow, shot.layout["plot"]["h"].get<int>() / 2);
+  keep_for_readme(dir, "viewer_at_10ms.png");
 }
 
 TEST(ScreenshotErrors, BadInputSaysWhy) {
