@@ -68,6 +68,8 @@ bool valid_utf8(const uint8_t* p, size_t n) {
 class Parser {
  public:
   explicit Parser(std::span<const uint8_t> in) : in_(in) {
+    if (in.size() >= UINT32_MAX) throw Error("pickle: larger than 4 GiB");  // offsets and ids are 32-bit
+    if (in.size() < 2 || in[0] != 0x80) throw Error("pickle: not a pickle of protocol 2-5 (no PROTO opcode at byte 0)");
     tree_.input = in;
     // Every node, item and chunk costs at least one input byte, so these bounds are proportional to the input.
     // Reserving what a snapshot pickle typically needs (about 1 node per 10 bytes, 1 item per 3) avoids
@@ -81,9 +83,6 @@ class Parser {
   }
 
   Tree run() {
-    if (in_.size() >= UINT32_MAX) fail("pickle is larger than 4 GiB");
-    if (in_.size() < 2 || in_[0] != 0x80)
-      throw Error("pickle: not a pickle of protocol 2-5 (no PROTO opcode at byte 0)");
     for (;;) {
       op_at_ = pos_;
       if (step()) break;
