@@ -116,6 +116,9 @@ double App::run_frame(bool empty) {
   ImGui::SetNextWindowSize(io.DisplaySize);
   ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                            ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollWithMouse;
+  // The viewer clears to the window color instead of filling the screen a second time with the window's
+  // background (the software rasterizer pays per pixel); the empty baseline keeps ImGui's default window.
+  if (!empty) flags |= ImGuiWindowFlags_NoBackground;
   ImGui::Begin("memrec", nullptr, flags);
   if (!empty) build_ui();
   ImGui::End();
@@ -124,7 +127,8 @@ double App::run_frame(bool empty) {
   int w = width_, h = height_;
   if (!offscreen_) glfwGetFramebufferSize(window_, &w, &h);
   glViewport(0, 0, w, h);
-  glClearColor(0.08f, 0.08f, 0.08f, 1);
+  ImVec4 bg = ImGui::GetStyle().Colors[ImGuiCol_WindowBg];
+  glClearColor(bg.x, bg.y, bg.z, 1);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   glfwSwapBuffers(window_);
