@@ -109,6 +109,7 @@ double App::run_frame(bool empty) {
     io.DisplaySize = ImVec2(static_cast<float>(width_), static_cast<float>(height_));
     io.DisplayFramebufferScale = ImVec2(1, 1);
   }
+  if (input) input(io);
   auto start = Clock::now();
   double cpu_start = thread_cpu_ms();
   ImGui::NewFrame();

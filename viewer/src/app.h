@@ -1,6 +1,7 @@
 // The window, the frame loop and the layout of the views. Used by `memrec view` and by the viewer benchmark.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,10 @@ class App {
   double empty_frame();
   // Saves the last frame drawn (off-screen only).
   void save_png(const std::string& path) const;
+
+  // Called each frame after the window system filled ImGuiIO, before the UI is built: lets tests drive the mouse
+  // and keys like a user would.
+  std::function<void(ImGuiIO&)> input;
 
   Document& doc() { return *doc_; }
   ViewState& state() { return state_; }

@@ -1,0 +1,164 @@
+// The viewer driven like a user: mouse clicks, wheel, drags and keys fed through ImGuiIO into a real window
+// (re-run under xvfb-run when there is no display), with outcomes checked against the replay.
+#include <gtest/gtest.h>
+
+#include <GLFW/glfw3.h>
+
+#include <cstdlib>
+#include <numeric>
+
+#include "../../viewer/src/app.h"
+#include "common/process.h"
+
+namespace memrec {
+namespace {
+
+using viewer::App;
+
+// ctest runs without X: each test then runs itself again inside xvfb-run and passes when that run passes.
+bool rerun_under_xvfb() {
+  if (std::getenv("DISPLAY")) return false;
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string filter = std::string(info->test_suite_name()) + "." + info->name();
+  auto r = testing::run_command("xvfb-run -a /proc/" + std::to_string(getpid()) + "/exe --gtest_filter=" +
+                                testing::quote(filter));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[  PASSED  ] 1 test"), std::string::npos) << r.output;
+  return true;
+}
+
+struct Mouse {
+  ImVec2 pos{-1, -1};
+  bool down = false;
+  float wheel = 0;
+  int key = -1;  // held this frame
+};
+
+class Driven {
+ public:
+  explicit Driven(const std::string& fixture)
+      : app_(viewer::Document::open(std::string(MEMREC_TEST_DATA) + "/" + fixture, -1), 1280, 720, true) {
+    app_.input = [this](ImGuiIO& io) {
+      io.MousePos = mouse_.pos;
+      io.MouseDown[0] = mouse_.down;
+      io.MouseWheel = mouse_.wheel;
+      mouse_.wheel = 0;
+      for (bool& k : io.KeysDown) k = false;
+      if (mouse_.key >= 0) io.KeysDown[mouse_.key] = true;
+    };
+    for (int i = 0; i < 3; ++i) app_.frame();  // layout settles
+  }
+  App& app() { return app_; }
+  const viewer::ColumnGrid& grid() { return app_.timeline().grid(); }
+  void frames(int n) {
+    for (int i = 0; i < n; ++i) app_.frame();
+  }
+  void click(ImVec2 p) {
+    mouse_.pos = p;
+    frames(1);
+    mouse_.down = true;
+    frames(1);
+    mouse_.down = false;
+    frames(1);
+  }
+  void drag(ImVec2 from, ImVec2 to) {
+    mouse_.pos = from;
+    frames(1);
+    mouse_.down = true;
+    frames(1);
+    for (int i = 1; i <= 10; ++i) {
+      mouse_.pos = ImVec2(from.x + (to.x - from.x) * i / 10, from.y + (to.y - from.y) * i / 10);
+      frames(1);
+    }
+    mouse_.down = false;
+    frames(1);
+  }
+  void wheel(ImVec2 p, float notches) {
+    mouse_.pos = p;
+    mouse_.wheel = notches;
+    frames(1);
+  }
+  void hold(int key, int n) {
+    mouse_.pos = ImVec2(-1, -1);
+    mouse_.key = key;
+    frames(n);
+    mouse_.key = -1;
+    frames(1);
+  }
+
+ private:
+  App app_;
+  Mouse mouse_;
+};
+
+TEST(Interaction, ClickingABandInspectsThatBlock) {
+  if (rerun_under_xvfb()) return;
+  Driven d("torch_2layer_python.pickle");
+  const Replay& r = *d.app().doc().replay;
+  uint32_t peak = r.peak_allocated().step;
+  const auto& g = d.grid();
+  float x = g.x_of(r.peak_allocated().time_ns);
+  // A row a third of the way up the peak's stack; the block there comes from the live blocks' sizes in order.
+  int row = static_cast<int>(static_cast<double>(r.peak_allocated().bytes) / 3 / d.app().timeline().bytes_per_row());
+  float y = g.y + d.app().timeline().plot_height() - 1 - row;
+  uint64_t offset = static_cast<uint64_t>((row + 0.5) * d.app().timeline().bytes_per_row());
+  uint32_t want = kNone;
+  uint64_t top = 0;
+  for (uint32_t id : r.live_after(peak)) {
+    top += r.allocations()[id].size;
+    if (offset < top) {
+      want = id;
+      break;
+    }
+  }
+  ASSERT_NE(want, kNone);
+  d.app().state().set_instant(d.app().doc(), kNoEvent);  // clicking must move it back to the peak
+  d.click(ImVec2(x + 0.5f, y + 0.5f));
+  EXPECT_EQ(d.app().state().selected_allocation, want);
+  EXPECT_EQ(d.app().state().instant, peak);
+  EXPECT_EQ(d.app().state().attribution->root().bytes, r.peak_allocated().bytes);
+}
+
+TEST(Interaction, WheelZoomsAroundTheMouseAndDragPans) {
+  if (rerun_under_xvfb()) return;
+  Driven d("torch_2layer_all.pickle");
+  viewer::ViewState& st = d.app().state();
+  const auto& g = d.grid();
+  ImVec2 p(g.x + 300.5f, g.y + 50);
+  double before_span = st.span, under_mouse = g.time_at(p.x);
+  d.wheel(p, 2);
+  EXPECT_NEAR(st.span, before_span * 0.64, before_span * 1e-9);
+  EXPECT_NEAR(d.grid().time_at(p.x), under_mouse, 2 * d.grid().dt) << "the time under the mouse stays put";
+
+  double t0 = st.t0, dt = st.span / d.grid().width;  // the grid shows the new zoom from the next frame
+  d.drag(ImVec2(g.x + 600.5f, g.y + 50), ImVec2(g.x + 400.5f, g.y + 50));
+  EXPECT_NEAR(st.t0 - t0, 200 * dt, 2 * dt) << "dragging left by 200 px shows what was 200 columns to the right";
+}
+
+TEST(Interaction, KeysZoomPanAndFitThePeak) {
+  if (rerun_under_xvfb()) return;
+  Driven d("torch_2layer_python.pickle");
+  viewer::ViewState& st = d.app().state();
+  const Replay& r = *d.app().doc().replay;
+  double full = st.span;
+  d.hold(GLFW_KEY_W, 5);
+  EXPECT_LT(st.span, full);
+  double t0 = st.t0;
+  d.hold(GLFW_KEY_D, 5);
+  EXPECT_GT(st.t0, t0);
+  d.hold(GLFW_KEY_S, 20);
+  EXPECT_GT(st.span, full * 0.5);
+  st.set_instant(d.app().doc(), kNoEvent);
+  d.hold(GLFW_KEY_F, 1);
+  double peak = static_cast<double>(r.peak_allocated().time_ns - r.time_of(0));
+  EXPECT_LT(st.span, full);
+  EXPECT_GT(peak, st.t0);
+  EXPECT_LT(peak, st.t1());
+  EXPECT_EQ(st.instant, r.peak_allocated().step);
+  d.hold(GLFW_KEY_0, 1);
+  EXPECT_DOUBLE_EQ(st.span, full);
+  EXPECT_TRUE(d.app().timeline().complete() || (d.frames(50), d.app().timeline().complete()));
+}
+
+}  // namespace
+}  // namespace memrec
