@@ -70,6 +70,11 @@ class Replay {
   int64_t time_of(uint32_t step) const;
 
  private:
+  class AddressMap;
+  uint32_t* adopt_pre_existing(AddressMap& live, const Event& e);
+  void adopt_segments(AddressMap& live);
+  void finish(int64_t reserved_delta, int64_t lowest_reserved);
+
   const Snapshot& s_;
   uint8_t device_;
   std::vector<uint32_t> events_;
@@ -77,6 +82,7 @@ class Replay {
   std::vector<Totals> after_;
   Peak peak_allocated_, peak_reserved_;
   std::vector<Allocation> allocations_;
+  std::vector<Allocation> pre_existing_;  // live before recording; moved to the front of allocations_ at the end
   uint64_t unmatched_frees_ = 0;
 };
 

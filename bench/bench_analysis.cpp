@@ -1,0 +1,49 @@
+// memrec stats / diff on large synthetic histories (target: <= 1 s each on 10M events), and replay alone.
+#include <benchmark/benchmark.h>
+
+#include <map>
+
+#include "memrec/replay.h"
+#include "memrec/stats.h"
+#include "synthetic.h"
+
+namespace memrec {
+namespace {
+
+const Snapshot& history(size_t events, uint32_t seed = 7) {
+  static std::map<std::pair<size_t, uint32_t>, Snapshot> cache;
+  auto key = std::make_pair(events, seed);
+  if (!cache.count(key)) cache.emplace(key, make_synthetic(events, seed));
+  return cache.at(key);
+}
+
+void BM_Replay(benchmark::State& state) {
+  const Snapshot& s = history(static_cast<size_t>(state.range(0)));
+  for (auto _ : state) {
+    Replay r(s, 0);
+    benchmark::DoNotOptimize(r.peak_allocated().bytes);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.events.size()));
+}
+
+void BM_Stats(benchmark::State& state) {
+  const Snapshot& s = history(static_cast<size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(stats_json(s, StatsOptions{}).size());
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.events.size()));
+}
+
+void BM_Diff(benchmark::State& state) {
+  const Snapshot& a = history(static_cast<size_t>(state.range(0)), 7);
+  const Snapshot& b = history(static_cast<size_t>(state.range(0)), 8);
+  for (auto _ : state) benchmark::DoNotOptimize(diff_json(a, b, StatsOptions{}).size());
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(a.events.size() * 2));
+}
+
+BENCHMARK(BM_Replay)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Stats)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Diff)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace memrec
+
+BENCHMARK_MAIN();
