@@ -38,7 +38,7 @@ class Driven {
  public:
   explicit Driven(const std::string& fixture)
       : app_(viewer::Document::open(std::string(MEMREC_TEST_DATA) + "/" + fixture, -1), 1280, 720, true) {
-    app_.input = [this](ImGuiIO& io) {
+    input_ = [this](ImGuiIO& io) {
       io.MousePos = mouse_.pos;
       io.MouseDown[0] = mouse_.down;
       io.MouseWheel = mouse_.wheel;
@@ -46,6 +46,7 @@ class Driven {
       for (bool& k : io.KeysDown) k = false;
       if (mouse_.key >= 0) io.KeysDown[mouse_.key] = true;
     };
+    app_.input = input_;
     for (int i = 0; i < 3; ++i) app_.frame();  // layout settles
   }
   App& app() { return app_; }
@@ -78,6 +79,18 @@ class Driven {
     mouse_.wheel = notches;
     frames(1);
   }
+  void type(const std::string& text) {
+    app_.input = [this, text, sent = false](ImGuiIO& io) mutable {
+      io.MousePos = mouse_.pos;
+      io.MouseDown[0] = mouse_.down;
+      if (!sent) {
+        for (char c : text) io.AddInputCharacter(static_cast<unsigned char>(c));
+        sent = true;
+      }
+    };
+    frames(1);
+    app_.input = input_;
+  }
   void hold(int key, int n) {
     mouse_.pos = ImVec2(-1, -1);
     mouse_.key = key;
@@ -89,6 +102,7 @@ class Driven {
  private:
   App app_;
   Mouse mouse_;
+  std::function<void(ImGuiIO&)> input_;
 };
 
 TEST(Interaction, ClickingABandInspectsThatBlock) {
@@ -158,6 +172,30 @@ TEST(Interaction, KeysZoomPanAndFitThePeak) {
   d.hold(GLFW_KEY_0, 1);
   EXPECT_DOUBLE_EQ(st.span, full);
   EXPECT_TRUE(d.app().timeline().complete() || (d.frames(50), d.app().timeline().complete()));
+}
+
+TEST(Interaction, SearchHighlightsTheBlocksOfMatchingFrames) {
+  if (rerun_under_xvfb()) return;
+  Driven d("torch_2layer_python.pickle");
+  const Snapshot& s = d.app().doc().snapshot;
+  const auto& allocs = d.app().doc().replay->allocations();
+  // Expected: blocks whose stack has a frame with "_apply" in its function or file name.
+  std::vector<uint8_t> want(allocs.size());
+  for (size_t i = 0; i < allocs.size(); ++i)
+    for (uint32_t f : s.stacks[allocs[i].stack])
+      if (s.strings[s.frames[f].function].find("_apply") != std::string::npos ||
+          s.strings[s.frames[f].file].find("_apply") != std::string::npos)
+        want[i] = 1;
+  ASSERT_GT(std::accumulate(want.begin(), want.end(), 0), 0);
+  ASSERT_LT(std::accumulate(want.begin(), want.end(), 0), static_cast<int>(allocs.size()));
+
+  d.click(ImVec2(60, 16));  // the search box, top left
+  d.type("_apply");
+  d.hold(GLFW_KEY_ENTER, 1);
+  EXPECT_EQ(d.app().state().highlight, want);
+  d.click(ImVec2(60, 16));
+  d.hold(GLFW_KEY_BACKSPACE, 1);
+  EXPECT_EQ(d.app().state().highlight, want) << "editing alone does not search";
 }
 
 }  // namespace
