@@ -93,6 +93,8 @@ void report(const Snapshot& s, const RecorderStats& st, int64_t t0) {
   fmt::print("events: {}  kernels: {}  scopes: {}  unique frames: {}  dropped: {}{}\n", s.events.size(),
              s.kernels.size(), s.scopes.size() - 1, s.frames.size(), s.dropped_events,
              s.dropped_events ? "  (WARNING: the recording is incomplete)" : "");
+  fmt::print("symbolized {} unique addresses in {:.1f} ms (on the drain thread, as they first appeared)\n",
+             st.unique_frames, st.symbolize_ms);
   if (st.cpu_zero_allocs) fmt::print("zero-byte CPU allocations (no memory, not events): {}\n", st.cpu_zero_allocs);
 }
 

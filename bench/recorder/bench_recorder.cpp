@@ -1,9 +1,13 @@
 // Recorder overhead and output cost (docs/benchmarks-recorder.md). Modes, measured in one process:
-//   0 none      no recording
-//   1 pytorch   the allocator's own recordHistory with torch::CapturedTraceback C++ context (CUDA only;
-//               what Python's _record_memory_history(stacks="all") records)
-//   2 memrec    memrec::Recorder with stacks, no kernels
-//   3 memrec+k  memrec::Recorder with stacks and CUPTI kernels
+//   0 none              no recording
+//   1 pytorch           the allocator's own recordHistory with torch::CapturedTraceback C++ context (CUDA only;
+//                       what Python's _record_memory_history(stacks="all") records)
+//   2 memrec            memrec::Recorder: stacks (automatic capture) + aten op scopes, no kernels
+//   3 memrec+kernels    the same plus CUPTI kernels
+//   4 memrec-noops      stacks without op scopes (at::RecordFunction callbacks off)
+//   5 memrec-events     no stacks, no op scopes: the cost of the event path alone
+//   6 capture=unwind    stacks via _Unwind_Backtrace, no op scopes
+//   7 capture=boost     stacks via Boost.Stacktrace, no op scopes
 // Run with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N so modes alternate.
 #include <benchmark/benchmark.h>
 
@@ -28,7 +32,8 @@ namespace {
 using memrec::workloads::Config;
 using memrec::workloads::Workload;
 
-const char* kModeNames[] = {"none", "pytorch", "memrec", "memrec+kernels"};
+const char* kModeNames[] = {"none",         "pytorch",      "memrec",         "memrec+kernels",
+                            "memrec-noops", "memrec-events", "capture=unwind", "capture=boost"};
 const std::string kOut = (std::filesystem::temp_directory_path() / "memrec_bench.memrec").string();
 
 bool on_cuda() { return memrec::workloads::cuda_available(); }
@@ -60,6 +65,10 @@ class Mode {
       memrec::RecorderOptions o;
       o.output = kOut;
       o.kernels = mode_ == 3;
+      o.ops = mode_ <= 3;
+      o.stacks = mode_ != 5;
+      if (mode_ == 6) o.capture = memrec::StackCapture::unwind_backtrace;
+      if (mode_ == 7) o.capture = memrec::StackCapture::boost;
       o.buffer_events = buffer_events;
       rec_ = std::make_unique<memrec::Recorder>(o);
       rec_->start();
@@ -112,7 +121,7 @@ void BM_TransformerStep(benchmark::State& state) {
   for (auto _ : state) state.SetIterationTime(w.step(2) / 1e3);
   mode.report(state);
 }
-BENCHMARK(BM_TransformerStep)->DenseRange(0, 3)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TransformerStep)->DenseRange(0, 4)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
 
 // 2. Allocation-heavy loop: at::empty({1024}) alloc + free pairs.
 void BM_AllocPair(benchmark::State& state) {
@@ -123,7 +132,7 @@ void BM_AllocPair(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(at::empty({1024}, opts));
   mode.report(state);
 }
-BENCHMARK(BM_AllocPair)->DenseRange(0, 3)->Iterations(200000)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_AllocPair)->DenseRange(0, 7)->Iterations(200000)->Unit(benchmark::kNanosecond);
 
 // 3 + 4. Symbolize + write: the time stop() takes after a recorded 12-layer run (final drain, symbolization of
 // new frames, end state, file close), all symbolization time, a full rewrite of the file, and bytes per event.

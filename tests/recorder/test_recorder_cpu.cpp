@@ -109,9 +109,16 @@ TEST(RunCommand, BadFlagsFailWithOneError) {
                                    (dir / "missing" / "x.memrec").string()), log), 0);
 }
 
+// The workloads here run on CPU, so the recorder must watch the CPU allocator even on a GPU machine.
+RecorderOptions cpu_options() {
+  RecorderOptions o;
+  o.cuda = false;
+  return o;
+}
+
 // In-process: the wrapper's own count equals the recorded allocs, user scopes parent the allocations.
 TEST(Recorder, CountsEveryCpuAllocation) {
-  RecorderOptions o;
+  RecorderOptions o = cpu_options();
   o.free_stacks = true;
   Recorder rec(o);
   rec.start();
@@ -151,7 +158,7 @@ TEST(Recorder, CountsEveryCpuAllocation) {
 }
 
 TEST(Recorder, SmallBufferCountsDrops) {
-  RecorderOptions o;
+  RecorderOptions o = cpu_options();
   o.buffer_events = 1;  // one record between drains: nearly everything overflows
   Recorder rec(o);
   rec.start();
@@ -168,7 +175,7 @@ TEST(Recorder, SmallBufferCountsDrops) {
 }
 
 TEST(Recorder, OneAtATimeAndRestartable) {
-  Recorder a, b;
+  Recorder a(cpu_options()), b(cpu_options());
   a.start();
   EXPECT_THROW(b.start(), Error);
   a.stop();
@@ -182,7 +189,7 @@ TEST(Recorder, OneAtATimeAndRestartable) {
 TEST(Recorder, CaptureMethodsGiveTheSameWorkloadFrames) {
   for (StackCapture c : {StackCapture::unwind_backtrace, StackCapture::boost, StackCapture::torch_unwind}) {
     if (!stack_capture_available(c)) continue;
-    RecorderOptions o;
+    RecorderOptions o = cpu_options();
     o.capture = c;
     Recorder rec(o);
     rec.start();

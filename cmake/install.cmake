@@ -1,0 +1,22 @@
+# Install rules and the package config for find_package(memrec). Included by recorder/CMakeLists.txt when
+# MEMREC_INSTALL is ON. Needs memrec_snapshot's include directory wrapped in $<BUILD_INTERFACE:...> and an
+# installed cereal with a CMake config (cereal::cereal): exported targets may not point into the source tree.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+set(_memrec_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/memrec)
+
+set_target_properties(memrec_recorder PROPERTIES EXPORT_NAME recorder)
+set_target_properties(memrec_snapshot PROPERTIES EXPORT_NAME snapshot)
+set_target_properties(memrec_torch PROPERTIES EXPORT_NAME torch)
+set_target_properties(memrec_cereal PROPERTIES EXPORT_NAME cereal)
+install(TARGETS memrec_recorder memrec_snapshot memrec_torch memrec_cereal EXPORT memrecTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/recorder/include/ ${PROJECT_SOURCE_DIR}/snapshot/include/
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT memrecTargets NAMESPACE memrec:: DESTINATION ${_memrec_cmake_dir})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/memrecConfig.cmake.in
+                              ${CMAKE_CURRENT_BINARY_DIR}/memrecConfig.cmake INSTALL_DESTINATION ${_memrec_cmake_dir})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/memrecConfigVersion.cmake
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/memrecConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/memrecConfigVersion.cmake
+        DESTINATION ${_memrec_cmake_dir})
