@@ -5,14 +5,14 @@
 #include <filesystem>
 
 #include "memrec/format.h"
-#include "synthetic_format.h"
+#include "synthetic_training.h"
 
 namespace {
 
 constexpr size_t kEvents = 1'000'000;
 
 const memrec::Snapshot& history() {
-  static const memrec::Snapshot s = memrec::make_synthetic_format(kEvents, 42);
+  static const memrec::Snapshot s = memrec::make_training_history(kEvents, 42);
   return s;
 }
 

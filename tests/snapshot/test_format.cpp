@@ -14,7 +14,7 @@
 #include <limits>
 #include <random>
 
-#include "../../bench/synthetic_format.h"
+#include "../../bench/synthetic_training.h"
 #include "memrec/format.h"
 
 namespace memrec {
@@ -198,7 +198,7 @@ TEST_F(FormatTest, EmptySnapshotRoundTrips) {
 }
 
 TEST_F(FormatTest, SyntheticHistoryRoundTrips) {
-  Snapshot s = make_synthetic_format(300'000, 3);  // several event chunks
+  Snapshot s = make_training_history(300'000, 3);  // several event chunks
   std::string p = path("synthetic.memrec");
   write_file(s, p);
   EXPECT_EQ(read_file(p), s);
@@ -245,7 +245,7 @@ TEST_F(FormatTest, IsMemrecFile) {
 }
 
 TEST_F(FormatTest, RealisticHistoryTakesAtMost12BytesPerEvent) {
-  Snapshot s = make_synthetic_format(500'000, 11);
+  Snapshot s = make_training_history(500'000, 11);
   std::string p = path("size.memrec");
   write_file(s, p);
   double per_event = static_cast<double>(fs::file_size(p)) / static_cast<double>(s.events.size());
@@ -485,7 +485,7 @@ TEST_F(FormatTest, OutOfRangeIdsAreRefused) {
 // ---------------------------------------------------------------- write errors
 
 TEST_F(FormatTest, FullDiskIsAClearError) {
-  Snapshot s = make_synthetic_format(200'000, 5);
+  Snapshot s = make_training_history(200'000, 5);
   std::string p = path("full_disk.memrec");
   pid_t child = fork();
   ASSERT_GE(child, 0);

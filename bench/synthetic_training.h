@@ -1,4 +1,4 @@
-// A synthetic training-loop history for the format's tests and benchmark (to be merged with bench/synthetic.h).
+// A synthetic steady training loop (the random-mix history is bench/synthetic.h): what the format compresses.
 // Each step replays one template of allocations: the same sizes, stacks and addresses in the same order,
 // with jittered times, as the caching allocator does in a steady training loop.
 #pragma once
@@ -12,7 +12,7 @@
 
 namespace memrec {
 
-namespace synthetic_format_detail {
+namespace synthetic_training_detail {
 
 // A few hundred frames; stacks of 17 frames share a common outer part, then a module path, then an op.
 inline std::vector<uint32_t> make_stacks(Snapshot& s, std::mt19937& rng, size_t n_stacks) {
@@ -46,10 +46,10 @@ struct Slot {
   size_t free_after;  // the template position after which this allocation is freed
 };
 
-}  // namespace synthetic_format_detail
+}  // namespace synthetic_training_detail
 
-inline Snapshot make_synthetic_format(size_t n_events, uint32_t seed) {
-  using namespace synthetic_format_detail;
+inline Snapshot make_training_history(size_t n_events, uint32_t seed) {
+  using namespace synthetic_training_detail;
   std::mt19937 rng(seed);
   Snapshot s;
   s.metadata = {{"command", "synthetic"}, {"workload", "transformer-like"}, {"device.0.name", "Synthetic GPU"}};
