@@ -129,6 +129,7 @@ void Recorder::Impl::stop() {
 }
 
 void Recorder::Impl::drain_loop() {
+  if (opt.stacks) symbolizer.warm_up();  // in the background now rather than at the first drain or at stop()
   std::unique_lock lock(mu);
   while (!stopping) {
     wake.wait_for(lock, std::chrono::milliseconds(opt.flush_ms));

@@ -100,6 +100,17 @@ struct Symbolizer::Modules {
 };
 
 Symbolizer::Symbolizer() : modules_(std::make_unique<Modules>()) {}
+
+void Symbolizer::warm_up() {
+  auto t0 = std::chrono::steady_clock::now();
+  auto pc = reinterpret_cast<uintptr_t>(&libbacktrace);
+  std::vector<RawFrame> ignored;
+  std::string name;
+  backtrace_pcinfo(libbacktrace(), pc, &on_pcinfo, &on_error, &ignored);
+  backtrace_syminfo(libbacktrace(), pc, &on_syminfo, &on_error, &name);
+  modules_->reload();
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 Symbolizer::~Symbolizer() = default;
 
 const Symbolizer::Resolved& Symbolizer::resolve(uint64_t pc, Snapshot& s) {
