@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   memrec::cli::add_analysis_commands(app);
   memrec::cli::add_run_command(app);
   memrec::cli::add_view_command(app);
+  memrec::cli::add_report_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

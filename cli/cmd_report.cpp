@@ -1,0 +1,176 @@
+// `memrec report FILE -o report.html [--screenshot PNG | --no-screenshot] [--device N] [--top N]`
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "commands.h"
+#include "memrec/load.h"
+#include "memrec/report.h"
+#include "memrec/summary.h"
+
+extern char** environ;
+
+namespace memrec::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ReportArgs {
+  std::string input, output, screenshot;
+  bool no_screenshot = false;
+  int device = 0;
+  size_t top = 15;
+};
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::optional<std::string> find_in_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && access((fs::path(dir) / name).c_str(), X_OK) == 0) return (fs::path(dir) / name).string();
+  return std::nullopt;
+}
+
+// A private folder for the screenshot and the viewer's log, gone when the report is written.
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "memrec-report-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary folder in " + fs::temp_directory_path().string());
+    path = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Runs argv with its output into `log`; in its own process group so that a hung X server and viewer
+// are killed together at the timeout. Returns the exit code, or -1 when it could not run or was killed.
+int run_process(const std::vector<std::string>& args, const fs::path& log, std::chrono::seconds timeout) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = 0;
+  int err = posix_spawn(&pid, argv[0], &files, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attr);
+  if (err != 0) return -1;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The last non-empty line the viewer printed: usually the reason it failed.
+std::string last_line(const std::string& text) {
+  std::istringstream lines(text);
+  std::string last;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return last.empty() ? "no output" : last;
+}
+
+struct Picture {
+  std::string png;
+  std::string missing;  // why there is none
+};
+
+// Renders the timeline with this same binary's `memrec view --screenshot`, under a virtual X server when
+// there is no display, since the viewer needs one.
+Picture render_timeline([[maybe_unused]] const ReportArgs& a) {
+#ifndef MEMREC_HAS_VIEW
+  return {"", "this memrec was built without the viewer (MEMREC_WITH_VIEWER=OFF)"};
+#else
+  ScratchDir dir;
+  fs::path png = dir.path / "timeline.png", log = dir.path / "view.log";
+  std::vector<std::string> args = {fs::read_symlink("/proc/self/exe").string(), "view", a.input, "--screenshot",
+                                   png.string(), "--size", "1600x700", "--at", "peak", "--device", std::to_string(a.device)};
+  auto xvfb = find_in_path("xvfb-run");
+  if (!std::getenv("DISPLAY") && xvfb) args.insert(args.begin(), {*xvfb, "-a"});
+  int rc = run_process(args, log, std::chrono::seconds(120));
+  std::string bytes = read_bytes(png);
+  if (rc == 0 && is_png(bytes)) return {bytes, ""};
+  std::string why = rc == -1 ? "it did not finish" : fmt::format("exit code {}", rc);
+  if (!std::getenv("DISPLAY") && !xvfb) why += ", no $DISPLAY and no xvfb-run";
+  return {"", fmt::format("memrec view --screenshot failed ({}): {}", why, last_line(read_bytes(log)))};
+#endif
+}
+
+Picture picture(const ReportArgs& a) {
+  if (a.no_screenshot) return {"", "left out (--no-screenshot)"};
+  if (a.screenshot.empty()) return render_timeline(a);
+  std::string bytes = read_bytes(a.screenshot);
+  if (!is_png(bytes)) throw Error("--screenshot: " + a.screenshot + " is not a PNG file");
+  return {bytes, ""};
+}
+
+void write_report(const ReportArgs& a) {
+  Snapshot s = load_snapshot(a.input);  // bad input fails here, before the viewer runs
+  Picture pic = picture(a);
+  if (pic.png.empty() && !a.no_screenshot)
+    fmt::print(stderr, "memrec report: no timeline picture: {}; writing the report without it\n", pic.missing);
+  std::string html = report_html(s, {.file_name = fs::path(a.input).filename().string(),
+                                     .device = static_cast<uint8_t>(a.device),
+                                     .top = a.top,
+                                     .png = pic.png,
+                                     .missing_png = pic.missing});
+  std::ofstream out(a.output, std::ios::binary);
+  out << html;
+  out.close();
+  if (!out) throw Error("cannot write " + a.output);
+  fmt::print("wrote {} ({})\n", a.output, format_bytes(html.size()));
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app) {
+  auto a = std::make_shared<ReportArgs>();
+  auto* cmd = app.add_subcommand("report", "Write one self-contained HTML page: timeline, peak, layers, what-if, sites");
+  cmd->add_option("input", a->input, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", a->output, "HTML file to write")->required();
+  auto* shot = cmd->add_option("--screenshot", a->screenshot, "use this PNG as the timeline picture instead of rendering one")
+                   ->check(CLI::ExistingFile);
+  cmd->add_flag("--no-screenshot", a->no_screenshot, "leave the timeline picture out")->excludes(shot);
+  cmd->add_option("--device", a->device, "device index")->check(CLI::Range(0, 255));
+  cmd->add_option("--top", a->top, "rows per table")->check(CLI::Range(1, 100000));
+  cmd->callback([a] { write_report(*a); });
+}
+
+}  // namespace memrec::cli

@@ -1,0 +1,30 @@
+// `memrec report`: one self-contained HTML page (inline CSS, no scripts, the timeline as a data: URI) that a
+// user can attach to a pull request. Every number comes from stats_json / predict_checkpoint, so the page
+// shows exactly what `memrec stats` and `memrec whatif checkpoint` print.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "memrec/snapshot.h"
+
+namespace memrec {
+
+struct ReportOptions {
+  std::string file_name;      // shown in the title
+  uint8_t device = 0;
+  size_t top = 15;            // rows per table (the per-layer table always shows every layer)
+  std::string png;            // the timeline picture (PNG bytes); empty: the page says why it is missing
+  std::string missing_png;    // why there is no picture, shown in its place
+};
+
+std::string report_html(const Snapshot& s, const ReportOptions& o);
+
+// Text made safe for HTML element content and quoted attribute values.
+std::string html_escape(std::string_view text);
+std::string base64_encode(std::string_view bytes);
+// True when the bytes start with the 8-byte PNG signature.
+bool is_png(std::string_view bytes);
+
+}  // namespace memrec

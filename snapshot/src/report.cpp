@@ -1,0 +1,363 @@
+#include "memrec/report.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "memrec/stats.h"
+#include "memrec/summary.h"
+#include "memrec/whatif.h"
+
+namespace memrec {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kStyle = R"css(
+:root { --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; --accent: #0969da; }
+* { box-sizing: border-box; }
+body { margin: 0; background: #fff; color: var(--fg);
+  font: 14px/1.45 -apple-system, "Segoe UI", "Noto Sans", Helvetica, Arial, sans-serif; }
+main { max-width: 1180px; margin: 0 auto; padding: 28px 32px 48px; }
+h1 { font-size: 24px; margin: 0 0 4px; font-weight: 600; }
+h1 .file { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-weight: 500; }
+h2 { font-size: 18px; margin: 36px 0 10px; padding-bottom: 6px; border-bottom: 1px solid var(--line); font-weight: 600; }
+h3 { font-size: 14px; margin: 18px 0 6px; font-weight: 600; }
+p { margin: 6px 0; }
+.sub, .note, .exact, .detail { color: var(--muted); }
+.warn { background: #fff8c5; border: 1px solid #d4a72c66; border-radius: 6px; padding: 8px 12px; margin: 12px 0; }
+.cards { display: flex; flex-wrap: wrap; gap: 14px; margin-top: 20px; }
+.card { flex: 1 1 240px; border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; background: var(--soft); }
+.card .label { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); }
+.card .value { font-size: 26px; font-weight: 600; font-variant-numeric: tabular-nums; }
+.timeline img { display: block; width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
+.missing { border: 1px dashed var(--line); border-radius: 6px; padding: 24px; text-align: center; color: var(--muted); }
+table { border-collapse: collapse; width: 100%; margin: 6px 0 4px; }
+th, td { text-align: left; padding: 5px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { font-size: 12px; color: var(--muted); font-weight: 600; background: var(--soft); }
+td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+td.key { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: 12.5px; overflow-wrap: anywhere; }
+tr.total td { font-weight: 600; }
+td.barcell { width: 28%; min-width: 160px; }
+.bar { display: flex; height: 12px; margin-top: 4px; background: #eef1f4; border-radius: 3px; overflow: hidden; }
+.bar span { display: block; height: 100%; }
+.legend { display: flex; flex-wrap: wrap; gap: 14px; margin: 4px 0 8px; color: var(--muted); font-size: 12px; }
+.legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; vertical-align: -1px; }
+.c-parameter { background: #4f8fdc; } .c-input { background: #8fa9c4; } .c-activation { background: #f08c3c; }
+.c-gradient { background: #3fa66b; } .c-optimizer_state { background: #9a6ad6; } .c-temporary { background: #e0c040; }
+.c-unknown { background: #a0a4a8; } .c-total { background: #0969da; }
+.cols { display: grid; grid-template-columns: 1fr 1fr; gap: 24px; }
+@media (max-width: 900px) { .cols { grid-template-columns: 1fr; } }
+footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
+)css";
+
+constexpr const char* kCategoryOrder[] = {"activation", "parameter", "gradient", "optimizer_state", "input",
+                                          "temporary", "unknown"};
+
+// 54644744 -> "54,644,744": exact byte counts next to the rounded ones.
+std::string grouped(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string label(std::string_view category) {
+  std::string out(category);
+  std::replace(out.begin(), out.end(), '_', ' ');
+  return out;
+}
+
+std::string percent(double share) { return fmt::format("{:.1f}%", share * 100.0); }
+
+std::string bytes_cell(uint64_t bytes) {
+  return fmt::format("<td class=\"num\" title=\"{} bytes\">{}</td>", grouped(bytes), format_bytes(bytes));
+}
+
+// A horizontal bar: one colored piece per (css class, fraction of the full width).
+std::string bar(const std::vector<std::pair<std::string, double>>& pieces) {
+  std::string out = "<div class=\"bar\">";
+  for (const auto& [css, fraction] : pieces)
+    out += fmt::format("<span class=\"{}\" style=\"width:{:.2f}%\"></span>", html_escape(css), std::clamp(fraction, 0.0, 1.0) * 100.0);
+  return out + "</div>";
+}
+
+std::string legend(const std::vector<std::string>& categories) {
+  std::string out = "<div class=\"legend\">";
+  for (const auto& c : categories) out += fmt::format("<span><i class=\"c-{}\"></i>{}</span>", c, label(c));
+  return out + "</div>";
+}
+
+// Categories that occur in any row, in a fixed order so colors and columns read the same in every report.
+std::vector<std::string> categories_in(const json& rows) {
+  std::vector<std::string> out;
+  for (const char* c : kCategoryOrder)
+    if (std::any_of(rows.begin(), rows.end(), [&](const json& r) { return r["categories"].contains(c); })) out.push_back(c);
+  return out;
+}
+
+std::string peak_card(const char* id, const char* title, const json& p) {
+  std::string when = "at +" + format_duration(p["time_ns"]);
+  if (p["event"].get<int64_t>() < 0) when = "at the start";
+  std::string step = p["training_step"];
+  if (!step.empty()) when += " · " + html_escape(step);
+  return fmt::format("<div class=\"card\" id=\"{}\"><div class=\"label\">{}</div><div class=\"value\">{}</div>"
+                     "<div class=\"detail\">{}</div><div class=\"exact\">{} bytes</div></div>",
+                     id, title, format_bytes(p["bytes"]), when, grouped(p["bytes"]));
+}
+
+std::string header(const Snapshot& s, const ReportOptions& o, const json& stats) {
+  std::string out = fmt::format("<header><h1>memrec report: <span class=\"file\">{}</span></h1>", html_escape(o.file_name));
+  std::vector<std::string> facts;
+  for (const std::string& key : std::vector<std::string>{"workload", fmt::format("device.{}.name", o.device), "torch_version"}) {
+    auto it = s.metadata.find(key);
+    if (it != s.metadata.end() && !it->second.empty())
+      facts.push_back(html_escape(key == "torch_version" ? "torch " + it->second : it->second));
+  }
+  facts.push_back(fmt::format("device {}: {} events over {}", o.device, stats["events"].get<uint64_t>(),
+                              format_duration(stats["duration_ns"])));
+  out += "<p class=\"sub\">" + fmt::format("{}", fmt::join(facts, " · ")) + "</p></header>";
+  if (!stats["complete"].get<bool>())
+    out += "<p class=\"warn\">The recording was cut short; this report shows what was written.</p>";
+  if (uint64_t dropped = stats["dropped_events"])
+    out += fmt::format("<p class=\"warn\">{} events were dropped while recording.</p>", dropped);
+  return out;
+}
+
+std::string timeline(const ReportOptions& o) {
+  std::string out = "<section class=\"timeline\" id=\"timeline\"><h2>Timeline</h2>";
+  if (o.png.empty())
+    return out + "<p class=\"missing\" id=\"timeline-missing\">The timeline picture is missing: " +
+           html_escape(o.missing_png) + "</p></section>";
+  return out + "<img alt=\"Memory timeline: allocated blocks over time, the peak marked in red\" src=\"data:image/png;base64," +
+         base64_encode(o.png) + "\">"
+         "<p class=\"note\">Rendered by <code>memrec view --screenshot --at peak</code>: each band is one allocation, "
+         "colored by call site; the white line is allocated bytes, the orange line reserved bytes, the red line the peak.</p>"
+         "</section>";
+}
+
+std::string layer_table(const json& layers) {
+  const json& rows = layers["live"];
+  auto cats = categories_in(rows);
+  uint64_t total = layers["at"]["allocated"];
+  std::string out = "<section id=\"layers\"><h2>Live at the peak by layer</h2>";
+  out += fmt::format("<p>{} live at the allocated peak, attributed to transformer layers by the recorded module scopes "
+                     "(<code>memrec stats --by layer</code>).</p>", format_bytes(total));
+  out += legend(cats) + "<table><thead><tr><th>Layer</th><th class=\"num\">Live</th><th class=\"num\">Share</th><th></th>";
+  for (const auto& c : cats) out += "<th class=\"num\">" + label(c) + "</th>";
+  out += "</tr></thead><tbody>";
+  for (const json& r : rows) {
+    std::vector<std::pair<std::string, double>> pieces;
+    for (const auto& c : cats)
+      if (r["categories"].contains(c)) pieces.emplace_back("c-" + c, total ? r["categories"][c].get<double>() / double(total) : 0.0);
+    out += fmt::format("<tr class=\"layer\"><td class=\"key\">{}</td>{}<td class=\"num\">{}</td><td class=\"barcell\">{}</td>",
+                       html_escape(r["key"].get<std::string>()), bytes_cell(r["bytes"]), percent(r["share"]), bar(pieces));
+    for (const auto& c : cats)
+      out += r["categories"].contains(c) ? bytes_cell(r["categories"][c]) : "<td class=\"num\">–</td>";
+    out += "</tr>";
+  }
+  return out + "</tbody></table></section>";
+}
+
+std::string whatif_row(const char* css, const std::string& what, const CheckpointPrediction& p) {
+  uint64_t saving = p.recorded_peak - std::min(p.recorded_peak, p.predicted_peak);
+  double share = p.recorded_peak ? (double(p.recorded_peak) - double(p.predicted_peak)) / double(p.recorded_peak) : 0.0;
+  double fraction = p.recorded_peak ? double(p.predicted_peak) / double(p.recorded_peak) : 0.0;
+  return fmt::format("<tr class=\"{}\"><td class=\"key\">{}</td>{}<td class=\"num\">+{}</td>{}<td class=\"num\">{}</td>"
+                     "<td class=\"barcell\">{}</td></tr>",
+                     css, html_escape(what), bytes_cell(p.predicted_peak), format_duration(p.predicted_peak_ns),
+                     bytes_cell(saving), percent(share), bar({{"c-total", fraction}}));
+}
+
+std::string whatif(const Snapshot& s, const ReportOptions& o) {
+  std::string out = "<section id=\"whatif\"><h2>What if: activation checkpointing</h2>";
+  CheckpointPrediction all;
+  try {
+    all = predict_checkpoint(s, o.device, {});
+  } catch (const Error& e) {
+    return out + "<p class=\"note\" id=\"whatif-unavailable\">Not available for this run: " + html_escape(e.what()) +
+           ".</p></section>";
+  }
+  out += fmt::format("<p>The history replayed with each checkpointed layer's activations (except its output) freed when "
+                     "its forward ends and allocated again when its backward starts "
+                     "(<code>memrec whatif checkpoint</code>; the recomputation's own temporaries are not modelled). "
+                     "Recorded peak allocated: <b>{}</b>.</p>", format_bytes(all.recorded_peak));
+  out += "<table><thead><tr><th>Checkpointed</th><th class=\"num\">Predicted peak</th><th class=\"num\">At</th>"
+         "<th class=\"num\">Saving</th><th class=\"num\">Saving %</th><th>Predicted / recorded</th></tr></thead><tbody>";
+  out += whatif_row("total", fmt::format("all {} layers", all.layers.size()), all);
+  for (const std::string& layer : all.layers) out += whatif_row("single", layer, predict_checkpoint(s, o.device, {layer}));
+  return out + "</tbody></table></section>";
+}
+
+std::string category_table(const json& by_category) {
+  const json& rows = by_category["live"];
+  std::string out = "<section id=\"categories\"><h2>Live at the peak by category</h2>";
+  std::vector<std::pair<std::string, double>> pieces;
+  for (const json& r : rows) pieces.emplace_back("c-" + r["key"].get<std::string>(), r["share"]);
+  out += bar(pieces) + "<table><thead><tr><th>Category</th><th class=\"num\">Live</th><th class=\"num\">Share</th>"
+         "<th class=\"num\">Blocks</th></tr></thead><tbody>";
+  for (const json& r : rows)
+    out += fmt::format("<tr><td><i class=\"c-{0}\" style=\"display:inline-block;width:10px;height:10px;border-radius:2px;"
+                       "margin-right:6px\"></i>{1}</td>{2}<td class=\"num\">{3}</td><td class=\"num\">{4}</td></tr>",
+                       html_escape(r["key"].get<std::string>()), html_escape(label(r["key"].get<std::string>())),
+                       bytes_cell(r["bytes"]), percent(r["share"]), r["count"].get<uint64_t>());
+  return out + "</tbody></table><p class=\"note\">Categories come from the recorded forward/backward/optimizer phases and "
+               "each block's lifetime (see docs/analysis.md).</p></section>";
+}
+
+std::string sites_table(const char* title, const json& rows) {
+  std::string out = fmt::format("<div><h3>{}</h3><table><thead><tr><th class=\"num\">Bytes</th><th class=\"num\">Count</th>"
+                                "<th>Site</th></tr></thead><tbody>", title);
+  for (const json& r : rows)
+    out += fmt::format("<tr>{}<td class=\"num\">{}×</td><td class=\"key\">{}</td></tr>", bytes_cell(r["bytes"]),
+                       r["count"].get<uint64_t>(), html_escape(r["key"].get<std::string>()));
+  return out + "</tbody></table></div>";
+}
+
+std::string sites(const json& stats) {
+  return "<section id=\"sites\"><h2>Top allocation sites</h2><p class=\"note\">Allocated over the whole run, by the op "
+         "that allocated and the first frame with source.</p><div class=\"cols\">" +
+         sites_table("By bytes", stats["top_sites"]["by_bytes"]) + sites_table("By count", stats["top_sites"]["by_count"]) +
+         "</div></section>";
+}
+
+std::string fragmentation_rows(const json& f) {
+  std::string out = "<table><tbody>";
+  auto row = [&](const char* what, const char* key) {
+    out += fmt::format("<tr><td>{}</td>{}</tr>", what, bytes_cell(f[key]));
+  };
+  row("block rounding (512-byte granularity)", "rounding");
+  row("freed, waiting for other streams", "pending_free");
+  row("free pieces of split segments", "split_free");
+  row("free pieces of other streams' segments", "other_stream");
+  row("cached, wholly free segments", "cached_free");
+  row("largest contiguous free range", "largest_free");
+  return out + "</tbody></table>";
+}
+
+std::string fragmentation(const json& f) {
+  std::string out = "<section id=\"fragmentation\"><h2>Fragmentation at the peak</h2>";
+  uint64_t reserved = f["reserved"], allocated = f["allocated"];
+  if (f["segments"].get<uint64_t>() == 0)
+    return out + "<p class=\"note\">No reserved segments were recorded (a CPU run has no caching allocator), so "
+                 "there is nothing to split.</p></section>";
+  out += fmt::format("<p>Reserved − allocated = <b>{}</b> in {} segments:</p>",
+                     format_bytes(reserved - std::min(reserved, allocated)), f["segments"].get<uint64_t>());
+  return out + fragmentation_rows(f) + "</section>";
+}
+
+std::string oom(const json& o) {
+  const json& f = o["fragmentation"];
+  std::string out = fmt::format("<h3>OOM at +{}</h3><p>Requested <b>{}</b>; the device had {} free; {} allocated, {} reserved.</p>",
+                                format_duration(o["time_ns"]), format_bytes(o["requested"]), format_bytes(o["device_free"]),
+                                format_bytes(o["allocated"]), format_bytes(o["reserved"]));
+  if (o["caused_by_fragmentation"].get<bool>())
+    out += fmt::format("<p class=\"warn\">Caused by fragmentation: {} was cached but the largest free range was {}.</p>",
+                       format_bytes(f["reserved"].get<uint64_t>() - f["allocated"].get<uint64_t>()),
+                       format_bytes(f["largest_free"]));
+  else
+    out += "<p class=\"warn\">Not fragmentation: the program needed more memory than the device had.</p>";
+  out += "<table><thead><tr><th class=\"num\">Held</th><th class=\"num\">Share</th><th class=\"num\">Blocks</th>"
+         "<th>Site</th></tr></thead><tbody>";
+  for (const json& g : o["top_sites"])
+    out += fmt::format("<tr>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"key\">{}</td></tr>",
+                       bytes_cell(g["bytes"]), percent(g["share"]), g["count"].get<uint64_t>(),
+                       html_escape(g["key"].get<std::string>()));
+  return out + "</tbody></table>" + fragmentation_rows(f);
+}
+
+std::string ooms(const json& stats) {
+  if (stats["ooms"].empty()) return "";
+  std::string out = "<section id=\"ooms\"><h2>Out of memory</h2>";
+  for (const json& o : stats["ooms"]) out += oom(o);
+  return out + "</section>";
+}
+
+std::string kernels(const json& stats) {
+  if (stats["kernels"].empty()) return "";
+  std::string out = "<section id=\"kernels\"><h2>Top kernels by GPU time</h2><table><thead><tr><th class=\"num\">Total</th>"
+                    "<th class=\"num\">Count</th><th class=\"num\">Avg</th><th class=\"num\">Max</th><th>Name</th></tr></thead><tbody>";
+  for (const json& k : stats["kernels"])
+    out += fmt::format("<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                       "<td class=\"key\">{}</td></tr>",
+                       format_duration(k["total_ns"]), k["count"].get<uint64_t>(), format_duration(k["avg_ns"]),
+                       format_duration(k["max_ns"]), html_escape(k["name"].get<std::string>()));
+  return out + "</tbody></table></section>";
+}
+
+std::string metadata(const Snapshot& s) {
+  if (s.metadata.empty()) return "";
+  std::string out = "<section id=\"run\"><h2>Run</h2><table><tbody>";
+  for (const auto& [key, value] : s.metadata)
+    out += fmt::format("<tr><td>{}</td><td class=\"key\">{}</td></tr>", html_escape(key), html_escape(value));
+  return out + "</tbody></table></section>";
+}
+
+bool has_module_scopes(const Snapshot& s, uint8_t device) {
+  return std::any_of(s.scopes.begin(), s.scopes.end(),
+                     [&](const Scope& sc) { return sc.kind == ScopeKind::module && sc.device == device; });
+}
+
+}  // namespace
+
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string base64_encode(std::string_view bytes) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t n = uint32_t(uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) n |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    if (i + 2 < bytes.size()) n |= uint8_t(bytes[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+bool is_png(std::string_view bytes) { return bytes.starts_with("\x89PNG\r\n\x1a\n"); }
+
+std::string report_html(const Snapshot& s, const ReportOptions& o) {
+  json stats = stats_json(s, {.at_ns = std::nullopt, .by = GroupBy::category, .top = o.top, .device = o.device, .kernels = true});
+  std::string body = header(s, o, stats);
+  body += "<section class=\"cards\">" + peak_card("peak-allocated", "Peak allocated", stats["peak_allocated"]) +
+          peak_card("peak-reserved", "Peak reserved", stats["peak_reserved"]) + "</section>";
+  body += timeline(o);
+  // Every layer gets a row, however many there are: the table answers "which layer holds the most".
+  if (has_module_scopes(s, o.device))
+    body += layer_table(stats_json(s, {.at_ns = std::nullopt, .by = GroupBy::layer, .top = SIZE_MAX, .device = o.device}));
+  body += whatif(s, o) + category_table(stats) + sites(stats) + fragmentation(stats["fragmentation"]) + ooms(stats) +
+          kernels(stats) + metadata(s);
+  return fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+                     "<title>memrec report: {}</title><style>{}</style></head>\n<body><main>\n{}\n"
+                     "<footer>Made by <code>memrec report</code>. The same numbers: <code>memrec stats</code>, "
+                     "<code>memrec stats --by layer</code>, <code>memrec whatif checkpoint</code>.</footer>"
+                     "</main></body></html>\n",
+                     html_escape(o.file_name), kStyle, body);
+}
+
+}  // namespace memrec

@@ -1,0 +1,264 @@
+// memrec report: the HTML page of real PyTorch pickles and of a recorded CPU run, opened in headless Chromium.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/process.h"
+#include "memrec/report.h"
+#include "memrec/summary.h"
+
+namespace memrec {
+namespace {
+
+using nlohmann::json;
+using testing::quote;
+using testing::run_command;
+using testing::TempDir;
+
+const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+const std::string kPython = std::string(MEMREC_TEST_DATA) + "/torch_2layer_python.pickle";
+constexpr std::string_view kPngSignature = "\x89PNG\r\n\x1a\n";
+
+testing::CommandResult memrec(const std::string& args) { return run_command(quote(MEMREC_BINARY) + " " + args); }
+
+json json_of(const std::string& args) {
+  auto r = memrec(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return json::parse(r.output);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+bool viewer_built() { return memrec("--help").output.find("(unavailable: the viewer") == std::string::npos; }
+
+std::string base64_decode(std::string_view text) {
+  static const std::string kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (char c : text) {
+    size_t v = kAlphabet.find(c);
+    if (v == std::string::npos) break;  // '=' padding ends the data
+    bits = (bits << 6) | uint32_t(v);
+    if ((count += 6) >= 8) out += char((bits >> (count -= 8)) & 0xFF);
+  }
+  return out;
+}
+
+// The decoded bytes of the page's data:image/png;base64 <img>, or "" when there is none.
+std::string embedded_png(const std::string& html) {
+  const std::string prefix = "src=\"data:image/png;base64,";
+  size_t at = html.find(prefix);
+  if (at == std::string::npos) return "";
+  at += prefix.size();
+  return base64_decode(std::string_view(html).substr(at, html.find('"', at) - at));
+}
+
+// Width and height from the PNG header (IHDR, big-endian, right after the signature).
+std::pair<uint32_t, uint32_t> png_size(const std::string& png) {
+  auto be32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < 4; ++i) v = (v << 8) | uint8_t(png.at(at + i));
+    return v;
+  };
+  return {be32(16), be32(20)};
+}
+
+// What headless Chromium made of the page: the serialized DOM and its log.
+struct Page {
+  std::string dom, log;
+};
+
+Page open_in_chromium(const std::string& html, const TempDir& dir) {
+  auto r = run_command("chromium --headless --disable-gpu --no-sandbox --enable-logging=stderr --v=0 --user-data-dir=" +
+                       quote(dir / "profile") + " --dump-dom " + quote("file://" + html) + " >" + quote(dir / "dom.html") +
+                       " 2>" + quote(dir / "chromium.log"));
+  EXPECT_EQ(r.exit_code, 0) << read_file(dir / "chromium.log");
+  return {read_file(dir / "dom.html"), read_file(dir / "chromium.log")};
+}
+
+void expect_no_console_errors(const Page& page) {
+  EXPECT_EQ(page.log.find("Uncaught"), std::string::npos) << page.log;
+  EXPECT_EQ(page.log.find("ERROR:CONSOLE"), std::string::npos) << page.log;
+}
+
+// The text of the first element with class `cls` after `id="<id>"`.
+std::string text_after(const std::string& dom, const std::string& id, const std::string& cls) {
+  size_t at = dom.find("id=\"" + id + "\"");
+  if (at == std::string::npos) return "<no " + id + ">";
+  at = dom.find("class=\"" + cls + "\">", at);
+  if (at == std::string::npos) return "<no " + cls + ">";
+  at = dom.find('>', at) + 1;
+  return dom.substr(at, dom.find('<', at) - at);
+}
+
+// Table rows of class `cls`, each as its HTML.
+std::vector<std::string> rows_of(const std::string& dom, const std::string& cls) {
+  std::vector<std::string> rows;
+  const std::string open = "<tr class=\"" + cls + "\">";
+  for (size_t at = dom.find(open); at != std::string::npos; at = dom.find(open, at + 1))
+    rows.push_back(dom.substr(at, dom.find("</tr>", at) - at));
+  return rows;
+}
+
+// The row whose first cell is `key`, or "".
+std::string row_with_key(const std::vector<std::string>& rows, const std::string& key) {
+  for (const auto& r : rows)
+    if (r.find("<td class=\"key\">" + html_escape(key) + "</td>") != std::string::npos) return r;
+  return "";
+}
+
+void expect_peaks(const std::string& dom, const json& stats) {
+  EXPECT_EQ(text_after(dom, "peak-allocated", "value"), format_bytes(stats["peak_allocated"]["bytes"]));
+  EXPECT_EQ(text_after(dom, "peak-reserved", "value"), format_bytes(stats["peak_reserved"]["bytes"]));
+}
+
+void expect_timeline_picture(const std::string& html) {
+  if (!viewer_built()) {
+    EXPECT_NE(html.find("id=\"timeline-missing\""), std::string::npos);
+    return;
+  }
+  std::string png = embedded_png(html);
+  ASSERT_TRUE(png.starts_with(kPngSignature)) << "no PNG in the page";
+  EXPECT_EQ(png_size(png), std::make_pair(1600u, 700u));
+}
+
+TEST(Report, EscapesAndEncodes) {
+  EXPECT_EQ(html_escape("<lambda> & \"x\" 'y'"), "&lt;lambda&gt; &amp; &quot;x&quot; &#39;y&#39;");
+  EXPECT_EQ(base64_encode(""), "");
+  EXPECT_EQ(base64_encode("f"), "Zg==");
+  EXPECT_EQ(base64_encode("fo"), "Zm8=");
+  EXPECT_EQ(base64_encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(base64_decode(base64_encode(std::string(kPngSignature) + "\xff\x00\x01")), std::string(kPngSignature) + "\xff\x00\x01");
+}
+
+TEST(CliReport, PickleReportShowsTheCliNumbersInChromium) {
+  TempDir dir;
+  for (const std::string& pickle : {kAll, kPython}) {
+    std::string html_path = dir / "report.html";
+    auto r = memrec("report " + quote(pickle) + " -o " + quote(html_path));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::string html = read_file(html_path);
+    json stats = json_of("stats " + quote(pickle));
+    expect_timeline_picture(html);
+    // PyTorch pickles have no module scopes: no layer table, and the what-if says why, as the CLI does.
+    EXPECT_EQ(html.find("id=\"layers\""), std::string::npos);
+    auto whatif = memrec("whatif checkpoint " + quote(pickle));
+    ASSERT_NE(whatif.exit_code, 0);
+    std::string reason = whatif.output.substr(whatif.output.find("error: ") + 7);
+    EXPECT_NE(html.find(html_escape(reason.substr(0, reason.find('\n')))), std::string::npos) << reason;
+    // Frame names hold '<' (e.g. "<lambda> (module.py:1097)"): escaped, never raw markup.
+    for (const json& site : stats["top_sites"]["by_bytes"])
+      EXPECT_NE(html.find(html_escape(site["key"].get<std::string>())), std::string::npos) << site["key"];
+    EXPECT_EQ(html.find("<lambda>"), std::string::npos);
+    EXPECT_EQ(html.find("<no stack>"), std::string::npos);
+
+    if (std::system("command -v chromium >/dev/null") != 0) GTEST_SKIP() << "chromium is not installed";
+    Page page = open_in_chromium(html_path, dir);
+    expect_no_console_errors(page);
+    expect_peaks(page.dom, stats);
+    expect_timeline_picture(page.dom);
+    EXPECT_NE(page.dom.find("Top allocation sites"), std::string::npos);
+  }
+}
+
+TEST(CliReport, RecordedCpuRunHasTheLayerTableAndWhatIfOfTheCli) {
+  TempDir dir;
+  std::string run = dir / "run.memrec", html_path = dir / "report.html";
+  auto rec = memrec("run transformer --layers 2 --device cpu -o " + quote(run));
+  if (rec.output.find("is unavailable") != std::string::npos) GTEST_SKIP() << "memrec run is not in this build";
+  ASSERT_EQ(rec.exit_code, 0) << rec.output;
+  auto r = memrec("report " + quote(run) + " -o " + quote(html_path));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string html = read_file(html_path);
+  expect_timeline_picture(html);
+
+  if (std::system("command -v chromium >/dev/null") != 0) GTEST_SKIP() << "chromium is not installed";
+  Page page = open_in_chromium(html_path, dir);
+  expect_no_console_errors(page);
+  expect_peaks(page.dom, json_of("stats " + quote(run)));
+  // One row per group of `memrec stats --by layer`, with its bytes.
+  json layers = json_of("stats " + quote(run) + " --by layer --top 100000")["live"];
+  auto layer_rows = rows_of(page.dom, "layer");
+  EXPECT_EQ(layer_rows.size(), layers.size());
+  for (const json& l : layers) {
+    std::string row = row_with_key(layer_rows, l["key"]);
+    ASSERT_FALSE(row.empty()) << l["key"];
+    EXPECT_NE(row.find(">" + format_bytes(l["bytes"]) + "<"), std::string::npos) << row;
+  }
+  // The what-if: all layers, then each layer alone, predicted as `memrec whatif checkpoint` predicts.
+  json all = json_of("whatif checkpoint " + quote(run));
+  auto total = rows_of(page.dom, "total");
+  ASSERT_EQ(total.size(), 1u);
+  EXPECT_NE(total[0].find(">" + format_bytes(all["predicted_peak"]) + "<"), std::string::npos) << total[0];
+  auto singles = rows_of(page.dom, "single");
+  EXPECT_EQ(singles.size(), all["layers"].size());
+  for (const json& layer : all["layers"]) {
+    json one = json_of("whatif checkpoint " + quote(run) + " --layers " + layer.get<std::string>());
+    std::string row = row_with_key(singles, layer);
+    ASSERT_FALSE(row.empty()) << layer;
+    EXPECT_NE(row.find(">" + format_bytes(one["predicted_peak"]) + "<"), std::string::npos) << row;
+  }
+}
+
+TEST(CliReport, WithoutAPictureTheReportSaysWhyAndStillWrites) {
+  TempDir dir;
+  std::string html_path = dir / "report.html";
+  // A display that does not exist: the viewer cannot start (xvfb-run is only used when $DISPLAY is unset).
+  std::string env = viewer_built() ? "DISPLAY=:97531 " : "";
+  auto r = run_command(env + quote(MEMREC_BINARY) + " report " + quote(kAll) + " -o " + quote(html_path));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("no timeline picture"), std::string::npos) << r.output;
+  std::string html = read_file(html_path);
+  EXPECT_NE(html.find("id=\"timeline-missing\""), std::string::npos);
+  EXPECT_EQ(html.find("data:image/png"), std::string::npos);
+  EXPECT_NE(html.find(format_bytes(json_of("stats " + quote(kAll))["peak_allocated"]["bytes"])), std::string::npos);
+
+  ASSERT_EQ(memrec("report " + quote(kAll) + " -o " + quote(html_path) + " --no-screenshot").exit_code, 0);
+  EXPECT_NE(read_file(html_path).find("left out (--no-screenshot)"), std::string::npos);
+}
+
+TEST(CliReport, ScreenshotOptionEmbedsThatPngExactly) {
+  TempDir dir;
+  // A 1x1 PNG.
+  std::string png = base64_decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==");
+  std::ofstream(dir / "one.png", std::ios::binary) << png;
+  auto r = memrec("report " + quote(kAll) + " -o " + quote(dir / "r.html") + " --screenshot " + quote(dir / "one.png"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(embedded_png(read_file(dir / "r.html")), png);
+  EXPECT_EQ(png_size(png), std::make_pair(1u, 1u));
+}
+
+TEST(CliReport, BadInputFailsWithOneError) {
+  TempDir dir;
+  std::ofstream(dir / "junk.memrec") << "not a recording";
+  auto junk = memrec("report " + quote(dir / "junk.memrec") + " -o " + quote(dir / "r.html"));
+  EXPECT_EQ(junk.exit_code, 1);
+  EXPECT_TRUE(junk.output.starts_with("memrec: error: ")) << junk.output;
+  EXPECT_EQ(std::count(junk.output.begin(), junk.output.end(), '\n'), 1) << junk.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "r.html"));
+
+  EXPECT_NE(memrec("report " + quote(dir / "missing.pickle") + " -o " + quote(dir / "r.html")).exit_code, 0);
+  EXPECT_NE(memrec("report " + quote(kAll)).exit_code, 0);  // no -o
+  auto unwritable = memrec("report " + quote(kAll) + " -o " + quote(dir / "no/such/dir/r.html") + " --no-screenshot");
+  EXPECT_EQ(unwritable.exit_code, 1);
+  EXPECT_NE(unwritable.output.find("cannot write"), std::string::npos) << unwritable.output;
+  auto not_png = memrec("report " + quote(kAll) + " -o " + quote(dir / "r.html") + " --screenshot " + quote(kAll));
+  EXPECT_EQ(not_png.exit_code, 1);
+  EXPECT_NE(not_png.output.find("is not a PNG"), std::string::npos) << not_png.output;
+  EXPECT_NE(memrec("report " + quote(kAll) + " -o " + quote(dir / "r.html") + " --no-screenshot --screenshot " +
+                   quote(kAll)).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace memrec
