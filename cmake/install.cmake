@@ -1,9 +1,10 @@
 # Install rules and the package config for find_package(memrec). Included by recorder/CMakeLists.txt when
-# MEMREC_INSTALL is ON. Needs memrec_snapshot's include directory wrapped in $<BUILD_INTERFACE:...> and an
-# installed cereal with a CMake config (cereal::cereal): exported targets may not point into the source tree.
+# MEMREC_INSTALL is ON. Needs memrec_snapshot's include directory wrapped in $<BUILD_INTERFACE:...> (exported
+# targets may not point into the source tree, so no headers carried in .deps either).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 set(_memrec_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/memrec)
+set(MEMREC_CEREAL_IS_PACKAGE ${cereal_FOUND})  # else memrec_cereal is a plain include directory
 
 set_target_properties(memrec_recorder PROPERTIES EXPORT_NAME recorder)
 set_target_properties(memrec_snapshot PROPERTIES EXPORT_NAME snapshot)
