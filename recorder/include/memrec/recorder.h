@@ -27,11 +27,11 @@ struct RecorderOptions {
   bool stacks = true;          // C++ stack for every alloc
   bool free_stacks = false;    // ... and for every free
   bool kernels = true;         // CUPTI kernel/memcpy/memset timeline (CUDA builds only)
-  bool cpu = true;             // wrap libtorch's CPU allocator
+  bool cpu = true;             // wrap libtorch's CPU allocator when the CUDA allocator is not recorded (device 0)
   bool cuda = true;            // hook the CUDA caching allocator (CUDA builds, when a GPU is present)
   bool ops = true;             // aten op scopes through at::RecordFunction
   StackCapture capture = StackCapture::automatic;
-  size_t buffer_events = 1 << 18;  // events buffered between drains; more in one interval are dropped (counted)
+  size_t buffer_events = 1 << 16;  // events buffered between drains; more in one interval are dropped (counted)
   int max_frames = 64;
   int flush_ms = 500;          // drain + file flush period: a killed process loses at most about this much
 };
