@@ -46,12 +46,11 @@ td.barcell { width: 28%; min-width: 160px; }
 .bar { display: flex; height: 12px; margin-top: 4px; background: #eef1f4; border-radius: 3px; overflow: hidden; }
 .bar span { display: block; height: 100%; }
 .legend { display: flex; flex-wrap: wrap; gap: 14px; margin: 4px 0 8px; color: var(--muted); font-size: 12px; }
-.legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; vertical-align: -1px; }
+.legend i, i.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; vertical-align: -1px; }
 .c-parameter { background: #4f8fdc; } .c-input { background: #8fa9c4; } .c-activation { background: #f08c3c; }
 .c-gradient { background: #3fa66b; } .c-optimizer_state { background: #9a6ad6; } .c-temporary { background: #e0c040; }
 .c-unknown { background: #a0a4a8; } .c-total { background: #0969da; }
-.cols { display: grid; grid-template-columns: 1fr 1fr; gap: 24px; }
-@media (max-width: 900px) { .cols { grid-template-columns: 1fr; } }
+.narrow { max-width: 760px; }
 footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
 )css";
 
@@ -200,11 +199,10 @@ std::string category_table(const json& by_category) {
   std::string out = "<section id=\"categories\"><h2>Live at the peak by category</h2>";
   std::vector<std::pair<std::string, double>> pieces;
   for (const json& r : rows) pieces.emplace_back("c-" + r["key"].get<std::string>(), r["share"]);
-  out += bar(pieces) + "<table><thead><tr><th>Category</th><th class=\"num\">Live</th><th class=\"num\">Share</th>"
+  out += "<div class=\"narrow\">" + bar(pieces) + "</div><table class=\"narrow\"><thead><tr><th>Category</th><th class=\"num\">Live</th><th class=\"num\">Share</th>"
          "<th class=\"num\">Blocks</th></tr></thead><tbody>";
   for (const json& r : rows)
-    out += fmt::format("<tr><td><i class=\"c-{0}\" style=\"display:inline-block;width:10px;height:10px;border-radius:2px;"
-                       "margin-right:6px\"></i>{1}</td>{2}<td class=\"num\">{3}</td><td class=\"num\">{4}</td></tr>",
+    out += fmt::format("<tr><td><i class=\"swatch c-{0}\"></i>{1}</td>{2}<td class=\"num\">{3}</td><td class=\"num\">{4}</td></tr>",
                        html_escape(r["key"].get<std::string>()), html_escape(label(r["key"].get<std::string>())),
                        bytes_cell(r["bytes"]), percent(r["share"]), r["count"].get<uint64_t>());
   return out + "</tbody></table><p class=\"note\">Categories come from the recorded forward/backward/optimizer phases and "
@@ -212,23 +210,22 @@ std::string category_table(const json& by_category) {
 }
 
 std::string sites_table(const char* title, const json& rows) {
-  std::string out = fmt::format("<div><h3>{}</h3><table><thead><tr><th class=\"num\">Bytes</th><th class=\"num\">Count</th>"
+  std::string out = fmt::format("<h3>{}</h3><table><thead><tr><th class=\"num\">Bytes</th><th class=\"num\">Count</th>"
                                 "<th>Site</th></tr></thead><tbody>", title);
   for (const json& r : rows)
     out += fmt::format("<tr>{}<td class=\"num\">{}×</td><td class=\"key\">{}</td></tr>", bytes_cell(r["bytes"]),
                        r["count"].get<uint64_t>(), html_escape(r["key"].get<std::string>()));
-  return out + "</tbody></table></div>";
+  return out + "</tbody></table>";
 }
 
 std::string sites(const json& stats) {
   return "<section id=\"sites\"><h2>Top allocation sites</h2><p class=\"note\">Allocated over the whole run, by the op "
-         "that allocated and the first frame with source.</p><div class=\"cols\">" +
-         sites_table("By bytes", stats["top_sites"]["by_bytes"]) + sites_table("By count", stats["top_sites"]["by_count"]) +
-         "</div></section>";
+         "that allocated and the first frame with source.</p>" +
+         sites_table("By bytes", stats["top_sites"]["by_bytes"]) + sites_table("By count", stats["top_sites"]["by_count"]) + "</section>";
 }
 
 std::string fragmentation_rows(const json& f) {
-  std::string out = "<table><tbody>";
+  std::string out = "<table class=\"narrow\"><tbody>";
   auto row = [&](const char* what, const char* key) {
     out += fmt::format("<tr><td>{}</td>{}</tr>", what, bytes_cell(f[key]));
   };
