@@ -587,17 +587,19 @@ void write_file(const Snapshot& s, const std::string& path) { Writer(path).close
 
 namespace {
 
+// Reads a whole .memrec image held in memory; `name` (the path, for a file) prefixes every error.
 class Reader {
  public:
-  explicit Reader(std::string path) : path_(std::move(path)) {}
+  Reader(std::string name, std::span<const uint8_t> bytes)
+      : name_(std::move(name)), bytes_(reinterpret_cast<const char*>(bytes.data()), bytes.size()) {}
   Snapshot read();
 
  private:
-  [[noreturn]] void fail(std::string_view msg) const { throw Error(fmt::format("{}: {}", path_, msg)); }
+  [[noreturn]] void fail(std::string_view msg) const { throw Error(fmt::format("{}: {}", name_, msg)); }
   void read_header();
   void reserve_rows();
   bool read_chunk();  // false at the end of the file or a truncated trailing chunk
-  std::string_view decompress(uint32_t raw_size);
+  std::string_view decompress(std::string_view compressed, uint32_t raw_size);
   void parse(ChunkType type, In& in);
   void parse_strings(In& in);
   void parse_frames(In& in);
@@ -616,13 +618,12 @@ class Reader {
   Totals totals() const;
   void finish();
 
-  std::string path_;
-  File file_;
-  uint64_t file_size_ = 0;
+  std::string name_;
+  std::string_view bytes_;
   uint64_t offset_ = 0;
   size_t chunk_index_ = 0;
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx_{ZSTD_createDCtx(), ZSTD_freeDCtx};
-  std::string compressed_, raw_;
+  std::string raw_;
   // Tables as read so far (the Snapshot's own tables are assigned at the end).
   std::vector<std::string> strings_;
   std::vector<Frame> frames_;
@@ -636,11 +637,6 @@ class Reader {
 };
 
 Snapshot Reader::read() {
-  file_.reset(std::fopen(path_.c_str(), "rb"));
-  if (!file_) fail(fmt::format("cannot open: {}", errno_text()));
-  struct stat st {};
-  if (fstat(fileno(file_.get()), &st) != 0) fail(fmt::format("cannot stat: {}", errno_text()));
-  file_size_ = static_cast<uint64_t>(st.st_size);
   read_header();
   reserve_rows();
   while (read_chunk()) {
@@ -650,9 +646,8 @@ Snapshot Reader::read() {
 }
 
 void Reader::read_header() {
-  char h[kFileHeaderSize];
-  if (file_size_ < kFileHeaderSize || std::fread(h, 1, sizeof h, file_.get()) != sizeof h)
-    fail("not a .memrec file (shorter than its header)");
+  if (bytes_.size() < kFileHeaderSize) fail("not a .memrec file (shorter than its header)");
+  const char* h = bytes_.data();
   if (std::memcmp(h, kMagic.data(), kMagic.size()) != 0) fail("not a .memrec file (bad magic)");
   auto version = get_le<uint32_t>(h + 8);
   if (version != kFormatVersion)
@@ -667,33 +662,28 @@ void Reader::read_header() {
 // size so that a hostile file cannot reserve much more than it holds.
 void Reader::reserve_rows() {
   uint64_t raw[kChunkTypeCount + 1] = {};
-  char h[kChunkHeaderSize];
-  for (uint64_t off = kFileHeaderSize; file_size_ - off >= kChunkHeaderSize;) {
-    if (std::fseek(file_.get(), static_cast<long>(off), SEEK_SET) != 0 ||
-        std::fread(h, 1, sizeof h, file_.get()) != sizeof h)
-      break;
+  for (uint64_t off = kFileHeaderSize; off + kChunkHeaderSize <= bytes_.size();) {  // off may pass the end
+    const char* h = bytes_.data() + off;
     auto type = get_le<uint32_t>(h);
     if (type > kChunkTypeCount) break;  // reported when the chunks are read
     raw[type] += get_le<uint32_t>(h + 4);
     off += kChunkHeaderSize + get_le<uint32_t>(h + 8);
   }
   auto rows = [&](ChunkType t, size_t columns) {
-    return std::min(raw[static_cast<uint32_t>(t)] / columns, file_size_);
+    return std::min<uint64_t>(raw[static_cast<uint32_t>(t)] / columns, bytes_.size());
   };
   s_.events.reserve(rows(ChunkType::events, Columns<Event>::kCount));
   advise_huge_pages(s_.events.data(), s_.events.capacity() * sizeof(Event));
   s_.kernels.reserve(rows(ChunkType::kernels, Columns<Kernel>::kCount));
   scopes_.reserve(rows(ChunkType::scopes, Columns<Scope>::kCount));
-  if (std::fseek(file_.get(), kFileHeaderSize, SEEK_SET) != 0) fail(fmt::format("seek failed: {}", errno_text()));
 }
 
 bool Reader::read_chunk() {
-  if (offset_ == file_size_) return false;
-  if (footer_seen_) fail(fmt::format("{} bytes after the footer at offset {}", file_size_ - offset_, offset_));
-  uint64_t left = file_size_ - offset_;
+  if (offset_ == bytes_.size()) return false;
+  if (footer_seen_) fail(fmt::format("{} bytes after the footer at offset {}", bytes_.size() - offset_, offset_));
+  uint64_t left = bytes_.size() - offset_;
   if (left < kChunkHeaderSize) return false;  // a chunk header cut short: the writer was killed
-  char h[kChunkHeaderSize];
-  if (std::fread(h, 1, sizeof h, file_.get()) != sizeof h) fail(fmt::format("read failed: {}", errno_text()));
+  const char* h = bytes_.data() + offset_;
   auto type = get_le<uint32_t>(h);
   auto raw_size = get_le<uint32_t>(h + 4);
   auto comp_size = get_le<uint32_t>(h + 8);
@@ -708,11 +698,8 @@ bool Reader::read_chunk() {
     fail(fmt::format("{}: compressed size {} is impossible for raw size {}", where(), comp_size, raw_size));
   // A chunk that runs past the end of the file is the one the writer was writing when it died.
   if (comp_size > left - kChunkHeaderSize) return false;
-  compressed_.resize(comp_size);
-  if (std::fread(compressed_.data(), 1, comp_size, file_.get()) != comp_size)
-    fail(fmt::format("read failed: {}", errno_text()));
   try {
-    In in(decompress(raw_size));
+    In in(decompress(bytes_.substr(offset_ + kChunkHeaderSize, comp_size), raw_size));
     parse(static_cast<ChunkType>(type), in);
     in.expect_end();
   } catch (const std::exception& e) {  // memrec::Error, or cereal::Exception on a short payload
@@ -723,17 +710,17 @@ bool Reader::read_chunk() {
   return true;
 }
 
-std::string_view Reader::decompress(uint32_t raw_size) {
+std::string_view Reader::decompress(std::string_view compressed, uint32_t raw_size) {
   // Frame header (RFC 8878): magic, then a descriptor byte whose bit 2 says a content checksum follows.
-  if (compressed_.size() < 5 || get_le<uint32_t>(compressed_.data()) != ZSTD_MAGICNUMBER)
+  if (compressed.size() < 5 || get_le<uint32_t>(compressed.data()) != ZSTD_MAGICNUMBER)
     throw Error("not a zstd frame");
-  if (!(static_cast<uint8_t>(compressed_[4]) & 0x04)) throw Error("zstd frame without a checksum");
-  if (ZSTD_getFrameContentSize(compressed_.data(), compressed_.size()) != raw_size)
+  if (!(static_cast<uint8_t>(compressed[4]) & 0x04)) throw Error("zstd frame without a checksum");
+  if (ZSTD_getFrameContentSize(compressed.data(), compressed.size()) != raw_size)
     throw Error("zstd frame content size differs from the chunk's raw size");
-  if (ZSTD_findFrameCompressedSize(compressed_.data(), compressed_.size()) != compressed_.size())
+  if (ZSTD_findFrameCompressedSize(compressed.data(), compressed.size()) != compressed.size())
     throw Error("zstd frame size differs from the chunk's");
   raw_.resize(raw_size);
-  size_t n = ZSTD_decompressDCtx(dctx_.get(), raw_.data(), raw_.size(), compressed_.data(), compressed_.size());
+  size_t n = ZSTD_decompressDCtx(dctx_.get(), raw_.data(), raw_.size(), compressed.data(), compressed.size());
   if (ZSTD_isError(n)) {
     if (ZSTD_getErrorCode(n) == ZSTD_error_checksum_wrong) throw Error("bad checksum (corrupt data)");
     throw Error(fmt::format("corrupt data: zstd: {}", ZSTD_getErrorName(n)));
@@ -927,7 +914,21 @@ void Reader::finish() {
 
 }  // namespace
 
-Snapshot read_file(const std::string& path) { return Reader(path).read(); }
+Snapshot read_buffer(std::span<const uint8_t> bytes) { return Reader(".memrec buffer", bytes).read(); }
+
+// The whole file in memory: its compressed size is a fraction of the snapshot it decodes to.
+Snapshot read_file(const std::string& path) {
+  File f(std::fopen(path.c_str(), "rb"));
+  auto fail = [&](std::string_view what) { throw Error(fmt::format("{}: {}: {}", path, what, errno_text())); };
+  if (!f) fail("cannot open");
+  struct stat st {};
+  if (fstat(fileno(f.get()), &st) != 0) fail("cannot stat");
+  if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{}: is a directory, not a .memrec file", path));
+  // Bytes appended after the stat (a recording still running) are left for the next read.
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  if (std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) fail("read failed");
+  return Reader(path, bytes).read();
+}
 
 bool is_memrec_file(const std::string& path) {
   File f(std::fopen(path.c_str(), "rb"));

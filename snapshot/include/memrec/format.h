@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "memrec/snapshot.h"
@@ -36,6 +37,8 @@ void write_file(const Snapshot& s, const std::string& path);
 // Reads and validates a whole file; throws Error with a clear message on anything malformed.
 // A file without its footer (writer killed) reads up to its last complete chunk, with complete = false.
 Snapshot read_file(const std::string& path);
+// The same reader over a file's bytes already in memory; errors name ".memrec buffer" instead of a path.
+Snapshot read_buffer(std::span<const uint8_t> bytes);
 
 // True when the file starts with the .memrec magic.
 bool is_memrec_file(const std::string& path);
