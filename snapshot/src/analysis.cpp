@@ -32,8 +32,8 @@ Category categorize_one(const Allocation& a, const Replay& r, const PhaseIndex& 
   int64_t died = freed ? r.time_of(a.free_step) : INT64_MAX;
   uint32_t phase = phases.at(born);
   if (!phase) {
-    if (!freed) return Category::parameter;
-    return died < phases.next_start(born) ? Category::temporary : Category::input;
+    if (died < phases.next_start(born)) return Category::temporary;
+    return died > phases.last_end() ? Category::parameter : Category::input;
   }
   if (died <= phases.end(phase)) return Category::temporary;
   switch (phases.kind(phase)) {
@@ -172,6 +172,12 @@ PhaseKind PhaseIndex::kind(uint32_t scope) const {
 int64_t PhaseIndex::end(uint32_t scope) const {
   const Scope& sc = s_.scopes[scope];
   return sc.end_ns < sc.start_ns ? INT64_MAX : sc.end_ns;
+}
+
+int64_t PhaseIndex::last_end() const {
+  int64_t last = INT64_MIN;
+  for (uint32_t id : ids_) last = std::max(last, end(id));
+  return last;
 }
 
 uint32_t PhaseIndex::at(int64_t t) const {

@@ -131,6 +131,8 @@ std::string short_function(std::string_view name) {
   const std::string anonymous = "(anonymous namespace)::";
   for (size_t at; (at = text.find(anonymous)) != std::string::npos;) text.erase(at, anonymous.size());
   text = drop_brackets(drop_brackets(text, '(', ')'), '<', '>');
+  for (std::string_view qualifier : {" const", " volatile", " &&", " &"})
+    if (text.ends_with(qualifier)) text.resize(text.size() - qualifier.size());
   size_t space = text.rfind(' ');  // a return type in front
   if (space != std::string::npos) text = text.substr(space + 1);
   return text.empty() ? std::string(name) : text;

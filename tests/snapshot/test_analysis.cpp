@@ -45,7 +45,9 @@ struct TrainingStep {
     event(310, Action::alloc, 0x8000, 8000, opt);           // optimizer state
     event(320, Action::alloc, 0x9000, 900, opt);            // temporary
     free(330, 0x9000, 900);
-    free(500, 0x2000, 2000);
+    uint32_t fwd2 = scope(ScopeKind::phase, "forward", 600, 700);  // the next step: the input dies before it ends
+    event(650, Action::alloc, 0xB000, 50, fwd2);
+    free(660, 0x2000, 2000);
     Segment before{.addr = 0xA000, .total_size = 4096};
     before.blocks.push_back(Block{.addr = 0xA000, .size = 512, .requested_size = 100,
                                   .state = BlockState::active_allocated});

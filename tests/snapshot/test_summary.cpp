@@ -15,6 +15,7 @@ TEST(Summary, ShortFunctionDropsArgumentsTemplatesAndReturnTypes) {
   EXPECT_EQ(short_function("torch::autograd::VariableType::(anonymous namespace)::mm(c10::DispatchKeySet)"),
             "torch::autograd::VariableType::mm");
   EXPECT_EQ(short_function("_init_group"), "_init_group");
+  EXPECT_EQ(short_function("at::Tensor::to(c10::TensorOptions, bool, bool) const"), "at::Tensor::to");
 }
 
 TEST(Summary, SiteIsTheOpAndTheFirstFrameWithSource) {

@@ -25,6 +25,7 @@ class PhaseIndex {
   int64_t next_start(int64_t t) const;  // start of the first phase after t; INT64_MAX if none
   PhaseKind kind(uint32_t scope) const;
   int64_t end(uint32_t scope) const;    // INT64_MAX while open
+  int64_t last_end() const;             // when the last phase ended; INT64_MIN without phases
 
  private:
   const Snapshot& s_;
@@ -41,7 +42,8 @@ std::string_view to_string(Category c);
 //   allocated in backward and alive past it     -> gradient
 //   allocated in the optimizer and alive past it -> optimizer state
 //   allocated and freed inside one phase        -> temporary
-//   allocated outside phases: never freed -> parameter; freed before the next phase -> temporary; else input
+//   allocated outside phases: freed before the next phase -> temporary; alive past the last phase (or never
+//   freed) -> parameter; else input
 //   live before recording began                 -> unknown
 // Phases are ScopeKind::phase scopes named forward/backward/optimizer (PyTorch's "Optimizer.step#..."
 // annotations count as optimizer phases).
