@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -37,7 +38,7 @@ p { margin: 6px 0; }
 .timeline img { display: block; width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
 .missing { border: 1px dashed var(--line); border-radius: 6px; padding: 24px; text-align: center; color: var(--muted); }
 table { border-collapse: collapse; width: 100%; margin: 6px 0 4px; }
-th, td { text-align: left; padding: 5px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th, td { text-align: left; padding: 5px 10px; border-bottom: 1px solid var(--line); vertical-align: baseline; }
 th { font-size: 12px; color: var(--muted); font-weight: 600; background: var(--soft); }
 td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 td.key { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: 12.5px; overflow-wrap: anywhere; }
@@ -141,8 +142,22 @@ std::string timeline(const ReportOptions& o) {
          "</section>";
 }
 
+// "layers.2" before "layers.10": model order, not string order.
+bool layer_order(const std::string& a, const std::string& b) {
+  auto parts = [](const std::string& path) {
+    size_t digits = path.find_last_not_of("0123456789") + 1;  // npos + 1 == 0: all digits
+    return std::tuple(std::string_view(path).substr(0, digits), path.size() - digits, std::string_view(path).substr(digits));
+  };
+  return parts(a) < parts(b);
+}
+
 std::string layer_table(const json& layers) {
-  const json& rows = layers["live"];
+  // Largest first as `memrec stats --by layer` prints them; equal layers in model order.
+  json rows = layers["live"];
+  std::stable_sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
+    if (a["bytes"] != b["bytes"]) return a["bytes"].get<uint64_t>() > b["bytes"].get<uint64_t>();
+    return layer_order(a["key"], b["key"]);
+  });
   auto cats = categories_in(rows);
   uint64_t total = layers["at"]["allocated"];
   std::string out = "<section id=\"layers\"><h2>Live at the peak by layer</h2>";
@@ -190,7 +205,9 @@ std::string whatif(const Snapshot& s, const ReportOptions& o) {
   out += "<table><thead><tr><th>Checkpointed</th><th class=\"num\">Predicted peak</th><th class=\"num\">At</th>"
          "<th class=\"num\">Saving</th><th class=\"num\">Saving %</th><th>Predicted / recorded</th></tr></thead><tbody>";
   out += whatif_row("total", fmt::format("all {} layers", all.layers.size()), all);
-  for (const std::string& layer : all.layers) out += whatif_row("single", layer, predict_checkpoint(s, o.device, {layer}));
+  auto layers = all.layers;
+  std::sort(layers.begin(), layers.end(), layer_order);
+  for (const std::string& layer : layers) out += whatif_row("single", layer, predict_checkpoint(s, o.device, {layer}));
   return out + "</tbody></table></section>";
 }
 
