@@ -151,10 +151,17 @@ void write_report(const ReportArgs& a) {
                                      .top = a.top,
                                      .png = pic.png,
                                      .missing_png = pic.missing});
-  std::ofstream out(a.output, std::ios::binary);
+  // Written aside and renamed, so that a failed write never leaves half a page or clobbers the old one.
+  std::string partial = a.output + ".partial";
+  std::ofstream out(partial, std::ios::binary);
   out << html;
   out.close();
-  if (!out) throw Error("cannot write " + a.output);
+  std::error_code ec;
+  if (out) fs::rename(partial, a.output, ec);
+  if (!out || ec) {
+    fs::remove(partial, ec);
+    throw Error("cannot write " + a.output);
+  }
   fmt::print("wrote {} ({})\n", a.output, format_bytes(html.size()));
 }
 

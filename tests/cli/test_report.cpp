@@ -285,6 +285,10 @@ TEST(CliReport, BadInputFailsWithOneError) {
   auto unwritable = memrec("report " + quote(kAll) + " -o " + quote(dir / "no/such/dir/r.html") + " --no-screenshot");
   EXPECT_EQ(unwritable.exit_code, 1);
   EXPECT_NE(unwritable.output.find("cannot write"), std::string::npos) << unwritable.output;
+  auto onto_dir = memrec("report " + quote(kAll) + " -o " + quote(dir.path.string()) + " --no-screenshot");
+  EXPECT_EQ(onto_dir.exit_code, 1);
+  EXPECT_NE(onto_dir.output.find("cannot write"), std::string::npos) << onto_dir.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path.string() + ".partial"));
   auto not_png = memrec("report " + quote(kAll) + " -o " + quote(dir / "r.html") + " --screenshot " + quote(kAll));
   EXPECT_EQ(not_png.exit_code, 1);
   EXPECT_NE(not_png.output.find("is not a PNG"), std::string::npos) << not_png.output;
