@@ -1,4 +1,4 @@
-// Recorder overhead and output cost (docs/benchmarks-recorder.md). Modes, measured in one process:
+// Recorder overhead and output cost (docs/benchmarks.md, Recorder). Modes, measured in one process:
 //   0 none              no recording
 //   1 pytorch           the allocator's own recordHistory with torch::CapturedTraceback C++ context (CUDA only;
 //                       what Python's _record_memory_history(stacks="all") records)
