@@ -1,4 +1,8 @@
 // memrec import / export / info: moving snapshots between formats and summarizing them.
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,6 +22,25 @@ struct Paths {
   std::string in, out, format = "pickle";
 };
 
+// Writes through a temporary file next to `out`, renamed over it only once complete: a failed write (full disk,
+// bad path) leaves no partial file that could pass for a finished one, and an existing `out` stays as it was.
+// Devices and pipes (/dev/stdout) are written directly: there is nothing to rename, nor to remove.
+void write_output(const std::string& out, const std::function<void(const std::string&)>& write) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::file_status st = fs::status(out, ec);
+  if (fs::is_directory(st)) throw Error(fmt::format("cannot write {}: it is a directory", out));
+  if (fs::exists(st) && !fs::is_regular_file(st)) return write(out);
+  std::string partial = fmt::format("{}.partial-{}", out, getpid());
+  try {
+    write(partial);
+    fs::rename(partial, out);
+  } catch (...) {
+    fs::remove(partial, ec);
+    throw;
+  }
+}
+
 void add_import(CLI::App& app) {
   auto* cmd = app.add_subcommand("import", "Convert a PyTorch snapshot pickle (protocol 2-5) to .memrec");
   auto p = std::make_shared<Paths>();
@@ -25,7 +48,7 @@ void add_import(CLI::App& app) {
   cmd->add_option("-o,--output", p->out, "output .memrec file")->required();
   cmd->callback([p] {
     Snapshot s = import_pickle_file(p->in);
-    write_file(s, p->out);
+    write_output(p->out, [&](const std::string& path) { write_file(s, path); });
     fmt::print("imported {} events from {} into {}\n", s.events.size(), p->in, p->out);
   });
 }
@@ -39,8 +62,10 @@ void add_export(CLI::App& app) {
       ->check(CLI::IsMember({"pickle", "perfetto"}));
   cmd->callback([p] {
     Snapshot s = load_snapshot(p->in);
-    if (p->format == "perfetto") export_perfetto_file(s, p->out);
-    else export_pickle_file(s, p->out);
+    write_output(p->out, [&](const std::string& path) {
+      if (p->format == "perfetto") export_perfetto_file(s, path);
+      else export_pickle_file(s, path);
+    });
     fmt::print("exported {} events from {} to {} ({})\n", s.events.size(), p->in, p->out, p->format);
   });
 }

@@ -1,0 +1,139 @@
+// The memrec binary when the system says no: a full disk, paths that are directories or unreadable,
+// device files as input, and a pickle bomb under a memory limit. Each must end in one clear error and a
+// non-zero exit, and leave no partial output behind.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/process.h"
+
+namespace memrec {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::quote;
+using testing::run_command;
+using testing::TempDir;
+
+const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+
+// `limits` are bash commands (ulimit, trap) run before memrec replaces the shell.
+CommandResult memrec(const std::string& args, const std::string& limits = "") {
+  std::string script = limits + " exec " + quote(MEMREC_BINARY) + " " + args;
+  return run_command("bash -c " + quote(script));
+}
+
+// Files may grow to `kib` KiB; a longer write fails with EFBIG instead of killing the process with SIGXFSZ.
+std::string disk_full_after(int kib) { return "trap \"\" XFSZ; ulimit -f " + std::to_string(kib) + ";"; }
+
+void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// One clear line on stderr naming the cause, a non-zero exit, no crash.
+void expect_clean_failure(const CommandResult& r, const std::string& cause) {
+  EXPECT_GT(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(cause), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(CliFailures, FullDiskDuringImportLeavesNoFile) {
+  TempDir dir;
+  auto r = memrec("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec"), disk_full_after(8));
+  expect_clean_failure(r, "File too large");
+  EXPECT_TRUE(names_in(dir.path.string()).empty());  // neither run.memrec nor its temporary
+}
+
+TEST(CliFailures, FullDiskDuringExportLeavesNoFile) {
+  TempDir dir;
+  ASSERT_EQ(memrec("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec")).exit_code, 0);
+  for (std::string format : {"pickle", "perfetto"}) {
+    SCOPED_TRACE(format);
+    auto r = memrec("export " + quote(dir / "run.memrec") + " --format " + format + " -o " + quote(dir / "out"),
+                    disk_full_after(8));
+    EXPECT_GT(r.exit_code, 0) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_EQ(names_in(dir.path.string()), std::vector<std::string>{"run.memrec"});
+  }
+}
+
+TEST(CliFailures, FailedWriteKeepsTheOldOutput) {
+  TempDir dir;
+  write(dir / "run.memrec", "the previous recording");
+  auto r = memrec("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec"), disk_full_after(8));
+  expect_clean_failure(r, "File too large");
+  EXPECT_EQ(read(dir / "run.memrec"), "the previous recording");
+}
+
+TEST(CliFailures, OutputThatIsADirectoryIsRefused) {
+  TempDir dir;
+  fs::create_directory(dir / "out");
+  expect_clean_failure(memrec("import " + quote(kFixture) + " -o " + quote(dir / "out")), "is a directory");
+  EXPECT_TRUE(fs::is_directory(dir / "out"));
+  EXPECT_TRUE(names_in(dir / "out").empty());
+  EXPECT_EQ(names_in(dir.path.string()), std::vector<std::string>{"out"});
+}
+
+TEST(CliFailures, UnreadableInputIsAClearError) {
+  TempDir dir;
+  fs::copy_file(kFixture, dir / "run.pickle");
+  ASSERT_EQ(chmod((dir / "run.pickle").c_str(), 0), 0);
+  if (access((dir / "run.pickle").c_str(), R_OK) == 0) GTEST_SKIP() << "running as root: mode 000 stays readable";
+  expect_clean_failure(memrec("info " + quote(dir / "run.pickle")), "cannot open " + dir / "run.pickle");
+  expect_clean_failure(memrec("import " + quote(dir / "run.pickle") + " -o " + quote(dir / "x.memrec")),
+                       "Permission denied");
+  EXPECT_FALSE(fs::exists(dir / "x.memrec"));
+}
+
+TEST(CliFailures, InputThatIsADirectoryIsRefused) {
+  TempDir dir;
+  for (std::string cmd : {"info ", "export ", "import "}) {
+    auto r = memrec(cmd + quote(dir.path.string()) + " -o " + quote(dir / "x"));
+    EXPECT_GT(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("directory"), std::string::npos) << r.output;
+    EXPECT_LE(std::count(r.output.begin(), r.output.end(), '\n'), 2) << r.output;
+  }
+  EXPECT_TRUE(names_in(dir.path.string()).empty());
+}
+
+TEST(CliFailures, DevNullInputIsAnEmptyFile) {
+  TempDir dir;
+  expect_clean_failure(memrec("info /dev/null"), "neither a .memrec file nor a pickle");
+  expect_clean_failure(memrec("import /dev/null -o " + quote(dir / "x.memrec")), "no PROTO");
+  EXPECT_TRUE(names_in(dir.path.string()).empty());
+}
+
+// 2^60 leaves from 60 memoized lists, each [previous, previous]: 500 bytes that would expand to exabytes.
+std::string memo_bomb() {
+  std::string p = "\x80\x04" "]\x94" "0";  // [] as memo 0
+  for (char i = 1; i <= 60; ++i) p += std::string("(h") + char(i - 1) + "h" + char(i - 1) + "l\x94" "0";
+  return p + "}(\x8c\x08segments]\x8c\x0d" "device_traces]\x8c\x12" "allocator_settings" "h" + char(60) + "u.";
+}
+
+TEST(CliFailures, PickleBombStaysWithinAMemoryLimit) {
+  TempDir dir;
+  write(dir / "bomb.pickle", memo_bomb());
+  const std::string limit = "ulimit -v 1000000;";  // 1 GB of address space
+  expect_clean_failure(memrec("info " + quote(dir / "bomb.pickle"), limit), "expand beyond");
+  expect_clean_failure(memrec("import " + quote(dir / "bomb.pickle") + " -o " + quote(dir / "x.memrec"), limit),
+                       "expand beyond");
+  EXPECT_EQ(names_in(dir.path.string()), std::vector<std::string>{"bomb.pickle"});
+}
+
+}  // namespace
+}  // namespace memrec
