@@ -1,5 +1,7 @@
 // `memrec run <workload>`: build a libtorch workload, record it, write the snapshot, print where memory went.
+#include <charconv>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,10 +24,47 @@ struct RunArgs {
   std::string device;  // empty = auto
   std::string output = "run.memrec";
   std::string pickle;
+  std::string checkpoint;  // "all" or "0,3"
+  std::string record;      // "wait=2,warmup=1,active=3"; empty = record everything
   std::string stacks = "on", kernels = "on", capture = "auto";
   bool free_stacks = false;
   std::vector<CLI::Option*> sizes;  // options whose CPU defaults differ
 };
+
+// The steps a --record schedule records (indices as printed, warmup steps included).
+struct Window {
+  int first = 0, last = 0;
+};
+
+// torch.profiler's schedule(wait, warmup, active) without repeat. The profiler traces its warmup steps to
+// absorb its own start-up cost; memrec's recorder has none on the training thread, so warmup steps are skipped
+// like wait steps and the recorder runs from just before the first active step to just after the last.
+Window parse_window(const std::string& spec, int total_steps) {
+  std::map<std::string, int> v{{"wait", 0}, {"warmup", 0}, {"active", 0}};
+  auto bad = [&](const std::string& why) {
+    return Error(fmt::format("--record '{}': {} (expected wait=W,warmup=N,active=A with active at least 1)", spec, why));
+  };
+  std::string_view rest = spec;
+  std::map<std::string, bool> seen;
+  while (!rest.empty()) {
+    std::string_view item = rest.substr(0, rest.find(','));
+    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
+    size_t eq = item.find('=');
+    std::string key(item.substr(0, eq));
+    if (eq == std::string_view::npos || !v.count(key)) throw bad(fmt::format("'{}' is not wait=, warmup= or active=", item));
+    if (seen[key]) throw bad(key + " given twice");
+    seen[key] = true;
+    std::string_view num = item.substr(eq + 1);
+    auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), v[key]);
+    if (num.empty() || ec != std::errc() || end != num.data() + num.size() || v[key] < 0)
+      throw bad(fmt::format("'{}' is not a non-negative number", num));
+  }
+  if (v["active"] < 1) throw bad("no active steps");
+  int needed = v["wait"] + v["warmup"] + v["active"];
+  if (needed > total_steps)
+    throw bad(fmt::format("needs {} steps but the run has {} (--warmup plus --steps)", needed, total_steps));
+  return {v["wait"] + v["warmup"], needed - 1};
+}
 
 StackCapture parse_capture(const std::string& s) {
   for (auto c : {StackCapture::automatic, StackCapture::unwind_backtrace, StackCapture::boost, StackCapture::torch_unwind})
@@ -56,6 +95,7 @@ workloads::Config resolve_config(const RunArgs& a) {
                  "(d_model {}, heads {}, ff {}, seq {}, batch {}, steps {}); set them to override\n",
                  c.d_model, c.heads, c.ff, c.seq, c.batch, c.steps);
   }
+  if (!a.checkpoint.empty()) c.checkpoint = workloads::parse_layer_list(a.checkpoint, c.layers);
   workloads::validate(c);
   return c;
 }
@@ -108,20 +148,35 @@ void run(const RunArgs& a, const std::string& command_line) {
   opt.capture = parse_capture(a.capture);
   opt.cuda = c.device == "cuda";
 
+  const int total = c.warmup + c.steps;
+  const bool windowed = !a.record.empty();
+  const Window window = windowed ? parse_window(a.record, total) : Window{0, total - 1};
   fmt::print("config: {} steps={} warmup={}\n", workloads::describe(c), c.steps, c.warmup);
+  if (windowed && c.device == "cpu")
+    fmt::print("note: recording steps {}-{} only; the CPU allocator has no state to read, so memory allocated before "
+               "them (parameters, optimizer state) is not in the recording\n", window.first, window.last);
   Recorder rec(opt);
-  rec.start();
-  rec.set_metadata("command", command_line);
-  rec.set_metadata("workload", workloads::describe(c));
+  auto begin = [&] {
+    rec.start();
+    rec.set_metadata("command", command_line);
+    rec.set_metadata("workload", workloads::describe(c));
+    rec.set_metadata("record.steps", windowed ? fmt::format("{}-{} ({})", window.first, window.last, a.record)
+                                              : "all, with the model's setup and teardown");
+  };
+  if (!windowed) begin();
   auto w = workloads::Workload::create(c);
   fmt::print("parameters: {:.1f} M\n", w->parameters() / 1e6);
   std::vector<double> times;
-  for (int i = 0; i < c.warmup + c.steps; ++i) {
+  for (int i = 0; i < total; ++i) {
+    if (windowed && i == window.first) begin();
     double ms = w->step(i);
-    fmt::print("step {:>3}: {:8.1f} ms{}\n", i, ms, i < c.warmup ? "  (warmup)" : "");
+    bool recorded = i >= window.first && i <= window.last;
+    fmt::print("step {:>3}: {:8.1f} ms{}{}\n", i, ms, i < c.warmup ? "  (warmup)" : "",
+               windowed && recorded ? "  (recorded)" : "");
     if (i >= c.warmup) times.push_back(ms);
+    if (windowed && i == window.last) rec.stop();
   }
-  w.reset();  // parameters and optimizer state are freed inside the recording
+  w.reset();  // without a window, parameters and optimizer state are freed inside the recording
   rec.stop();
   const Snapshot& s = rec.snapshot();
   int64_t t0 = s.events.empty() ? 0 : s.events.front().time_ns;
@@ -156,6 +211,11 @@ void add_run_command(CLI::App& app) {
   };
   cmd->add_option("--warmup", c.warmup, "steps before the measured ones")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "activation checkpointing of these layers: all | N,M,... (recomputed in backward)");
+  cmd->add_option("--record", args->record,
+                  "record only these steps, as torch.profiler's schedule: wait=W,warmup=N,active=A "
+                  "(steps counted from the first, --warmup steps included)");
   cmd->add_option("--dtype", c.dtype)->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--optimizer", c.optimizer)->capture_default_str()->check(CLI::IsMember({"adam", "sgd"}));
   cmd->add_option("--device", args->device, "cuda | cpu (default: cuda when available)")

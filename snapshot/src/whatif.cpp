@@ -44,7 +44,7 @@ std::map<PassKey, LayerPass> layer_passes(const Snapshot& s, const Replay& r) {
 
 std::vector<std::string> resolve_layers(const std::map<PassKey, LayerPass>& passes,
                                         const std::vector<std::string>& wanted) {
-  std::set<std::string> known;
+  std::set<std::string, decltype(&natural_less)> known(&natural_less);
   for (const auto& [key, pass] : passes) known.insert(key.first);
   if (known.empty()) throw Error("no activations inside module scopes: record with module scopes to predict checkpointing");
   if (wanted.empty()) return {known.begin(), known.end()};
@@ -77,13 +77,15 @@ class Rewriter {
   }
 
   // Frees the pass's activations (but its output) when it ends; allocates them again before the first is freed.
+  // The output is the activation freed first: only the ops after the layer save it, and their backward runs
+  // before the layer's own (the last one allocated is no guide: layer_norm allocates mean and rstd after it).
   uint64_t checkpoint(const LayerPass& pass) {
     std::vector<uint32_t> dropped;
     uint32_t output = kNoEvent;
     for (uint32_t id : pass.activations) {
       const Allocation& a = r_.allocations()[id];
       if (a.free_step == kNoEvent || r_.time_of(a.free_step) <= pass.end) continue;
-      if (output == kNoEvent || a.alloc_step > r_.allocations()[output].alloc_step) output = id;
+      if (output == kNoEvent || a.free_step < r_.allocations()[output].free_step) output = id;
       dropped.push_back(id);
     }
     std::erase(dropped, output);

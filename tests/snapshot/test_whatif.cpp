@@ -32,9 +32,11 @@ struct TwoLayers {
     ev(210, Action::alloc, 0x40, 300, l1);
     ev(220, Action::alloc, 0x50, 400, l1);
     ev(290, Action::alloc, 0x60, 60, l1);  // layer 1's output
+    ev(295, Action::alloc, 0x68, 8, l1);   // allocated after the output, like layer_norm's rstd
+    free(305, 0x60, 60);                   // the output goes first: the loss saved it
     free(310, 0x50, 400);
+    free(310, 0x68, 8);
     free(320, 0x40, 300);
-    free(330, 0x60, 60);
     free(400, 0x30, 50);
     free(410, 0x20, 200);
     free(420, 0x10, 100);
@@ -44,18 +46,26 @@ struct TwoLayers {
 TEST(WhatIf, CheckpointingEveryLayerKeepsOnlyOutputsAcrossForward) {
   TwoLayers h;
   auto p = predict_checkpoint(h.s, 0, {});
-  EXPECT_EQ(p.recorded_peak, 2110u);
+  EXPECT_EQ(p.recorded_peak, 2118u);
   EXPECT_EQ(p.layers, (std::vector<std::string>{"layers.0", "layers.1"}));
-  EXPECT_EQ(p.blocks_dropped, 4u);
-  // At 290: parameter + layer 0's output + layer 1 (not dropped until its forward ends at 300).
-  EXPECT_EQ(p.predicted_peak, 1000u + 50 + 300 + 400 + 60);
+  EXPECT_EQ(p.blocks_dropped, 5u);
+  // At 295: parameter + layer 0's output + layer 1 (not dropped until its forward ends at 300).
+  EXPECT_EQ(p.predicted_peak, 1000u + 50 + 300 + 400 + 60 + 8);
 }
 
 TEST(WhatIf, ChoosingLayersByIndex) {
   TwoLayers h;
-  EXPECT_EQ(predict_checkpoint(h.s, 0, {"1"}).predicted_peak, 2110u);  // layer 0 is still live at layer 1's peak
-  EXPECT_EQ(predict_checkpoint(h.s, 0, {"0"}).predicted_peak, 1810u);
-  EXPECT_EQ(predict_checkpoint(h.s, 0, {"layers.0"}).predicted_peak, 1810u);
+  EXPECT_EQ(predict_checkpoint(h.s, 0, {"1"}).predicted_peak, 2118u);  // layer 0 is still live at layer 1's peak
+  EXPECT_EQ(predict_checkpoint(h.s, 0, {"0"}).predicted_peak, 1818u);
+  EXPECT_EQ(predict_checkpoint(h.s, 0, {"layers.0"}).predicted_peak, 1818u);
+}
+
+TEST(WhatIf, TheOutputKeptIsTheActivationFreedFirst) {
+  TwoLayers h;
+  h.ev(301, Action::alloc, 0x80, 5000);  // the loss's gradient, between forward and layer 1's backward
+  h.free(303, 0x80, 5000);
+  // At 301 only the layers' outputs are left: 0x60 (freed first), not 0x68 (allocated last).
+  EXPECT_EQ(predict_checkpoint(h.s, 0, {}).predicted_peak, 1000u + 50 + 60 + 5000);
 }
 
 TEST(WhatIf, RecomputationHappensBeforeTheFirstFreeOfTheLayer) {

@@ -3,8 +3,13 @@
 
 #include <torch/torch.h>
 
+#include <charconv>
 #include <chrono>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <functional>
+#include <mutex>
+#include <set>
 
 #include "memrec/recorder.h"
 
@@ -16,6 +21,75 @@ struct ModuleScope {
   ScopeGuard guard;
   explicit ModuleScope(const std::string& path) : guard(path, ScopeKind::module) {}
 };
+
+// Sets the default generator of `device` to `state` (when defined) and returns the state it had.
+torch::Tensor swap_rng_state(const torch::Device& device, const torch::Tensor& state) {
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  torch::Tensor old = gen.get_state();
+  if (state.defined()) gen.set_state(state);
+  return old;
+}
+
+// What a checkpointed layer's backward needs to run the layer's forward again.
+struct Recompute : torch::CustomClassHolder {
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+  torch::Device device = torch::kCPU;
+  torch::Tensor rng_state;  // before the first forward: dropout draws the same masks when recomputing
+  size_t inputs = 0;        // forward's arguments, which backward returns one gradient each for
+};
+
+// Activation checkpointing as torch.utils.checkpoint's reentrant variant does it: the forward runs without a
+// graph and keeps only its input; backward runs the forward again with a graph (inside the layer's module
+// scopes again) and backpropagates the incoming gradient through it, which accumulates the parameters'
+// gradients. The parameters are arguments only so that the output requires grad when x does not (layer 0).
+struct Checkpoint : torch::autograd::Function<Checkpoint> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               torch::TensorList params, c10::intrusive_ptr<Recompute> r) {
+    r->rng_state = swap_rng_state(r->device, {});
+    r->inputs = params.size() + 2;
+    ctx->save_for_backward({x});
+    ctx->saved_data["recompute"] = c10::IValue::make_capsule(r);
+    torch::NoGradGuard no_grad;
+    return r->forward(x);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto r = c10::static_intrusive_pointer_cast<Recompute>(ctx->saved_data["recompute"].toCapsule());
+    torch::Tensor saved = ctx->get_saved_variables()[0];
+    torch::Tensor x = saved.detach().requires_grad_(saved.requires_grad());
+    torch::Tensor out;
+    {
+      torch::AutoGradMode enable(true);
+      torch::Tensor now = swap_rng_state(r->device, r->rng_state);
+      out = r->forward(x);
+      swap_rng_state(r->device, now);
+    }
+    torch::autograd::backward({out}, {grads[0]});
+    torch::autograd::variable_list result(r->inputs);
+    result[0] = x.grad();
+    return result;
+  }
+};
+
+template <class Layer>
+torch::Tensor checkpoint(const std::shared_ptr<Layer>& layer, const torch::Tensor& x) {
+  auto r = c10::make_intrusive<Recompute>();
+  r->forward = [layer](const torch::Tensor& in) { return layer->forward(in); };
+  r->device = x.device();
+  return Checkpoint::apply(x, torch::TensorList(layer->parameters()), r);
+}
+
+// Runs layers[i] on x, checkpointed when i is in `checkpointed`.
+template <class Layer>
+torch::Tensor run_layers(torch::nn::ModuleList& layers, const std::set<int>& checkpointed, torch::Tensor x) {
+  for (size_t i = 0; i < layers->size(); ++i) {
+    auto layer = layers->ptr<Layer>(i);
+    x = checkpointed.count(static_cast<int>(i)) ? checkpoint(layer, x) : layer->forward(x);
+  }
+  return x;
+}
 
 // torch::nn::TransformerEncoderLayer's structure and names (post-norm, ReLU), with a scope around each submodule
 // so recordings carry module paths; libtorch's C++ modules have no forward hooks to do it from outside.
@@ -68,13 +142,11 @@ struct EncoderLayerImpl : torch::nn::Module {
 TORCH_MODULE(EncoderLayer);
 
 struct TransformerImpl : torch::nn::Module {
-  explicit TransformerImpl(const Config& c) {
+  explicit TransformerImpl(const Config& c) : checkpointed(c.checkpoint.begin(), c.checkpoint.end()) {
     for (int i = 0; i < c.layers; ++i) layers->push_back(EncoderLayer(c, fmt::format("layers.{}", i)));
   }
-  torch::Tensor forward(torch::Tensor x) {
-    for (auto& layer : *layers) x = layer->as<EncoderLayer>()->forward(x);
-    return x;
-  }
+  torch::Tensor forward(torch::Tensor x) { return run_layers<EncoderLayerImpl>(layers, checkpointed, x); }
+  std::set<int> checkpointed;
   torch::nn::ModuleList layers = register_module("layers", torch::nn::ModuleList());
 };
 TORCH_MODULE(Transformer);
@@ -105,13 +177,11 @@ struct MlpBlockImpl : torch::nn::Module {
 TORCH_MODULE(MlpBlock);
 
 struct MlpImpl : torch::nn::Module {
-  explicit MlpImpl(const Config& c) {
+  explicit MlpImpl(const Config& c) : checkpointed(c.checkpoint.begin(), c.checkpoint.end()) {
     for (int i = 0; i < c.layers; ++i) blocks->push_back(MlpBlock(c, fmt::format("blocks.{}", i)));
   }
-  torch::Tensor forward(torch::Tensor x) {
-    for (auto& b : *blocks) x = b->as<MlpBlock>()->forward(x);
-    return x;
-  }
+  torch::Tensor forward(torch::Tensor x) { return run_layers<MlpBlockImpl>(blocks, checkpointed, x); }
+  std::set<int> checkpointed;
   torch::nn::ModuleList blocks = register_module("blocks", torch::nn::ModuleList());
 };
 TORCH_MODULE(Mlp);
@@ -147,21 +217,22 @@ class Training final : public Workload {
     auto t0 = std::chrono::steady_clock::now();
     {
       ScopeGuard step(fmt::format("step {}", index), ScopeKind::step);
-      torch::Tensor loss;
-      {
-        MEMREC_SCOPE("forward", ScopeKind::phase);
-        loss = model_->forward(input_).to(torch::kFloat32).square().mean();
-      }
-      {
-        MEMREC_SCOPE("backward", ScopeKind::phase);
-        loss.backward();
-      }
+      forward_backward();
       MEMREC_SCOPE("optimizer", ScopeKind::phase);
       optimizer_->step();
       optimizer_->zero_grad();
     }
     synchronize(device_);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  Gradients gradients() override {
+    Gradients g;
+    g.loss = forward_backward().item().toDouble();
+    for (const auto& p : model_->parameters())
+      g.norms.push_back(p.grad().defined() ? p.grad().norm().item().toDouble() : 0);
+    optimizer_->zero_grad();
+    return g;
   }
 
   long parameters() const override {
@@ -171,6 +242,18 @@ class Training final : public Workload {
   }
 
  private:
+  // Returns the loss (detached).
+  torch::Tensor forward_backward() {
+    torch::Tensor loss;
+    {
+      MEMREC_SCOPE("forward", ScopeKind::phase);
+      loss = model_->forward(input_).to(torch::kFloat32).square().mean();
+    }
+    MEMREC_SCOPE("backward", ScopeKind::phase);
+    loss.backward();
+    return loss.detach();
+  }
+
   torch::Device device_;
   Model model_;
   torch::Tensor input_;
@@ -211,11 +294,35 @@ void validate(const Config& c) {
     throw Error("--device cuda: no CUDA device (or this libtorch has no CUDA); use --device cpu");
   if (c.device == "cpu" && c.dtype == "fp16")
     throw Error("--dtype fp16 needs --device cuda (libtorch's CPU kernels lack half-precision matmul)");
+  for (int i : c.checkpoint)
+    if (i < 0 || i >= c.layers) throw Error(fmt::format("--checkpoint {}: the model has layers 0..{}", i, c.layers - 1));
+}
+
+std::vector<int> parse_layer_list(std::string_view spec, int layers) {
+  std::vector<int> out;
+  if (spec == "all") {
+    for (int i = 0; i < layers; ++i) out.push_back(i);
+    return out;
+  }
+  std::set<int> seen;
+  while (true) {
+    std::string_view item = spec.substr(0, spec.find(','));
+    int i = -1;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), i);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || i < 0 || i >= layers)
+      throw Error(fmt::format("--checkpoint '{}': expected all or layer indices 0..{} like 0,3", spec, layers - 1));
+    if (seen.insert(i).second) out.push_back(i);
+    if (item.size() == spec.size()) return out;
+    spec.remove_prefix(item.size() + 1);
+  }
 }
 
 std::string describe(const Config& c) {
-  return fmt::format("{} layers={} d_model={} heads={} ff={} seq={} batch={} dtype={} optimizer={} device={}",
-                     c.model, c.layers, c.d_model, c.heads, c.ff, c.seq, c.batch, c.dtype, c.optimizer, c.device);
+  std::string text = fmt::format("{} layers={} d_model={} heads={} ff={} seq={} batch={} dtype={} optimizer={} device={}",
+                                 c.model, c.layers, c.d_model, c.heads, c.ff, c.seq, c.batch, c.dtype, c.optimizer,
+                                 c.device);
+  if (!c.checkpoint.empty()) text += fmt::format(" checkpoint={}", fmt::join(c.checkpoint, ","));
+  return text;
 }
 
 std::unique_ptr<Workload> Workload::create(const Config& c) {

@@ -3,6 +3,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace memrec::workloads {
 
@@ -19,12 +21,16 @@ struct Config {
   std::string dtype = "fp32";       // fp32 | bf16 | fp16
   std::string optimizer = "adam";   // adam | sgd
   std::string device = "cuda";      // cuda | cpu
+  std::vector<int> checkpoint;      // layers (blocks) run with activation checkpointing, by index
 };
+
+// "all" (every layer) or a comma-separated list of layer indices like "0,3"; throws memrec::Error.
+std::vector<int> parse_layer_list(std::string_view spec, int layers);
 
 // Sizes that finish a 12-layer run in seconds on two cores with Debian's libtorch (OpenBLAS).
 Config cpu_defaults(Config c);
 // Throws memrec::Error for anything invalid (unknown model/dtype/optimizer, sizes, heads not dividing d_model,
-// cuda without a GPU, fp16 on CPU).
+// cuda without a GPU, fp16 on CPU, checkpointed layers out of range).
 void validate(const Config& c);
 bool cuda_available();
 std::string describe(const Config& c);
@@ -37,6 +43,13 @@ class Workload {
   virtual ~Workload() = default;
   // One forward + backward + optimizer step; waits for the GPU. Returns milliseconds.
   virtual double step(int index) = 0;
+  // Forward and backward without the optimizer step: the loss and each parameter's gradient norm, in
+  // parameter order. Gradients are cleared again afterwards. For checking that checkpointing changes nothing.
+  struct Gradients {
+    double loss = 0;
+    std::vector<double> norms;
+  };
+  virtual Gradients gradients() = 0;
   virtual long parameters() const = 0;
 };
 
