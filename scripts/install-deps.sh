@@ -7,7 +7,7 @@ packages=(
   libcereal-dev libzstd-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev libboost-stacktrace-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev
-  xvfb xauth x11-apps imagemagick
+  xvfb xauth x11-apps imagemagick chromium
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 #include "memrec/analysis.h"
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <map>
 #include <unordered_map>
@@ -194,6 +195,26 @@ int64_t PhaseIndex::next_start(int64_t t) const {
   return it == ids_.end() ? INT64_MAX : s_.scopes[*it].start_ns;
 }
 
+bool natural_less(std::string_view a, std::string_view b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t i_end = a.find_first_not_of("0123456789", i), j_end = b.find_first_not_of("0123456789", j);
+      std::string_view x = a.substr(i, i_end - i), y = b.substr(j, j_end - j);
+      x.remove_prefix(std::min(x.find_first_not_of('0'), x.size()));
+      y.remove_prefix(std::min(y.find_first_not_of('0'), y.size()));
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      i = i_end == std::string_view::npos ? a.size() : i_end;
+      j = j_end == std::string_view::npos ? b.size() : j_end;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i, ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
 std::string layer_of(const std::string& module) {
   size_t dot = module.find('.');
   if (dot == std::string::npos) return module;
@@ -240,7 +261,7 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
     g.by_category[static_cast<size_t>(c)] += a.size;
   }
   std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.key < b.key;
+    return a.bytes != b.bytes ? a.bytes > b.bytes : natural_less(a.key, b.key);
   });
   return out;
 }

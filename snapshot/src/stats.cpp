@@ -153,6 +153,10 @@ void render_kernels(std::string& out, const json& kernels) {
 }
 
 void render_fragmentation(std::string& out, const json& f) {
+  if (f["segments"].get<uint64_t>() == 0) {
+    out += "fragmentation: no reserved segments recorded (the CPU allocator keeps no cache)\n";
+    return;
+  }
   auto line = [&](const char* what, const char* key) {
     out += fmt::format("  {:<44} {:>12}\n", what, format_bytes(f[key]));
   };
@@ -183,6 +187,7 @@ void render_oom(std::string& out, const json& o) {
 }
 
 std::string peak_line(const char* what, const json& p) {
+  if (p["bytes"].get<uint64_t>() == 0) return fmt::format("{:<15} {:>12}\n", what, "none");
   std::string step = p["training_step"].get<std::string>();
   return fmt::format("{:<15} {:>12}  at +{} (event {}){}\n", what, format_bytes(p["bytes"]),
                      format_duration(p["time_ns"]), p["event"].get<int64_t>(), step.empty() ? "" : ", " + step);

@@ -171,6 +171,15 @@ TEST(Analysis, OomFromFragmentationIsExplained) {
   EXPECT_FALSE(explain_ooms(s, r2).at(1).caused_by_fragmentation);
 }
 
+TEST(Analysis, NaturalOrderComparesNumbersAsNumbers) {
+  EXPECT_TRUE(natural_less("layers.2", "layers.10"));
+  EXPECT_FALSE(natural_less("layers.10", "layers.2"));
+  EXPECT_TRUE(natural_less("layers.2", "layers.2.self_attn"));
+  EXPECT_TRUE(natural_less("a", "b"));
+  EXPECT_FALSE(natural_less("layers.02", "layers.2"));
+  EXPECT_FALSE(natural_less("layers.2", "layers.02"));
+}
+
 TEST(Analysis, KernelStatsSumGpuTimePerName) {
   Snapshot s;
   auto kernel = [&](const char* name, int64_t start, int64_t end, uint8_t device = 0) {

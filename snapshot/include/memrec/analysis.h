@@ -80,6 +80,8 @@ uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t);
 
 // The name of the enclosing scope of `kind` for a scope id, or "" (walks parents).
 std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind);
+// Orders names with embedded numbers as people do: "layers.2" < "layers.10".
+bool natural_less(std::string_view a, std::string_view b);
 // "layers.3.self_attn.out_proj" -> "layers.3": a module path's first two components.
 std::string layer_of(const std::string& module);
 
