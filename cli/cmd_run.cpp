@@ -46,8 +46,9 @@ Window parse_window(const std::string& spec, int total_steps) {
   };
   std::string_view rest = spec;
   std::map<std::string, bool> seen;
-  while (!rest.empty()) {
+  for (bool last = false; !last;) {
     std::string_view item = rest.substr(0, rest.find(','));
+    last = item.size() == rest.size();
     rest.remove_prefix(std::min(rest.size(), item.size() + 1));
     size_t eq = item.find('=');
     std::string key(item.substr(0, eq));

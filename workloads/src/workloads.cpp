@@ -305,15 +305,15 @@ std::vector<int> parse_layer_list(std::string_view spec, int layers) {
     return out;
   }
   std::set<int> seen;
-  while (true) {
-    std::string_view item = spec.substr(0, spec.find(','));
+  for (std::string_view rest = spec;;) {
+    std::string_view item = rest.substr(0, rest.find(','));
     int i = -1;
     auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), i);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size() || i < 0 || i >= layers)
       throw Error(fmt::format("--checkpoint '{}': expected all or layer indices 0..{} like 0,3", spec, layers - 1));
     if (seen.insert(i).second) out.push_back(i);
-    if (item.size() == spec.size()) return out;
-    spec.remove_prefix(item.size() + 1);
+    if (item.size() == rest.size()) return out;
+    rest.remove_prefix(item.size() + 1);
   }
 }
 
