@@ -1,51 +1,112 @@
 #!/usr/bin/env bash
 # One device call: configure + build with CUDA, run the recorder tests (GPU ones included), record the 12-layer
-# transformer, run the recorder benchmarks. Logs and results go to $OUT (default ./out).
+# transformer, check the checkpointing what-if against measured runs, run the recorder benchmarks.
+# Logs and results go to $OUT (default ./out).
 # Needs cereal's headers carried in .deps (see docs/library.md) and PyTorch with libtorch installed.
+#
+# Each section runs in a subshell with `set -e`, so its first failing command ends it with that status; the next
+# sections still run, and summary.txt ends with every section's result. The script exits non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 BUILD=${BUILD:-build-gpu}
-status=0
-step() { echo "== $*" | tee -a "$OUT/summary.txt"; }
-record() { local rc=$1; shift; echo "   -> rc=$rc ($*)" | tee -a "$OUT/summary.txt"; [ "$rc" = 0 ] || status=1; }
+MEMREC=$BUILD/cli/memrec
+results=()
 
-# At most 8 files come back from the device machine: summary.txt, build.log, tests.log, run12.log, bench.log, bench.json.
+# At most 8 files come back from the device machine: summary.txt, build.log, tests.log, run12.log,
+# checkpoint.txt, bench.log, bench.json.
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+
+# section NAME FUNCTION: runs FUNCTION under set -e (not inside `if` or `||`, where bash would ignore -e).
+section() {
+  say "== $1"
+  ( set -e; "$2" )
+  local rc=$?
+  say "   -> rc=$rc ($1)"
+  results+=("$(printf '%-12s %s' "$1" "$([ $rc = 0 ] && echo ok || echo "FAILED (rc=$rc)")")")
+}
+
+configure() {
+  local prefix
+  prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMREC_WITH_CUDA=ON -DMEMREC_WITH_VIEWER=OFF \
+    -DMEMREC_EXTRA_INCLUDE="$PWD/.deps/usr/include" -DCMAKE_PREFIX_PATH="$prefix" > /tmp/configure.log 2>&1 ||
+    { tail -40 /tmp/configure.log | tee -a "$OUT/summary.txt"; return 1; }
+}
+
+build() {
+  ninja -C "$BUILD" -j16 -k 0 memrec memrec_recorder_tests bench_recorder memrec_example > "$OUT/build.log" 2>&1 ||
+    { grep -E "error|FAILED" "$OUT/build.log" | head -40 | tee -a "$OUT/summary.txt"; return 1; }
+}
+
+tests() {
+  local rc=0
+  (cd /tmp && timeout 300 "$OLDPWD/$BUILD/tests/memrec_recorder_tests" --gtest_color=no) > "$OUT/tests.log" 2>&1 || rc=$?
+  grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|Expected|Which is|  Actual|^--checkpoint|^[a-z0-9,()]+ +[0-9.]+ " \
+    "$OUT/tests.log" | head -100 || true
+  return $rc
+}
+
+run12() {
+  "$MEMREC" run transformer --layers 12 -o /tmp/run12.memrec --pickle /tmp/run12.pickle > "$OUT/run12.log" 2>&1 ||
+    { cat "$OUT/run12.log"; return 1; }
+  cat "$OUT/run12.log"
+}
+
+peak_of() { "$MEMREC" stats "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_allocated"]["bytes"])'; }
+
+# The 12-layer GPU transformer plain and with three checkpointing choices; memrec whatif on the plain run predicts
+# each measured peak (issue 7's acceptance: within 5%). Two steps (one warmup): the second has Adam's state.
+checkpoint() {
+  local table=$OUT/checkpoint.txt base="$MEMREC run transformer --layers 12 --warmup 1 --steps 2 --kernels off"
+  $base -o /tmp/ckpt-none.memrec > /tmp/ckpt-none.log 2>&1 || { cat /tmp/ckpt-none.log; return 1; }
+  local plain every_other="0,2,4,6,8,10" failed=0
+  plain=$(peak_of /tmp/ckpt-none.memrec)
+  { grep "^config:" /tmp/ckpt-none.log; printf '%-16s %14s %14s %8s\n' "--checkpoint" "predicted MiB" "measured MiB" "error"
+    python3 -c "print(f'{\"(none)\":<16} {\"\":>14} {$plain / 2**20:14.2f}')"; } > "$table"
+  for layers in all 0,1,2,3,4,5 "$every_other"; do
+    local file=/tmp/ckpt-$layers.memrec measured predicted
+    $base --checkpoint "$layers" -o "$file" > "$file.log" 2>&1 || { cat "$file.log"; return 1; }
+    measured=$(peak_of "$file")
+    predicted=$("$MEMREC" whatif checkpoint /tmp/ckpt-none.memrec --layers "$layers" --json |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["predicted_peak"])')
+    python3 - "$layers" "$predicted" "$measured" >> "$table" <<'EOF' || failed=1
+import sys
+layers, predicted, measured = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+error = (predicted - measured) / measured
+print(f"{layers:<16} {predicted / 2**20:14.2f} {measured / 2**20:14.2f} {100 * error:7.1f}%")
+sys.exit(abs(error) >= 0.05)
+EOF
+  done
+  cat "$table" | tee -a "$OUT/summary.txt"
+  [ $failed = 0 ] || { say "   a prediction is off by 5% or more"; return 1; }
+}
+
+example() {
+  "$BUILD/recorder/example/memrec_example" /tmp/example.memrec 2>&1 | tee -a "$OUT/summary.txt"
+}
+
+benchmarks() {
+  timeout 240 "$BUILD/bench/bench_recorder" --benchmark_enable_random_interleaving=true --benchmark_repetitions=5 \
+    --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.log" 2>&1 || { cat "$OUT/bench.log"; return 1; }
+  cat "$OUT/bench.log"
+}
+
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; g++ --version | head -1; } \
   >> "$OUT/summary.txt" 2>&1
-TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+section configure configure
+section build build
+section tests tests
+section run12 run12
+section checkpoint checkpoint
+section example example
+section benchmarks benchmarks
 
-step configure
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMREC_WITH_CUDA=ON -DMEMREC_WITH_VIEWER=OFF \
-  -DMEMREC_EXTRA_INCLUDE="$PWD/.deps/usr/include" -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" > /tmp/configure.log 2>&1
-record $? configure
-[ $status = 0 ] || { tail -40 /tmp/configure.log | tee -a "$OUT/summary.txt"; exit 1; }
-
-step build
-ninja -C "$BUILD" -j16 -k 0 memrec memrec_recorder_tests bench_recorder memrec_example > "$OUT/build.log" 2>&1
-record $? build
-grep -E "error|FAILED" "$OUT/build.log" | head -40 | tee -a "$OUT/summary.txt"
-
-step tests
-(cd /tmp && timeout 300 "$OLDPWD/$BUILD/tests/memrec_recorder_tests" --gtest_color=no) > "$OUT/tests.log" 2>&1
-record $? tests
-grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|Expected|Which is|  Actual" "$OUT/tests.log" | head -80
-
-step "memrec run transformer --layers 12"
-"$BUILD/cli/memrec" run transformer --layers 12 -o /tmp/run12.memrec --pickle /tmp/run12.pickle > "$OUT/run12.log" 2>&1
-record $? run12
-cat "$OUT/run12.log"
-
-step example
-"$BUILD/recorder/example/memrec_example" /tmp/example.memrec 2>&1 | tee -a "$OUT/summary.txt"
-record $? example
-
-step benchmarks
-timeout 240 "$BUILD/bench/bench_recorder" --benchmark_enable_random_interleaving=true --benchmark_repetitions=5 \
-  --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.log" 2>&1
-record $? benchmarks
-cat "$OUT/bench.log"
-
-step "done: status $status"
+say "== summary"
+status=0
+for r in "${results[@]}"; do
+  say "   $r"
+  [[ $r == *FAILED* ]] && status=1
+done
 exit $status
