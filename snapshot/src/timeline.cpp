@@ -200,6 +200,7 @@ void Lane::columns(int64_t t0, double dt, std::span<uint32_t> out) const {
 namespace {
 
 void sort_lane(Lane& lane) {
+  if (std::is_sorted(lane.starts.begin(), lane.starts.end())) return;  // recorders append in start order
   std::vector<size_t> order(lane.ids.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lane.starts[a] < lane.starts[b]; });

@@ -37,7 +37,7 @@ struct Mouse {
 class Driven {
  public:
   explicit Driven(const std::string& fixture)
-      : app_(viewer::Document::open(std::string(MEMREC_TEST_DATA) + "/" + fixture, -1), 1280, 720, true) {
+      : app_(std::string(MEMREC_TEST_DATA) + "/" + fixture, -1, 1280, 720, true) {
     input_ = [this](ImGuiIO& io) {
       io.MousePos = mouse_.pos;
       io.MouseDown[0] = mouse_.down;

@@ -51,14 +51,16 @@ struct FramebufferApi {
 
 }  // namespace
 
-App::App(std::unique_ptr<Document> doc, int width, int height, bool offscreen)
-    : doc_(std::move(doc)), width_(width), height_(height), offscreen_(offscreen) {
+App::App(const std::string& path, int device, int width, int height, bool offscreen)
+    : App(std::async(std::launch::async, Document::open, path, device), width, height, offscreen) {}
+
+App::App(std::future<std::unique_ptr<Document>> loading, int width, int height, bool offscreen)
+    : width_(width), height_(height), offscreen_(offscreen) {
   if (!glfwInit()) throw Error("cannot open a window: no display (set DISPLAY, or run under xvfb-run -a)");
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
   if (offscreen_) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
-  std::string title = "memrec - " + doc_->path;
-  window_ = glfwCreateWindow(offscreen_ ? 64 : width, offscreen_ ? 64 : height, title.c_str(), nullptr, nullptr);
+  window_ = glfwCreateWindow(offscreen_ ? 64 : width, offscreen_ ? 64 : height, "memrec", nullptr, nullptr);
   if (!window_) {
     glfwTerminate();
     throw Error("cannot create an OpenGL 3.0 window");
@@ -81,6 +83,8 @@ App::App(std::unique_ptr<Document> doc, int width, int height, bool offscreen)
   ImGui::StyleColorsDark();
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
   ImGui_ImplOpenGL3_Init("#version 130");
+  doc_ = loading.get();
+  glfwSetWindowTitle(window_, ("memrec - " + doc_->path).c_str());
   state_.fit_all(*doc_);
   state_.set_instant(*doc_, doc_->replay->peak_allocated().step);
 }
@@ -179,12 +183,18 @@ void App::build_ui() {
 
 namespace {
 
-// The instant --at names: the allocated peak, or a time after the recording's start.
-uint32_t instant_for(const Document& doc, const std::string& at) {
-  if (at.empty() || at == "peak") return doc.replay->peak_allocated().step;
+// What --at names: nullopt for the allocated peak, else a time after the recording's start. Checked before
+// anything opens.
+std::optional<int64_t> parse_at(const std::string& at) {
+  if (at.empty() || at == "peak") return std::nullopt;
   auto offset = parse_duration(at);
   if (!offset) throw Error("--at wants 'peak' or a time after the start like 12ms, 1.5s, 300us: " + at);
-  return doc.timeline->step_at(doc.timeline->begin_ns() + *offset);
+  return offset;
+}
+
+uint32_t instant_for(const Document& doc, std::optional<int64_t> at) {
+  if (!at) return doc.replay->peak_allocated().step;
+  return doc.timeline->step_at(doc.timeline->begin_ns() + *at);
 }
 
 // The inspector starts on the biggest block live at the instant that has a stack: the usual first question.
@@ -221,10 +231,10 @@ void print_layout(App& app, const std::string& png) {
 }  // namespace
 
 int run(const Options& options) {
-  auto doc = Document::open(options.path, options.device);
-  uint32_t instant = instant_for(*doc, options.at);
+  std::optional<int64_t> at = parse_at(options.at);
   bool offscreen = !options.screenshot.empty();
-  App app(std::move(doc), options.width, options.height, offscreen);
+  App app(options.path, options.device, options.width, options.height, offscreen);
+  uint32_t instant = instant_for(app.doc(), at);
   app.state().set_instant(app.doc(), instant);
   app.state().selected_allocation = largest_with_stack(app.doc(), instant);
   if (offscreen) {

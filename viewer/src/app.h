@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -14,9 +15,12 @@ namespace memrec::viewer {
 
 class App {
  public:
-  // Opens a window (throws memrec::Error without a display). Off-screen renders into a width x height
-  // framebuffer of its own behind a hidden window, so the screen's size does not matter.
-  App(std::unique_ptr<Document> doc, int width, int height, bool offscreen);
+  // Opens a window (throws memrec::Error without a display) while `loading` finishes on its own thread, then
+  // takes the document (rethrowing its load error). Off-screen renders into a width x height framebuffer of its
+  // own behind a hidden window, so the screen's size does not matter.
+  App(std::future<std::unique_ptr<Document>> loading, int width, int height, bool offscreen);
+  // Starts loading `path` on another thread and opens the window meanwhile.
+  App(const std::string& path, int device, int width, int height, bool offscreen);
   ~App();
   App(const App&) = delete;
   App& operator=(const App&) = delete;
