@@ -58,8 +58,9 @@ peak_of() { "$MEMREC" stats "$1" --json | python3 -c 'import json,sys; print(jso
 
 # The 12-layer GPU transformer plain and with three checkpointing choices; memrec whatif on the plain run predicts
 # each measured peak (issue 7's acceptance: within 5%). Two steps (one warmup): the second has Adam's state.
+# No stacks or kernels: the prediction needs only events and scopes, and the runs stay short.
 checkpoint() {
-  local table=$OUT/checkpoint.txt base="$MEMREC run transformer --layers 12 --warmup 1 --steps 2 --kernels off"
+  local table=$OUT/checkpoint.txt base="$MEMREC run transformer --layers 12 --warmup 1 --steps 2 --kernels off --stacks off"
   $base -o /tmp/ckpt-none.memrec > /tmp/ckpt-none.log 2>&1 || { cat /tmp/ckpt-none.log; return 1; }
   local plain every_other="0,2,4,6,8,10" failed=0
   plain=$(peak_of /tmp/ckpt-none.memrec)
