@@ -57,7 +57,7 @@ run12() {
 peak_of() { "$MEMREC" stats "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_allocated"]["bytes"])'; }
 
 # The 12-layer GPU transformer plain and with three checkpointing choices; memrec whatif on the plain run predicts
-# each measured peak (issue 7's acceptance: within 5%). Two steps (one warmup): the second has Adam's state.
+# each measured peak (issue 7's acceptance: within 5%). One warmup step, so the measured ones have Adam's state.
 # No stacks or kernels: the prediction needs only events and scopes, and the runs stay short.
 checkpoint() {
   local table=$OUT/checkpoint.txt base="$MEMREC run transformer --layers 12 --warmup 1 --steps 2 --kernels off --stacks off"
