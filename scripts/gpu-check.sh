@@ -42,7 +42,8 @@ configure() {
 }
 
 build() {
-  ninja -C "$BUILD" -j16 -k 0 memrec memrec_recorder_tests bench_recorder memrec_example > "$OUT/build.log" 2>&1 ||
+  ninja -C "$BUILD" -j16 -k 0 memrec memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format \
+    > "$OUT/build.log" 2>&1 ||
     { grep -E "error|FAILED" "$OUT/build.log" | head -40 | tee -a "$OUT/summary.txt"; return 1; }
 }
 
@@ -100,6 +101,13 @@ benchmarks() {
   cat "$OUT/bench.log"
 }
 
+# Absolute times of the snapshot library (no GPU needed, but this is the machine benchmarks are quoted from).
+analysis_bench() {
+  timeout 150 "$BUILD/bench/bench_analysis" --benchmark_filter="/10000000$" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
+  timeout 60 "$BUILD/bench/bench_format" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
+    grep -E "_median|^Benchmark" | tee -a "$OUT/summary.txt"
+}
+
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; g++ --version | head -1; } \
   >> "$OUT/summary.txt" 2>&1
 section configure configure
@@ -109,6 +117,7 @@ section run12 run12
 section checkpoint checkpoint
 section example example
 section benchmarks benchmarks
+section analysis_bench analysis_bench
 
 say "== summary"
 status=0
