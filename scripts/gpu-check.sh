@@ -36,7 +36,7 @@ section() {
 configure() {
   local prefix
   prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMREC_WITH_CUDA=ON -DMEMREC_WITH_VIEWER=OFF \
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMREC_WITH_CUDA=ON -DMEMREC_WITH_VIEWER=OFF -DMEMREC_INSTALL=OFF \
     -DMEMREC_EXTRA_INCLUDE="$PWD/.deps/usr/include" -DCMAKE_PREFIX_PATH="$prefix" > /tmp/configure.log 2>&1 ||
     { tail -40 /tmp/configure.log | tee -a "$OUT/summary.txt"; return 1; }
 }
