@@ -5,6 +5,7 @@
 #include <map>
 
 #include <nlohmann/json.hpp>
+#include <torch/version.h>
 
 #include "common/process.h"
 
@@ -64,8 +65,15 @@ TEST_F(RecordedRuns, ParametersGradientsAndAdamStateMatchTheModelSize) {
   for (int layers : {2, 4}) {
     auto by_category = rows(json("stats " + quote(files_[layers]) + " --by category"));
     uint64_t weights = kParamsPerLayer * layers * sizeof(float);
-    EXPECT_EQ(by_category.at("gradient")["bytes"], weights) << layers;
     EXPECT_EQ(by_category.at("optimizer_state")["bytes"], 2 * weights) << layers;  // exp_avg, exp_avg_sq
+    // libtorch 1.13's zero_grad zeroes gradients in place, so all of them are live at the backward peak; 2.x sets
+    // them to None, so only those the running backward has made so far are.
+    uint64_t gradients = by_category.at("gradient")["bytes"];
+    EXPECT_GT(gradients, 0u) << layers;
+    EXPECT_LE(gradients, weights) << layers;
+#if TORCH_VERSION_MAJOR < 2
+    EXPECT_EQ(gradients, weights) << layers;
+#endif
     EXPECT_GE(by_category.at("parameter")["bytes"].get<uint64_t>(), weights) << layers;  // plus the input batch
   }
 }
