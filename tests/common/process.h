@@ -1,11 +1,14 @@
 // Running the memrec binary (or python3) from tests and capturing what it printed.
 #pragma once
 
+#include <ftw.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 namespace memrec::testing {
@@ -29,14 +32,19 @@ inline CommandResult run_command(const std::string& command) {
 
 inline std::string quote(const std::string& s) { return "'" + s + "'"; }
 
-// A fresh folder under the system temp dir, removed by the destructor.
+// A fresh folder under the system temp dir, removed by the destructor. Removal goes through POSIX nftw rather
+// than std::filesystem::remove_all, which crashed test binaries linked with pip's libtorch 2.11.
 struct TempDir {
   std::filesystem::path path;
   TempDir() {
     std::string tmpl = (std::filesystem::temp_directory_path() / "memrec-test-XXXXXX").string();
-    path = mkdtemp(tmpl.data());
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
+    path = tmpl;
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~TempDir() {
+    auto remove_entry = [](const char* name, const struct stat*, int, struct FTW*) { return ::remove(name); };
+    nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  }
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
