@@ -1,5 +1,7 @@
 #include "memrec/load.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "memrec/format.h"
@@ -12,7 +14,7 @@ constexpr unsigned char kPickleProto = 0x80;
 
 int first_byte(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + path);
+  if (!in) throw Error("cannot open " + path + ": " + std::strerror(errno));
   return in.get();
 }
 
