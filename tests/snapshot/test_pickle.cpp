@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 using test::facts_script;
 using test::fixture;
-using test::TempDir;
+using testing::TempDir;
 
 json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -24,7 +24,7 @@ json read_json(const std::string& path) {
 }
 
 json python_facts(const std::string& pickle, const TempDir& tmp) {
-  std::string out = tmp.path("facts.json");
+  std::string out = tmp / "facts.json";
   EXPECT_EQ(facts_script("facts", pickle, out), 0);
   return read_json(out);
 }
@@ -160,7 +160,7 @@ TEST_P(PickleFixture, AllocatorSettingsKeptAsJson) {
 }
 
 TEST_P(PickleFixture, ExportLoadsInPythonEqualToTheOriginal) {
-  std::string out = tmp.path("export.pickle");
+  std::string out = tmp / "export.pickle";
   export_pickle_file(import_pickle_file(path()), out);
   EXPECT_EQ(facts_script("diff", path(), out), 0);
 }
@@ -189,7 +189,7 @@ const std::set<std::string> kMemoryVizOpcodes = {
     "TUPLE1",     "TUPLE2",       "TUPLE3",      "BINFLOAT"};
 
 TEST_P(PickleFixture, ExportUsesOnlyMemoryVizOpcodes) {
-  std::string out = tmp.path("export.pickle"), ops = tmp.path("ops.json");
+  std::string out = tmp / "export.pickle", ops = tmp / "ops.json";
   export_pickle_file(import_pickle_file(path()), out);
   ASSERT_EQ(facts_script("opcodes", out, ops), 0);
   json j = read_json(ops);
@@ -199,7 +199,7 @@ TEST_P(PickleFixture, ExportUsesOnlyMemoryVizOpcodes) {
 }
 
 TEST_P(PickleFixture, Protocol5ImportsAndConvertsTo4) {
-  std::string p5 = tmp.path("p5.pickle"), p4 = tmp.path("p4.pickle");
+  std::string p5 = tmp / "p5.pickle", p4 = tmp / "p4.pickle";
   ASSERT_EQ(facts_script("proto5", path(), p5), 0);
   ASSERT_EQ(test::read_bytes(p5).at(1), 5);
   Snapshot s = import_pickle_file(p5);
@@ -243,7 +243,7 @@ Snapshot two_device_history() {
 TEST(Pickle, TwoDevicesOomAndSettingsRoundTrip) {
   TempDir tmp;
   Snapshot s = two_device_history();
-  std::string out = tmp.path("two.pickle");
+  std::string out = tmp / "two.pickle";
   export_pickle_file(s, out);
   EXPECT_TRUE(import_pickle_file(out) == s);
   json facts = python_facts(out, tmp);
@@ -304,7 +304,7 @@ TEST(Pickle, SyntheticHistoryRoundTrips) {
 
 TEST(Pickle, LegacyEntriesWithoutFramesGetTheEmptyStack) {
   TempDir tmp;
-  std::string p = tmp.path("legacy.pickle");
+  std::string p = tmp / "legacy.pickle";
   test::python_pickle(
       "{'segments': [{'address': 4096, 'total_size': 8192, 'stream': 0, 'segment_type': 'large',"
       " 'blocks': [{'address': 4096, 'size': 8192, 'state': 'inactive'}]}],"

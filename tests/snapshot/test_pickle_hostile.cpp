@@ -136,7 +136,7 @@ TEST(PickleHostile, ACyclicValueIsAnErrorNotARecursion) {
 }
 
 TEST(PickleHostile, SharedValuesCannotExpandWithoutBound) {
-  test::TempDir tmp;
+  testing::TempDir tmp;
   const std::vector<std::string> bombs = {
       // 2^60 leaves from 60 memoized lists
       "{'segments': [], 'device_traces': [],"
@@ -146,7 +146,7 @@ TEST(PickleHostile, SharedValuesCannotExpandWithoutBound) {
       " 'device_traces': []}",
   };
   for (size_t i = 0; i < bombs.size(); ++i) {
-    std::string p = tmp.path(fmt::format("bomb{}.pickle", i));
+    std::string p = tmp / fmt::format("bomb{}.pickle", i);
     test::python_pickle(bombs[i], p);
     expect_error(test::read_bytes(p), "expand beyond");
   }
@@ -211,9 +211,9 @@ TEST(PickleHostile, WrongSchemaNamesThePath) {
        "external_annotations[0].stage: expected 'START' or 'END'"},
       {"{'segments': [], 'device_traces': [], 1: 2}", "<key>: expected str, got int"},
   };
-  test::TempDir tmp;
+  testing::TempDir tmp;
   for (size_t i = 0; i < cases.size(); ++i) {
-    std::string p = tmp.path(fmt::format("case{}.pickle", i));
+    std::string p = tmp / fmt::format("case{}.pickle", i);
     test::python_pickle(cases[i].first, p);
     expect_error(test::read_bytes(p), cases[i].second);
   }

@@ -7,33 +7,16 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "common/process.h"  // testing::TempDir
+
 namespace memrec::test {
 
 inline std::string fixture(const std::string& name) { return std::string(MEMREC_TEST_DATA) + "/" + name; }
-
-// A per-test scratch directory, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = fmt::format("memrec_pickle_{}_{}_{}", getpid(), info->test_suite_name(), info->name());
-    for (char& c : name)
-      if (c == '/') c = '_';
-    dir_ = std::filesystem::temp_directory_path() / name;
-    std::filesystem::create_directories(dir_);
-  }
-  ~TempDir() { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& file) const { return (dir_ / file).string(); }
-
- private:
-  std::filesystem::path dir_;
-};
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
