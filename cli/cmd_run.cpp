@@ -1,5 +1,10 @@
 // `memrec run <workload>`: build a libtorch workload, record it, write the snapshot, print where memory went.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -28,6 +33,8 @@ struct RunArgs {
   std::string record;      // "wait=2,warmup=1,active=3"; empty = record everything
   std::string stacks = "on", kernels = "on", capture = "auto";
   bool free_stacks = false;
+  uint64_t max_events = 0;  // 0 = no cap
+  double buffer_mb = 0;     // 0 = the recorder's default
   std::vector<CLI::Option*> sizes;  // options whose CPU defaults differ
 };
 
@@ -117,6 +124,14 @@ void print_groups(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by,
                groups[i].key.empty() ? "<none>" : groups[i].key);
 }
 
+void print_drops(const RecorderStats& st) {
+  if (st.dropped + st.scopes_dropped + st.kernels_dropped == 0) return;
+  fmt::print("WARNING: the recording is incomplete: {} allocator events dropped ({} with the buffer full, {} over "
+             "--max-events, {} CPU blocks not wrappable), {} scope records and {} kernels dropped\n",
+             st.dropped, st.dropped_buffer_full, st.dropped_over_cap, st.cpu_unwrapped, st.scopes_dropped,
+             st.kernels_dropped);
+}
+
 void report(const Snapshot& s, const RecorderStats& st, int64_t t0) {
   Replay replay(s, 0);
   const Peak& pa = replay.peak_allocated();
@@ -131,16 +146,57 @@ void report(const Snapshot& s, const RecorderStats& st, int64_t t0) {
     print_groups(s, replay, pa.step, GroupBy::module, "top modules at the peak");
     print_groups(s, replay, pa.step, GroupBy::op, "top ops at the peak");
   }
-  fmt::print("events: {}  kernels: {}  scopes: {}  unique frames: {}  dropped: {}{}\n", s.events.size(),
-             s.kernels.size(), s.scopes.size() - 1, s.frames.size(), s.dropped_events,
-             s.dropped_events ? "  (WARNING: the recording is incomplete)" : "");
+  fmt::print("events: {}  kernels: {}  scopes: {}  unique frames: {}  dropped: {}\n", s.events.size(),
+             s.kernels.size(), s.scopes.size() - 1, s.frames.size(), st.dropped + st.scopes_dropped + st.kernels_dropped);
+  print_drops(st);
   fmt::print("symbolized {} unique addresses in {:.1f} ms (on the drain thread, as they first appeared)\n",
              st.unique_frames, st.symbolize_ms);
   if (st.cpu_zero_allocs) fmt::print("zero-byte CPU allocations (no memory, not events): {}\n", st.cpu_zero_allocs);
 }
 
-void run(const RunArgs& a, const std::string& command_line) {
-  workloads::Config c = resolve_config(a);
+void finish(const RunArgs& a, const Recorder& rec, const std::vector<double>& times) {
+  const Snapshot& s = rec.snapshot();
+  int64_t t0 = s.events.empty() ? 0 : s.events.front().time_ns;
+  double mean = 0;
+  for (double t : times) mean += t / times.size();
+  if (!times.empty()) fmt::print("mean step: {:.1f} ms over {} steps\n", mean, times.size());
+  report(s, rec.stats(), t0);
+  fmt::print("wrote {} ({})\n", a.output, format_bytes(std::filesystem::file_size(a.output)));
+  if (!a.pickle.empty()) {
+    export_pickle_file(s, a.pickle);
+    fmt::print("wrote {} (open in pytorch.org/memory_viz)\n", a.pickle);
+  }
+}
+
+// SIGINT and SIGTERM end a recording cleanly: the running step finishes, then the file is closed and the summary
+// printed. A second signal quits at once, which leaves the file as a SIGKILL would: readable up to the last flush.
+// Signals the parent set to be ignored (a shell's background job and SIGINT) stay ignored, as in Python.
+std::atomic<int> g_signal{0};
+std::string g_first_notice, g_second_notice;  // formatted in advance: the handler may only write()
+
+extern "C" void on_interrupt(int sig) {
+  const std::string& notice = g_signal.exchange(sig) ? g_second_notice : g_first_notice;
+  ssize_t ignored = write(STDERR_FILENO, notice.data(), notice.size());
+  (void)ignored;
+  if (&notice == &g_second_notice) _exit(128 + sig);
+}
+
+void catch_interrupts(const std::string& output) {
+  g_first_notice = fmt::format("memrec: interrupted: finishing this step, then writing {} (again to quit at once)\n",
+                               output);
+  g_second_notice = fmt::format("memrec: interrupted again: quitting now; {} holds what was flushed\n", output);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) != 0 || current.sa_handler == SIG_IGN) continue;
+    struct sigaction handler {};
+    handler.sa_handler = on_interrupt;
+    sigemptyset(&handler.sa_mask);
+    handler.sa_flags = SA_RESTART;
+    sigaction(sig, &handler, nullptr);
+  }
+}
+
+RecorderOptions recorder_options(const RunArgs& a, const workloads::Config& c) {
   RecorderOptions opt;
   opt.output = a.output;
   opt.stacks = a.stacks == "on";
@@ -148,6 +204,22 @@ void run(const RunArgs& a, const std::string& command_line) {
   opt.kernels = a.kernels == "on";
   opt.capture = parse_capture(a.capture);
   opt.cuda = c.device == "cuda";
+  opt.max_events = a.max_events;
+  if (a.buffer_mb > 0) opt.buffer_events = buffer_events_for_bytes(static_cast<size_t>(a.buffer_mb * (1 << 20)));
+  return opt;
+}
+
+// How the steps ended, when not all ran.
+struct Ending {
+  std::string oom;  // the allocator's message
+  int signal = 0;
+  int step = -1;    // the step that ran out of memory, or the last one finished before the signal
+};
+
+void run(const RunArgs& a, const std::string& command_line) {
+  workloads::Config c = resolve_config(a);
+  catch_interrupts(a.output);
+  RecorderOptions opt = recorder_options(a, c);
 
   const int total = c.warmup + c.steps;
   const bool windowed = !a.record.empty();
@@ -157,38 +229,48 @@ void run(const RunArgs& a, const std::string& command_line) {
     fmt::print("note: recording steps {}-{} only; the CPU allocator has no state to read, so memory allocated before "
                "them (parameters, optimizer state) is not in the recording\n", window.first, window.last);
   Recorder rec(opt);
+  bool started = false;
   auto begin = [&] {
     rec.start();
+    started = true;
     rec.set_metadata("command", command_line);
     rec.set_metadata("workload", workloads::describe(c));
     rec.set_metadata("record.steps", windowed ? fmt::format("{}-{} ({})", window.first, window.last, a.record)
                                               : "all, with the model's setup and teardown");
   };
   if (!windowed) begin();
-  auto w = workloads::Workload::create(c);
-  fmt::print("parameters: {:.1f} M\n", w->parameters() / 1e6);
+  std::unique_ptr<workloads::Workload> w;
   std::vector<double> times;
-  for (int i = 0; i < total; ++i) {
-    if (windowed && i == window.first) begin();
-    double ms = w->step(i);
-    bool recorded = i >= window.first && i <= window.last;
-    fmt::print("step {:>3}: {:8.1f} ms{}{}\n", i, ms, i < c.warmup ? "  (warmup)" : "",
-               windowed && recorded ? "  (recorded)" : "");
-    if (i >= c.warmup) times.push_back(ms);
-    if (windowed && i == window.last) rec.stop();
+  Ending end;
+  try {
+    w = workloads::Workload::create(c);
+    fmt::print("parameters: {:.1f} M\n", w->parameters() / 1e6);
+    for (int i = 0; i < total && !(end.signal = g_signal.load()); ++i) {
+      if (windowed && i == window.first) begin();
+      end.step = i;
+      double ms = w->step(i);
+      bool recorded = i >= window.first && i <= window.last;
+      fmt::print("step {:>3}: {:8.1f} ms{}{}\n", i, ms, i < c.warmup ? "  (warmup)" : "",
+                 windowed && recorded ? "  (recorded)" : "");
+      if (i >= c.warmup) times.push_back(ms);
+      if (windowed && i == window.last) rec.stop();
+    }
+  } catch (const workloads::OutOfMemory& e) {
+    end.oom = e.what();
   }
   w.reset();  // without a window, parameters and optimizer state are freed inside the recording
   rec.stop();
-  const Snapshot& s = rec.snapshot();
-  int64_t t0 = s.events.empty() ? 0 : s.events.front().time_ns;
-  double mean = 0;
-  for (double t : times) mean += t / times.size();
-  fmt::print("mean step: {:.1f} ms over {} steps\n", mean, times.size());
-  report(s, rec.stats(), t0);
-  fmt::print("wrote {} ({})\n", a.output, format_bytes(std::filesystem::file_size(a.output)));
-  if (!a.pickle.empty()) {
-    export_pickle_file(s, a.pickle);
-    fmt::print("wrote {} (open in pytorch.org/memory_viz)\n", a.pickle);
+  if (started) finish(a, rec, times);
+  if (!end.oom.empty())
+    throw Error(fmt::format("out of memory {}: {}\nthe recording up to the failure is complete in {}: "
+                            "`memrec stats {}` shows what held the memory",
+                            end.step < 0 ? "while building the model" : fmt::format("in step {}", end.step), end.oom,
+                            a.output, a.output));
+  if (end.signal) {
+    fmt::print(stderr, "memrec: stopped by {} {}; {}\n", strsignal(end.signal),
+               end.step < 0 ? "before the first step" : fmt::format("after step {}", end.step),
+               started ? a.output + " is complete" : "nothing was recorded");
+    throw CLI::RuntimeError(128 + end.signal);
   }
 }
 
@@ -226,6 +308,12 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--free-stacks", args->free_stacks, "also a stack per free");
   cmd->add_option("--kernels", args->kernels, "CUPTI kernel timeline (CUDA)")->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--max-events", args->max_events,
+                  "keep at most this many allocator events; later events, scopes and kernels are dropped and counted "
+                  "(caps the recorder's memory; 0 = no cap)")->capture_default_str();
+  cmd->add_option("--buffer-mb", args->buffer_mb,
+                  "memory for events waiting to be written (default: 64k events, about 40 MB); more in one 0.5 s "
+                  "interval are dropped and counted")->check(CLI::PositiveNumber);
   cmd->add_option("--capture", args->capture, "stack capture: auto | unwind_backtrace | boost | torch_unwind")
       ->capture_default_str()->check(CLI::IsMember({"auto", "unwind_backtrace", "boost", "torch_unwind"}));
   cmd->callback([args, cmd] {

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   memrec::cli::add_report_command(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::Error& e) {  // parse errors, and RuntimeError for a chosen exit code
     return app.exit(e);
   } catch (const std::exception& e) {
     fmt::print(stderr, "memrec: error: {}\n", e.what());

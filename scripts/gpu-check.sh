@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: configure + build with CUDA, run the recorder tests (GPU ones included), record the 12-layer
-# transformer, check the checkpointing what-if against measured runs, run the recorder benchmarks.
+# transformer, check the checkpointing what-if against measured runs, run one out of GPU memory, run the recorder
+# benchmarks.
 # Logs and results go to $OUT (default ./out).
 # Needs cereal's headers carried in .deps (see docs/library.md) and PyTorch with libtorch installed.
 #
@@ -15,7 +16,7 @@ MEMREC=$BUILD/cli/memrec
 results=()
 
 # At most 8 files come back from the device machine: summary.txt, build.log, tests.log, run12.log,
-# checkpoint.txt, bench.log, bench.json.
+# checkpoint.txt, oom.log, bench.log, bench.json.
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 # section NAME FUNCTION: runs FUNCTION under set -e (not inside `if` or `||`, where bash would ignore -e).
@@ -91,6 +92,20 @@ EOF
   [ $failed = 0 ] || { say "   a prediction is off by 5% or more"; return 1; }
 }
 
+# Issue 6's OOM forensics: a batch no GPU here holds. The run must fail with one message and leave a complete
+# file with the OOM event, the live blocks and the segments; stats must explain it.
+oom() {
+  local rc=0
+  "$MEMREC" run transformer --layers 12 --batch 512 --warmup 0 --steps 1 -o /tmp/oom.memrec > "$OUT/oom.log" 2>&1 ||
+    rc=$?
+  tail -25 "$OUT/oom.log"
+  [ $rc = 1 ] || { say "   expected exit 1, got $rc"; return 1; }
+  grep -q "memrec: error: out of memory" "$OUT/oom.log"
+  "$MEMREC" info /tmp/oom.memrec | head -40
+  "$MEMREC" stats /tmp/oom.memrec > /tmp/oom-stats.txt
+  grep -A14 "^OOM at" /tmp/oom-stats.txt | tee -a "$OUT/summary.txt"
+}
+
 example() {
   "$BUILD/recorder/example/memrec_example" /tmp/example.memrec 2>&1 | tee -a "$OUT/summary.txt"
 }
@@ -115,6 +130,7 @@ section build build
 section tests tests
 section run12 run12
 section checkpoint checkpoint
+section oom oom
 section example example
 section benchmarks benchmarks
 section analysis_bench analysis_bench

@@ -10,19 +10,49 @@ void Batch::reserve(size_t records_cap, size_t payload_cap) {
   payload.reserve(payload_cap);
 }
 
+void Waker::request() {
+  {
+    std::lock_guard lock(mu_);
+    requested_ = true;
+  }
+  cv_.notify_one();
+}
+
+bool Waker::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [this] { return requested_ || stopped_; });
+  requested_ = false;
+  return !stopped_;
+}
+
+void Waker::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+  }
+  cv_.notify_one();
+}
+
+void Waker::reset() {
+  std::lock_guard lock(mu_);
+  requested_ = stopped_ = false;
+}
+
 EventBuffer& EventBuffer::get() {
   static auto* buffer = new EventBuffer;  // never destroyed: hooks may still run during static destruction
   return *buffer;
 }
 
-void EventBuffer::enable(size_t records_cap, size_t payload_words) {
+void EventBuffer::enable(size_t records_cap, size_t payload_words, uint64_t max_events) {
   std::lock_guard lock(mu_);
   records_cap_ = records_cap;
   payload_cap_ = payload_words;
   active_ = Batch{};
   active_.reserve(records_cap_, payload_cap_);
   next_scope_ = 1;
-  dropped_ = 0;
+  max_events_ = max_events;
+  kept_events_ = 0;
+  drops_ = {};
   woken_ = false;
   enabled_ = true;
   enabled_flag_ = true;
@@ -42,17 +72,20 @@ void EventBuffer::note_fill() {
   if (!woken_ && waker_ &&
       (active_.records.size() * 2 >= records_cap_ || active_.payload.size() * 2 >= payload_cap_)) {
     woken_ = true;
-    waker_->notify_one();
+    waker_->request();
   }
 }
 
 bool EventBuffer::push_event(const Record& r, std::span<const uint64_t> pcs) {
   std::lock_guard lock(mu_);
   if (!enabled_) return false;
-  if (!has_room(pcs.size())) {
-    ++dropped_;
+  bool capped = capped_locked();
+  if (capped || !has_room(pcs.size())) {
+    ++(capped ? drops_.over_cap : drops_.buffer_full);
+    ++drops_.by_action[static_cast<size_t>(r.action)];
     return false;
   }
+  ++kept_events_;
   Record& out = active_.records.emplace_back(r);
   out.payload = static_cast<uint32_t>(active_.payload.size());
   out.payload_len = static_cast<uint16_t>(pcs.size());
@@ -66,8 +99,8 @@ uint32_t EventBuffer::push_scope_open(int64_t start, std::string_view name, Scop
   size_t words = (name.size() + 7) / 8;
   std::lock_guard lock(mu_);
   if (!enabled_) return 0;
-  if (!has_room(words)) {
-    ++dropped_;
+  if (capped_locked() || !has_room(words)) {
+    ++drops_.scopes;
     return 0;
   }
   Record& out = active_.records.emplace_back();
@@ -88,8 +121,8 @@ void EventBuffer::push_scope_close(uint32_t id, int64_t end) {
   if (id == 0) return;
   std::lock_guard lock(mu_);
   if (!enabled_) return;
-  if (!has_room(0)) {
-    ++dropped_;
+  if (!has_room(0)) {  // closes of kept scopes are kept past the cap: they cost no memory in the snapshot
+    ++drops_.scopes;
     return;
   }
   Record& out = active_.records.emplace_back();
@@ -99,23 +132,25 @@ void EventBuffer::push_scope_close(uint32_t id, int64_t end) {
   note_fill();
 }
 
-void EventBuffer::take(Batch& spare) {
+bool EventBuffer::take(Batch& spare) {
   spare.clear();
   if (spare.records.capacity() < records_cap_ || spare.payload.capacity() < payload_cap_)
     spare.reserve(records_cap_, payload_cap_);
   std::lock_guard lock(mu_);
   std::swap(active_, spare);
   woken_ = false;
+  return capped_locked();
 }
 
 void EventBuffer::wake() {
   std::lock_guard lock(mu_);
-  if (enabled_ && waker_) waker_->notify_one();
+  if (enabled_ && waker_) waker_->request();
 }
 
-uint64_t EventBuffer::dropped() const {
+Drops EventBuffer::drops() const {
   std::lock_guard lock(mu_);
-  return dropped_;
+  return drops_;
 }
+
 
 }  // namespace memrec::detail

@@ -43,7 +43,7 @@ void recording_delete(void* ptr) {
 class RecordingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) MEMREC_ALLOC_CONST override {
-    c10::DataPtr dp = g_base.load(std::memory_order_relaxed)->allocate(n);
+    c10::DataPtr dp = allocate_or_record_oom(n);
     if (!g_recording.load(std::memory_order_relaxed)) return dp;
     if (!dp.get()) {  // zero bytes: no pointer, and the deleter never runs
       g_zero.fetch_add(1, std::memory_order_relaxed);
@@ -58,6 +58,21 @@ class RecordingCpuAllocator final : public c10::Allocator {
     return dp;
   }
   c10::DeleterFnPtr raw_deleter() const override { return &recording_delete; }
+
+ private:
+  // An allocation the base allocator refuses (out of memory) is recorded as an oom event, like the CUDA
+  // allocator's, and sent to disk at once: the program is likely to die of it.
+  static c10::DataPtr allocate_or_record_oom(size_t n) {
+    try {
+      return g_base.load(std::memory_order_relaxed)->allocate(n);
+    } catch (...) {
+      if (g_recording.load(std::memory_order_relaxed)) {
+        record_event(cpu_record(Action::oom, nullptr, n));
+        EventBuffer::get().wake();
+      }
+      throw;
+    }
+  }
 #if TORCH_VERSION_MAJOR >= 2
   void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
 #endif

@@ -2,6 +2,7 @@
 // namespace memrec::detail: the symbolizer strips leading frames of that namespace from every stack.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <ctime>
@@ -47,40 +48,70 @@ struct Batch {
   void clear() { records.clear(); payload.clear(); }
 };
 
+// Wakes the drain thread early. A request is remembered, so one made while the drain is busy is not lost.
+class Waker {
+ public:
+  void request();
+  // Waits until a request, stop() or `timeout`; false once stopped. Clears the request it wakes for.
+  bool wait(std::chrono::milliseconds timeout);
+  void stop();
+  void reset();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool requested_ = false, stopped_ = false;
+};
+
+// What the buffer refused, by cause. Event drops are also split by action so tests can balance them exactly
+// against what the allocator did.
+struct Drops {
+  uint64_t buffer_full = 0;  // events that found the batch full
+  uint64_t over_cap = 0;     // events after max_events were kept
+  uint64_t scopes = 0;       // scope opens and closes, for either cause
+  uint64_t by_action[kActionCount] = {};
+  uint64_t events() const { return buffer_full + over_cap; }
+};
+
 // Bounded hand-off from allocating threads to the drain thread. Producers append under a short lock into
 // preallocated storage (no allocation); the drain swaps the whole batch out. Full = dropped and counted.
+// After `max_events` events the recording is capped: later events and scope opens are dropped and counted.
 // One process-wide instance that is never destroyed, so late frees (static destruction) stay safe.
 class EventBuffer {
  public:
   static EventBuffer& get();
 
-  void enable(size_t records_cap, size_t payload_words);  // starts a recording: empties, resets ids and drops
+  // Starts a recording: empties, resets ids and drops. max_events 0 = no cap.
+  void enable(size_t records_cap, size_t payload_words, uint64_t max_events);
   void disable();
   bool enabled() const { return enabled_flag_; }
 
   bool push_event(const Record& r, std::span<const uint64_t> pcs);
   uint32_t push_scope_open(int64_t start, std::string_view name, ScopeKind kind, uint32_t parent);  // 0 = dropped
   void push_scope_close(uint32_t id, int64_t end);
-  // Swaps the filled batch with `spare` (cleared, same capacity) and returns the records taken.
-  void take(Batch& spare);
-  uint64_t dropped() const;
+  // Swaps the filled batch with `spare` (cleared, same capacity). True when the cap had been reached by then,
+  // so that `spare` now holds the last events of the recording.
+  bool take(Batch& spare);
+  Drops drops() const;
   // Wakes the drain early when a batch is half full, or on demand (an OOM: get it on disk now).
-  void set_waker(std::condition_variable* cv) { waker_ = cv; }
+  void set_waker(Waker* w) { waker_ = w; }
   void wake();
 
  private:
   bool has_room(size_t payload_words) const;
+  bool capped_locked() const { return max_events_ && kept_events_ >= max_events_; }
   void note_fill();
 
   mutable std::mutex mu_;
   Batch active_;
   size_t records_cap_ = 0, payload_cap_ = 0;
   uint32_t next_scope_ = 1;
-  uint64_t dropped_ = 0;
+  uint64_t max_events_ = 0, kept_events_ = 0;
+  Drops drops_;
   bool enabled_ = false;
   bool woken_ = false;
   volatile bool enabled_flag_ = false;  // unlocked fast check; the locked `enabled_` decides
-  std::condition_variable* waker_ = nullptr;
+  Waker* waker_ = nullptr;
 };
 
 // Recording state read by the hooks on every allocation.

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <iterator>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -33,6 +35,11 @@ StackCapture resolve_capture(StackCapture c) {
 
 }  // namespace
 
+size_t buffer_events_for_bytes(size_t bytes) {
+  constexpr size_t kPerEvent = 2 * (sizeof(detail::Record) + kPayloadWordsPerEvent * sizeof(uint64_t));
+  return std::max<size_t>(1, bytes / kPerEvent);
+}
+
 struct Recorder::Impl {
   RecorderOptions opt;
   Snapshot snap;
@@ -42,9 +49,8 @@ struct Recorder::Impl {
   bool running = false, cuda = false, cupti = false;
 
   std::thread drain_thread;
-  std::mutex mu;  // guards snap, writer and `stopping` between the drain thread and the caller
-  std::condition_variable wake;
-  bool stopping = false;
+  std::mutex mu;  // guards snap and writer between the drain thread and the caller
+  detail::Waker waker;
   std::exception_ptr drain_error;
 
   std::unordered_map<uint64_t, uint64_t> cpu_live;  // CPU address -> requested bytes (frees arrive without size)
@@ -52,6 +58,10 @@ struct Recorder::Impl {
   std::vector<detail::KernelRecord> kernel_records;
   std::vector<std::string> new_kernel_names;
   std::vector<uint32_t> kernel_names;  // CUPTI module's name ids -> snapshot string ids
+  int64_t last_event_ns = 0;           // the latest event kept (threads can push slightly out of time order)
+  int64_t capped_at_ns = -1;           // last_event_ns once max_events is reached
+  uint64_t kernels_over_cap = 0;
+  uint64_t cpu_unmatched_frees = 0;
 
   void start();
   void stop();
@@ -60,6 +70,7 @@ struct Recorder::Impl {
   void apply(const detail::Batch& b);
   void add_event(const detail::Record& r, const detail::Batch& b);
   void add_kernels();
+  RecorderStats drop_stats() const;
 };
 
 void Recorder::Impl::start() {
@@ -76,8 +87,14 @@ void Recorder::Impl::start() {
     if (!opt.output.empty()) writer = std::make_unique<Writer>(opt.output);
 
     auto& buffer = detail::EventBuffer::get();
-    buffer.set_waker(&wake);
-    buffer.enable(opt.buffer_events, opt.buffer_events * kPayloadWordsPerEvent);
+    waker.reset();
+    buffer.set_waker(&waker);
+    buffer.enable(opt.buffer_events, opt.buffer_events * kPayloadWordsPerEvent, opt.max_events);
+    capped_at_ns = -1;
+    last_event_ns = 0;
+    kernels_over_cap = 0;
+    cpu_unmatched_frees = 0;
+    if (opt.max_events) snap.metadata["recorder.max_events"] = std::to_string(opt.max_events);
     detail::scopes_begin(opt.ops);
     cuda = opt.cuda && detail::cuda_recordable();
     if (cuda) {
@@ -98,7 +115,6 @@ void Recorder::Impl::start() {
     throw;
   }
   running = true;
-  stopping = false;
   drain_thread = std::thread([this] { drain_loop(); });
 }
 
@@ -110,18 +126,18 @@ void Recorder::Impl::stop() {
   if (cupti) detail::cupti_stop();
   detail::scopes_end();
   detail::EventBuffer::get().disable();
-  {
-    std::lock_guard lock(mu);
-    stopping = true;
-  }
-  wake.notify_one();
+  waker.stop();
   drain_thread.join();
   std::lock_guard lock(mu);
   drain_once();  // what arrived since the last pass
-  auto counters = detail::cpu_counters();
-  uint64_t kernels_dropped = cupti ? detail::cupti_dropped() : 0;
-  snap.metadata["recorder.kernels_dropped"] = std::to_string(kernels_dropped);
-  snap.dropped_events = detail::EventBuffer::get().dropped() + (cuda ? 0 : counters.unwrapped) + kernels_dropped;
+  RecorderStats d = drop_stats();
+  snap.dropped_events = d.dropped;
+  snap.metadata["recorder.dropped.buffer_full"] = std::to_string(d.dropped_buffer_full);
+  snap.metadata["recorder.dropped.over_max_events"] = std::to_string(d.dropped_over_cap);
+  snap.metadata["recorder.dropped.cpu_unwrapped"] = std::to_string(d.cpu_unwrapped);
+  snap.metadata["recorder.scopes_dropped"] = std::to_string(d.scopes_dropped);
+  snap.metadata["recorder.kernels_dropped"] = std::to_string(d.kernels_dropped);
+  if (capped_at_ns >= 0) snap.metadata["recorder.capped_at_ns"] = std::to_string(capped_at_ns);
   snap.metadata["recorder.unique_pcs"] = std::to_string(symbolizer.unique_pcs());
   g_running = false;
   if (writer) writer->close(snap);
@@ -130,10 +146,8 @@ void Recorder::Impl::stop() {
 
 void Recorder::Impl::drain_loop() {
   if (opt.stacks) symbolizer.warm_up();  // in the background now rather than at the first drain or at stop()
-  std::unique_lock lock(mu);
-  while (!stopping) {
-    wake.wait_for(lock, std::chrono::milliseconds(opt.flush_ms));
-    if (stopping) break;
+  while (waker.wait(std::chrono::milliseconds(opt.flush_ms))) {
+    std::lock_guard lock(mu);
     try {
       drain_once();
     } catch (...) {  // e.g. the disk filled up: reported by stop()
@@ -144,8 +158,9 @@ void Recorder::Impl::drain_loop() {
 
 void Recorder::Impl::drain_once() {
   if (cuda) detail::cuda_refresh_clock();
-  detail::EventBuffer::get().take(spare);
+  bool capped = detail::EventBuffer::get().take(spare);
   apply(spare);
+  if (capped && capped_at_ns < 0) capped_at_ns = last_event_ns;
   if (cupti) add_kernels();
   if (writer && !drain_error) writer->flush(snap);
 }
@@ -180,9 +195,12 @@ void Recorder::Impl::add_event(const detail::Record& r, const detail::Batch& b) 
     e.time_ns = r.time;
     if (r.action == Action::alloc) {
       cpu_live[r.addr] = r.size;
-    } else {
+    } else if (r.action == Action::free_requested || r.action == Action::free_completed) {
       auto it = cpu_live.find(r.addr);
-      if (it == cpu_live.end()) return;
+      if (it == cpu_live.end()) {
+        ++cpu_unmatched_frees;
+        return;
+      }
       e.size = it->second;
       if (r.action == Action::free_completed) cpu_live.erase(it);
     }
@@ -194,6 +212,7 @@ void Recorder::Impl::add_event(const detail::Record& r, const detail::Batch& b) 
     e.stack = frame_ids.empty() ? 0 : snap.stacks.intern(frame_ids);
   }
   snap.events.push_back(e);
+  last_event_ns = std::max(last_event_ns, e.time_ns);
 }
 
 void Recorder::Impl::add_kernels() {
@@ -202,11 +221,32 @@ void Recorder::Impl::add_kernels() {
   detail::cupti_take(kernel_records, new_kernel_names);
   for (const std::string& name : new_kernel_names) kernel_names.push_back(snap.strings.intern(name));
   for (const detail::KernelRecord& k : kernel_records) {
+    if (capped_at_ns >= 0 && k.kernel.start_ns > capped_at_ns) {
+      ++kernels_over_cap;
+      continue;
+    }
     Kernel kernel = k.kernel;
     kernel.name = kernel_names.at(k.name);
     kernel.stream = snap.intern_stream(k.stream);
     snap.kernels.push_back(kernel);
   }
+}
+
+RecorderStats Recorder::Impl::drop_stats() const {
+  RecorderStats st;
+  auto counters = detail::cpu_counters();
+  st.cpu_allocs = counters.allocs;
+  st.cpu_zero_allocs = counters.zero_allocs;
+  st.cpu_unwrapped = cuda ? 0 : counters.unwrapped;
+  st.cpu_unmatched_frees = cpu_unmatched_frees;
+  detail::Drops d = detail::EventBuffer::get().drops();
+  st.dropped_buffer_full = d.buffer_full;
+  st.dropped_over_cap = d.over_cap;
+  std::copy(std::begin(d.by_action), std::end(d.by_action), st.dropped_by_action);
+  st.dropped = d.events() + st.cpu_unwrapped;
+  st.scopes_dropped = d.scopes;
+  st.kernels_dropped = (cupti ? detail::cupti_dropped() : 0) + kernels_over_cap;
+  return st;
 }
 
 Recorder::Recorder(RecorderOptions options) : impl_(std::make_unique<Impl>()) { impl_->opt = std::move(options); }
@@ -237,13 +277,8 @@ const Snapshot& Recorder::snapshot() const { return impl_->snap; }
 
 RecorderStats Recorder::stats() const {
   std::lock_guard lock(impl_->mu);
-  auto counters = detail::cpu_counters();
-  RecorderStats st;
+  RecorderStats st = impl_->drop_stats();
   st.events = impl_->snap.events.size();
-  st.dropped = detail::EventBuffer::get().dropped() + (impl_->cuda ? 0 : counters.unwrapped);
-  st.cpu_allocs = counters.allocs;
-  st.cpu_zero_allocs = counters.zero_allocs;
-  st.cpu_unwrapped = counters.unwrapped;
   st.kernels = impl_->snap.kernels.size();
   st.unique_frames = impl_->snap.frames.size();
   st.symbolize_ms = impl_->symbolizer.seconds() * 1e3;

@@ -172,8 +172,10 @@ void render_fragmentation(std::string& out, const json& f) {
 }
 
 void render_oom(std::string& out, const json& o) {
-  out += fmt::format("OOM at +{}: requested {}, the device had {} free; {} allocated, {} reserved\n",
-                     format_duration(o["time_ns"]), format_bytes(o["requested"]), format_bytes(o["device_free"]),
+  uint64_t device_free = o["device_free"];  // unknown (0) for the CPU allocator
+  out += fmt::format("OOM at +{}: requested {}{}; {} allocated, {} reserved\n", format_duration(o["time_ns"]),
+                     format_bytes(o["requested"]),
+                     device_free ? fmt::format(", the device had {} free", format_bytes(device_free)) : "",
                      format_bytes(o["allocated"]), format_bytes(o["reserved"]));
   const json& f = o["fragmentation"];
   if (o["caused_by_fragmentation"].get<bool>())

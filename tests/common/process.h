@@ -1,15 +1,21 @@
 // Running the memrec binary (or python3) from tests and capturing what it printed.
 #pragma once
 
+#include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace memrec::testing {
 
@@ -31,6 +37,48 @@ inline CommandResult run_command(const std::string& command) {
 }
 
 inline std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+// A process the test signals while it runs; stdout and stderr go to `log`. Killed if still running at the end.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::string& log) {
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    int rc = posix_spawn(&pid_, args[0], &files, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&files);
+    if (rc != 0) throw std::runtime_error("cannot start " + argv[0]);
+  }
+  ~Child() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  void signal(int sig) const { ::kill(pid_, sig); }
+  // The exit code, 128 + N when killed by signal N, or -1 while still running after `timeout`.
+  int wait(std::chrono::duration<double> timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      if (std::chrono::steady_clock::now() > deadline) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
 
 // A fresh folder under the system temp dir, removed by the destructor. Removal goes through POSIX nftw rather
 // than std::filesystem::remove_all, which crashed test binaries linked with pip's libtorch 2.11.

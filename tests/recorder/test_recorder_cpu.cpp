@@ -170,8 +170,8 @@ TEST(Recorder, SmallBufferCountsDrops) {
   // No alloc vanishes silently: each one the wrapper served is either kept or counted as dropped.
   uint64_t kept = 0;
   for (const Event& e : rec.snapshot().events) kept += e.action == Action::alloc;
-  EXPECT_LE(kept, st.cpu_allocs);
-  EXPECT_LE(st.cpu_allocs - kept, st.dropped);
+  EXPECT_EQ(kept + st.dropped_by_action[size_t(Action::alloc)], st.cpu_allocs);
+  EXPECT_EQ(st.dropped, st.dropped_buffer_full);
 }
 
 TEST(Recorder, OneAtATimeAndRestartable) {

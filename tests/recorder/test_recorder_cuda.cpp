@@ -6,11 +6,14 @@
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <sys/wait.h>
@@ -182,6 +185,55 @@ TEST(CudaRun, ExpandableSegments) {
   bool expandable = false;
   for (const Segment& seg : s.segments_end) expandable |= seg.is_expandable;
   EXPECT_TRUE(expandable);
+}
+
+// Four threads allocate on two streams at once while the drain runs every 5 ms: the recorded counts equal the
+// allocator's own statistics, per action and per stream.
+TEST(CudaConcurrency, FourThreadsOnTwoStreamsMatchDeviceStats) {
+  if (!workloads::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  constexpr int kThreads = 4, kBlocks = 20'000;
+  const auto cuda = at::TensorOptions().device(at::kCUDA);
+  (void)at::empty({1}, cuda);  // the allocator exists before the recorder hooks it
+  c10::cuda::CUDAStream streams[2] = {c10::cuda::getStreamFromPool(), c10::cuda::getStreamFromPool()};
+  RecorderOptions o;
+  o.kernels = false;
+  o.buffer_events = 1 << 20;
+  o.flush_ms = 5;
+  Recorder rec(o);
+  rec.start();
+  const Stats before = alloc::getDeviceStats(0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      c10::cuda::CUDAStreamGuard guard(streams[t % 2]);
+      for (int i = 0; i < kBlocks; ++i) (void)at::empty({1024 * (1 + i % 64)}, cuda);
+    });
+  for (auto& t : threads) t.join();
+  c10::cuda::device_synchronize();
+  const Stats after = alloc::getDeviceStats(0);
+  rec.stop();
+
+  const Snapshot& s = rec.snapshot();
+  ASSERT_EQ(s.dropped_events, 0u);
+  std::map<Action, int64_t> n;
+  std::map<uint64_t, int64_t> allocs_by_stream;
+  for (const Event& e : s.events) {
+    ++n[e.action];
+    if (e.action == Action::alloc) ++allocs_by_stream[s.streams.at(e.stream)];
+  }
+  EXPECT_EQ(n[Action::alloc], kThreads * kBlocks);
+  EXPECT_EQ(n[Action::alloc], after.allocation[kAgg].allocated - before.allocation[kAgg].allocated);
+  EXPECT_EQ(n[Action::free_requested], after.allocation[kAgg].freed - before.allocation[kAgg].freed);
+  EXPECT_EQ(n[Action::free_completed], n[Action::free_requested]);
+  EXPECT_EQ(n[Action::segment_alloc], after.segment[kAgg].allocated - before.segment[kAgg].allocated);
+  EXPECT_EQ(n[Action::segment_free], after.segment[kAgg].freed - before.segment[kAgg].freed);
+  for (const auto& stream : streams)
+    EXPECT_EQ(allocs_by_stream[reinterpret_cast<uint64_t>(stream.stream())], kThreads / 2 * kBlocks);
+  std::map<uint64_t, uint64_t> live_at_start;  // e.g. cuBLAS workspaces of earlier tests
+  for (const Segment& seg : s.segments_start)
+    for (const Block& b : seg.blocks)
+      if (seg.device == 0 && b.state == BlockState::active_allocated) live_at_start[b.addr] = b.requested_size;
+  EXPECT_EQ(test::check_frees_match(s, 0), live_at_start);
 }
 
 }  // namespace

@@ -192,6 +192,21 @@ torch::Dtype dtype_of(const std::string& s) {
   return torch::kFloat32;
 }
 
+// libtorch's errors become memrec's, without the C++ backtrace c10 appends. Allocator failures become
+// OutOfMemory: CUDA's OutOfMemoryError, and the CPU allocator's, a plain c10::Error in libtorch 1.13.
+template <class F>
+auto torch_errors_as_memrec(F&& f) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    for (const char* oom : {"out of memory", "can't allocate memory", "not enough memory"})
+      if (dynamic_cast<const c10::OutOfMemoryError*>(&e) || what.find(oom) != what.npos)
+        throw OutOfMemory(what.substr(0, what.find('\n')));
+    throw Error("libtorch: " + what);
+  }
+}
+
 void synchronize(const torch::Device& device) {
 #if TORCH_VERSION_MAJOR >= 2
   if (device.is_cuda()) torch::cuda::synchronize();
@@ -215,14 +230,16 @@ class Training final : public Workload {
 
   double step(int index) override {
     auto t0 = std::chrono::steady_clock::now();
-    {
-      ScopeGuard step(fmt::format("step {}", index), ScopeKind::step);
-      forward_backward();
-      MEMREC_SCOPE("optimizer", ScopeKind::phase);
-      optimizer_->step();
-      optimizer_->zero_grad();
-    }
-    synchronize(device_);
+    torch_errors_as_memrec([&] {
+      {
+        ScopeGuard step(fmt::format("step {}", index), ScopeKind::step);
+        forward_backward();
+        MEMREC_SCOPE("optimizer", ScopeKind::phase);
+        optimizer_->step();
+        optimizer_->zero_grad();
+      }
+      synchronize(device_);
+    });
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
@@ -328,9 +345,11 @@ std::string describe(const Config& c) {
 std::unique_ptr<Workload> Workload::create(const Config& c) {
   validate(c);
   torch::manual_seed(0);
-  if (c.model == "mlp")
-    return std::make_unique<Training<Mlp>>(c, Mlp(c), torch::randn({c.seq * c.batch, c.d_model}));
-  return std::make_unique<Training<Transformer>>(c, Transformer(c), torch::randn({c.seq, c.batch, c.d_model}));
+  return torch_errors_as_memrec([&]() -> std::unique_ptr<Workload> {
+    if (c.model == "mlp")
+      return std::make_unique<Training<Mlp>>(c, Mlp(c), torch::randn({c.seq * c.batch, c.d_model}));
+    return std::make_unique<Training<Transformer>>(c, Transformer(c), torch::randn({c.seq, c.batch, c.d_model}));
+  });
 }
 
 }  // namespace memrec::workloads

@@ -32,17 +32,29 @@ struct RecorderOptions {
   bool ops = true;             // aten op scopes through at::RecordFunction
   StackCapture capture = StackCapture::automatic;
   size_t buffer_events = 1 << 16;  // events buffered between drains; more in one interval are dropped (counted)
+  uint64_t max_events = 0;     // keep at most this many allocator events (0 = no cap); later events, scopes and
+                               // kernels are dropped and counted, so the recording is a prefix of bounded size
   int max_frames = 64;
   int flush_ms = 500;          // drain + file flush period: a killed process loses at most about this much
 };
 
+// The buffer_events whose hand-off buffers (both halves, room for stacks included) take about `bytes`.
+size_t buffer_events_for_bytes(size_t bytes);
+
 // What the recorder saw besides the snapshot, for reports and self-checks.
 struct RecorderStats {
   uint64_t events = 0;          // events kept
-  uint64_t dropped = 0;         // events (and scopes) lost to a full buffer
+  uint64_t dropped = 0;         // allocator events lost: buffer_full + over_cap + cpu_unwrapped
+  uint64_t dropped_buffer_full = 0;  // more events in one drain interval than the buffer holds
+  uint64_t dropped_over_cap = 0;     // events after max_events
+  uint64_t dropped_by_action[kActionCount] = {};  // buffer_full + over_cap, by Action
+  uint64_t scopes_dropped = 0;  // scope records lost to a full buffer or the cap
+  uint64_t kernels_dropped = 0; // kernel records CUPTI lost, or that came after the cap
   uint64_t cpu_allocs = 0;      // non-empty allocations the CPU wrapper served while recording
   uint64_t cpu_zero_allocs = 0; // zero-byte allocations (no pointer, no free: not events)
   uint64_t cpu_unwrapped = 0;   // allocations whose deleter could not be wrapped (counted as dropped)
+  uint64_t cpu_unmatched_frees = 0;  // CPU frees of blocks allocated before start (or whose alloc was
+                                     // dropped): the recording has no such block, so these are not events
   uint64_t kernels = 0;
   uint64_t unique_frames = 0;
   double symbolize_ms = 0;      // time spent symbolizing new frames

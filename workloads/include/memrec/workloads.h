@@ -6,7 +6,14 @@
 #include <string_view>
 #include <vector>
 
+#include "memrec/snapshot.h"
+
 namespace memrec::workloads {
+
+// The model's setup or a step ran out of device (or host) memory; what() is the allocator's first line.
+struct OutOfMemory : Error {
+  using Error::Error;
+};
 
 struct Config {
   std::string model = "transformer";  // transformer | mlp
