@@ -50,7 +50,7 @@ build() {
 
 tests() {
   local rc=0
-  (cd /tmp && timeout 300 stdbuf -oL "$OLDPWD/$BUILD/tests/memrec_recorder_tests" --gtest_color=no) > "$OUT/tests.log" 2>&1 || rc=$?
+  (cd /tmp && timeout 400 stdbuf -oL "$OLDPWD/$BUILD/tests/memrec_recorder_tests" --gtest_color=no) > "$OUT/tests.log" 2>&1 || rc=$?
   grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|Expected|Which is|  Actual|^--checkpoint|^[a-z0-9,()]+ +[0-9.]+ " \
     "$OUT/tests.log" | head -100 || true
   return $rc
