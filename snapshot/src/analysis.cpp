@@ -101,11 +101,10 @@ RangeSet segments_after(const Snapshot& s, const Replay& r, uint32_t step) {
   const auto& initial = s.has_segments_start ? s.segments_start : s.segments_end;
   for (const Segment& seg : initial)
     if (seg.device == device) set.add(seg.addr, seg.total_size, seg.stream);
-  auto events = r.events();
   if (!s.has_segments_start)
-    for (auto it = events.rbegin(); it != events.rend(); ++it) apply_segment(set, s.events[*it], false);
+    for (uint32_t k = r.steps(); k-- > 0;) apply_segment(set, r.event(k), false);
   uint32_t last = step == kNoEvent ? 0 : step + 1;
-  for (uint32_t i = 0; i < last && i < events.size(); ++i) apply_segment(set, s.events[events[i]], true);
+  for (uint32_t k = 0; k < last && k < r.steps(); ++k) apply_segment(set, r.event(k), true);
   return set;
 }
 
@@ -332,9 +331,8 @@ Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t s
 
 std::vector<OomReport> explain_ooms(const Snapshot& s, const Replay& r) {
   std::vector<OomReport> out;
-  auto events = r.events();
-  for (uint32_t step = 0; step < events.size(); ++step) {
-    const Event& e = s.events[events[step]];
+  for (uint32_t step = 0; step < r.steps(); ++step) {
+    const Event& e = r.event(step);
     if (e.action != Action::oom) continue;
     OomReport o;
     o.step = step;

@@ -45,14 +45,22 @@ void group_path(const Snapshot& s, const Allocation& a, Grouping g, std::vector<
   if (out.empty()) out.push_back(kMissing);
 }
 
+Attribution::Attribution(const Snapshot& s, const Allocations& allocations, std::span<const uint32_t> ids,
+                         Grouping g)
+    : Attribution(s, AllocationAt([&](uint32_t id) { return allocations[id]; }), ids, g) {}
+
 Attribution::Attribution(const Snapshot& s, std::span<const Allocation> allocations,
                          std::span<const uint32_t> ids, Grouping g)
+    : Attribution(s, AllocationAt([&](uint32_t id) { return allocations[id]; }), ids, g) {}
+
+Attribution::Attribution(const Snapshot& s, const AllocationAt& allocation, std::span<const uint32_t> ids,
+                         Grouping g)
     : s_(s), grouping_(g), nodes_(1) {
   std::unordered_map<uint64_t, uint32_t> child_of;  // (parent << 32 | key) -> node
   std::vector<uint32_t> path;
   leaves_.reserve(ids.size());
   for (uint32_t id : ids) {
-    const Allocation& a = allocations[id];
+    const Allocation a = allocation(id);
     group_path(s, a, g, path);
     uint32_t node = 0;
     nodes_[0].bytes += a.size;
@@ -124,12 +132,12 @@ bool shrinks(Action a) { return a == Action::segment_free || a == Action::segmen
 // Segments at the start: the recorded start state, else the end state with the trace undone.
 std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r) {
   std::map<uint64_t, Reserved> segs;
-  uint8_t device = r.events().empty() ? 0 : s.events[r.events()[0]].device;
+  uint8_t device = r.device();
   for (const Segment& seg : s.has_segments_start ? s.segments_start : s.segments_end)
-    if (seg.device == device || r.events().empty()) segs[seg.addr] = Reserved{seg.total_size, seg.stream};
+    if (seg.device == device || r.steps() == 0) segs[seg.addr] = Reserved{seg.total_size, seg.stream};
   if (s.has_segments_start) return segs;
-  for (auto it = r.events().rbegin(); it != r.events().rend(); ++it) {
-    const Event& e = s.events[*it];
+  for (uint32_t k = r.steps(); k-- > 0;) {
+    const Event& e = r.event(k);
     if (grows(e.action)) segs.erase(e.addr);
     if (shrinks(e.action)) segs[e.addr] = Reserved{e.size, e.stream};
   }
@@ -141,8 +149,8 @@ std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r
 std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step) {
   std::map<uint64_t, Reserved> segs = initial_segments(s, r);
   if (step != kNoEvent) {
-    for (uint32_t k = 0; k <= step && k < r.events().size(); ++k) {
-      const Event& e = s.events[r.events()[k]];
+    for (uint32_t k = 0; k <= step && k < r.steps(); ++k) {
+      const Event& e = r.event(k);
       if (grows(e.action)) segs[e.addr] = Reserved{e.size, e.stream};
       if (shrinks(e.action)) segs.erase(e.addr);
     }

@@ -54,15 +54,14 @@ void write_counters(TraceWriter& w, const Snapshot& s, uint8_t device) {
   w.event({{"ph", "M"}, {"name", "process_name"}, {"pid", device}, {"args", {{"name", fmt::format("device {}", device)}}}});
   Replay r(s, device);
   std::string name = nlohmann::json(fmt::format("memory (device {})", device)).dump();
-  for (uint32_t step = 0; step < r.events().size(); ++step) {
-    const Event& e = s.events[r.events()[step]];
-    const Totals& t = r.after(step);
+  r.for_each_after(0, r.steps(), [&](uint32_t step, const Totals& t) {
+    const Event& e = r.event(step);
     w.raw(fmt::format(R"({{"ph":"C","name":{},"pid":{},"ts":{:.3f},"args":{{"allocated":{},"reserved":{}}}}})", name,
                       device, w.ts(e.time_ns), t.allocated, t.reserved));
     if (e.action == Action::oom)
       w.event({{"ph", "i"}, {"s", "p"}, {"name", "OOM"}, {"pid", device}, {"tid", 0}, {"ts", w.ts(e.time_ns)},
                {"args", {{"requested", e.size}, {"device_free", e.addr}}}});
-  }
+  });
 }
 
 void write_kernels(TraceWriter& w, const Snapshot& s) {

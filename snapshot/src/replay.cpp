@@ -20,6 +20,19 @@ uint64_t reserved_in(const std::vector<Segment>& segments, uint8_t device) {
   return total;
 }
 
+// What an event does to the totals when its block is the one it names, with the size it gives.
+Totals default_delta(const Event& e) {
+  switch (e.action) {
+    case Action::alloc: return {e.size, e.size, 0};
+    case Action::free_requested: return {-e.size, 0, 0};
+    case Action::free_completed: return {0, -e.size, 0};
+    default:
+      if (is_segment_grow(e.action)) return {0, 0, e.size};
+      if (is_segment_shrink(e.action)) return {0, 0, -e.size};
+      return {};
+  }
+}
+
 }  // namespace
 
 // Marks ids into pre_existing_ (in the address map) during the pass.
@@ -90,37 +103,59 @@ class Replay::AddressMap {
   int shift_ = 0;
 };
 
+uint32_t Allocations::size() const { return static_cast<uint32_t>(r_->alloc_steps().size()); }
+Allocation Allocations::operator[](uint32_t id) const { return r_->allocation(id); }
+Allocation Allocations::iterator::operator*() const { return r_->allocation(id_); }
+
 // One forward pass. Totals are kept relative to the start; a block that is freed without having been
 // allocated in the trace (or that is still live at the end without an alloc) was live before recording,
 // so it adds its size to the start state. Every such block is in the start state and leaves it at its free,
 // which makes the true totals the relative ones plus a constant: the start state's totals.
 Replay::Replay(const Snapshot& s, uint8_t device) : s_(s), device_(device) {
-  reserve_huge(events_, s.events.size());
-  for (uint32_t i = 0; i < s.events.size(); ++i)
-    if (s.events[i].device == device) events_.push_back(i);
+  index_events();
+  pass();
+}
 
-  reserve_huge(allocations_, events_.size() / 2 + 1024);  // about one alloc per three events: no regrowth
-  reserve_huge(after_, events_.size());
+void Replay::index_events() {
+  size_t mine = std::count_if(s_.events.begin(), s_.events.end(), [&](const Event& e) { return e.device == device_; });
+  steps_ = static_cast<uint32_t>(mine);
+  if (mine == s_.events.size()) return;  // steps are event indices
+  reserve_huge(event_index_, mine);
+  for (uint32_t i = 0; i < s_.events.size(); ++i)
+    if (s_.events[i].device == device_) event_index_.push_back(i);
+}
+
+void Replay::pass() {
+  for (auto* v : {&alloc_step_, &free_step_, &completed_step_}) reserve_huge(*v, steps_ / 2 + 1024);
+  stored_.reserve(steps_ / kStride + 1);
   AddressMap live;
-  if (s.has_segments_start) adopt_segments(live);
+  if (s_.has_segments_start) adopt_segments(live);
   int64_t allocated = 0, active = 0, reserved = 0, lowest_reserved = 0;
-  for (uint32_t step = 0; step < events_.size(); ++step) {
-    uint32_t ev = events_[step];
-    const Event& e = s.events[ev];
+  Totals highest;  // relative, as int64 bits
+  for (uint32_t step = 0; step < steps_; ++step) {
+    if (step % kStride == 0)
+      stored_.push_back(Totals{static_cast<uint64_t>(allocated), static_cast<uint64_t>(active),
+                               static_cast<uint64_t>(reserved)});
+    const Event& e = event(step);
+    int64_t was_allocated = allocated, was_active = active;
     if (e.action == Action::alloc) {
-      if (live.put(e.addr, static_cast<uint32_t>(allocations_.size())) != kNoEvent) ++unmatched_frees_;
-      allocations_.push_back(Allocation{.addr = e.addr, .size = e.size, .alloc_step = step, .stack = e.stack,
-                                        .scope = e.scope, .event = ev, .stream = e.stream});
+      if (live.put(e.addr, static_cast<uint32_t>(alloc_step_.size())) != kNoEvent) ++unmatched_frees_;
+      alloc_step_.push_back(step), free_step_.push_back(kNoEvent), completed_step_.push_back(kNoEvent);
       allocated += static_cast<int64_t>(e.size), active += static_cast<int64_t>(e.size);
     } else if (e.action == Action::free_requested || e.action == Action::free_completed) {
       uint32_t* id = live.find(e.addr);
       if (!id) id = adopt_pre_existing(live, e);
-      if (!id) continue;
-      Allocation& a = *id & kPreExisting ? pre_existing_[*id & ~kPreExisting] : allocations_[*id];
-      if (a.free_step == kNoEvent) a.free_step = step, allocated -= static_cast<int64_t>(a.size);
-      if (e.action == Action::free_completed) {
-        a.completed_step = step, active -= static_cast<int64_t>(a.size);
-        live.erase(e.addr);
+      if (id) {
+        bool pre = *id & kPreExisting;
+        uint32_t i = *id & ~kPreExisting;
+        uint32_t& free_step = pre ? pre_existing_[i].free_step : free_step_[i];
+        uint64_t size = pre ? pre_existing_[i].size : event(alloc_step_[i]).size;
+        if (free_step == kNoEvent) free_step = step, allocated -= static_cast<int64_t>(size);
+        if (e.action == Action::free_completed) {
+          (pre ? pre_existing_[i].completed_step : completed_step_[i]) = step;
+          active -= static_cast<int64_t>(size);
+          live.erase(e.addr);
+        }
       }
     } else if (is_segment_grow(e.action)) {
       reserved += static_cast<int64_t>(e.size);
@@ -128,11 +163,22 @@ Replay::Replay(const Snapshot& s, uint8_t device) : s_(s), device_(device) {
       reserved -= static_cast<int64_t>(e.size);
       lowest_reserved = std::min(lowest_reserved, reserved);
     }
-    after_.push_back(Totals{static_cast<uint64_t>(allocated), static_cast<uint64_t>(active),
-                            static_cast<uint64_t>(reserved)});
+    Totals d = default_delta(e);
+    auto moved = [](int64_t now, int64_t was) { return static_cast<uint64_t>(now) - static_cast<uint64_t>(was); };
+    if (moved(allocated, was_allocated) != d.allocated || moved(active, was_active) != d.active)
+      corrections_.push_back(Correction{step, allocated - was_allocated, active - was_active});
+    note_peaks(step, Totals{static_cast<uint64_t>(allocated), 0, static_cast<uint64_t>(reserved)}, highest);
   }
-  if (!s.has_segments_start) adopt_segments(live);
-  finish(reserved, lowest_reserved);
+  if (!s_.has_segments_start) adopt_segments(live);
+  finish(reserved, lowest_reserved, highest);
+}
+
+// Peaks of the relative totals (int64 bits): the start state's constant does not move where they are.
+void Replay::note_peaks(uint32_t step, const Totals& relative, Totals& highest) {
+  if (static_cast<int64_t>(relative.allocated) > static_cast<int64_t>(highest.allocated))
+    highest.allocated = relative.allocated, peak_allocated_.step = step;
+  if (static_cast<int64_t>(relative.reserved) > static_cast<int64_t>(highest.reserved))
+    highest.reserved = relative.reserved, peak_reserved_.step = step;
 }
 
 // A free of a block the trace never allocated: the block was live before recording began.
@@ -169,12 +215,18 @@ void Replay::adopt_segments(AddressMap& live) {
   }
 }
 
-// Puts pre-existing blocks first (by address), adds the start state to every total, finds the peaks.
-void Replay::finish(int64_t reserved_delta, int64_t lowest_reserved) {
+// Puts pre-existing blocks first (by address), adds the start state to the stored totals and peaks.
+void Replay::finish(int64_t reserved_delta, int64_t lowest_reserved, const Totals& highest) {
   std::sort(pre_existing_.begin(), pre_existing_.end(),
             [](const Allocation& a, const Allocation& b) { return a.addr < b.addr; });
-  allocations_.insert(allocations_.begin(), pre_existing_.begin(), pre_existing_.end());
-  pre_existing_ = {};
+  auto prepend = [&](std::vector<uint32_t>& v, auto field) {
+    std::vector<uint32_t> front;
+    for (const Allocation& a : pre_existing_) front.push_back(a.*field);
+    v.insert(v.begin(), front.begin(), front.end());
+  };
+  prepend(alloc_step_, &Allocation::alloc_step);
+  prepend(free_step_, &Allocation::free_step);
+  prepend(completed_step_, &Allocation::completed_step);
 
   if (s_.has_segments_start) {
     initial_.reserved = reserved_in(s_.segments_start, device_);
@@ -182,26 +234,60 @@ void Replay::finish(int64_t reserved_delta, int64_t lowest_reserved) {
     int64_t from_end = static_cast<int64_t>(reserved_in(s_.segments_end, device_)) - reserved_delta;
     initial_.reserved = static_cast<uint64_t>(std::max(from_end, -lowest_reserved));
   }
-  peak_allocated_ = Peak{initial_.allocated, kNoEvent, time_of(kNoEvent)};
-  peak_reserved_ = Peak{initial_.reserved, kNoEvent, time_of(kNoEvent)};
-  for (uint32_t step = 0; step < after_.size(); ++step) {
-    Totals& t = after_[step];
+  for (Totals& t : stored_)
     t.allocated += initial_.allocated, t.active += initial_.active, t.reserved += initial_.reserved;
-    if (t.allocated > peak_allocated_.bytes) peak_allocated_ = Peak{t.allocated, step, time_of(step)};
-    if (t.reserved > peak_reserved_.bytes) peak_reserved_ = Peak{t.reserved, step, time_of(step)};
+  uint32_t at_allocated = peak_allocated_.step, at_reserved = peak_reserved_.step;
+  peak_allocated_ = Peak{initial_.allocated + highest.allocated, at_allocated, time_of(at_allocated)};
+  peak_reserved_ = Peak{initial_.reserved + highest.reserved, at_reserved, time_of(at_reserved)};
+}
+
+// Steps change the totals as default_delta() says, except where a correction gives the change.
+void Replay::apply(uint32_t step, Totals& t, const Correction*& next) const {
+  Totals d = default_delta(event(step));
+  if (next != corrections_.data() + corrections_.size() && next->step == step) {
+    d.allocated = static_cast<uint64_t>(next->allocated), d.active = static_cast<uint64_t>(next->active);
+    ++next;
   }
+  t.allocated += d.allocated, t.active += d.active, t.reserved += d.reserved;
+}
+
+const Replay::Correction* Replay::first_correction(uint32_t step) const {
+  auto it = std::lower_bound(corrections_.begin(), corrections_.end(), step,
+                             [](const Correction& c, uint32_t s) { return c.step < s; });
+  return corrections_.data() + (it - corrections_.begin());
+}
+
+Totals Replay::after(uint32_t step) const {
+  if (step == kNoEvent) return initial_;
+  if (step >= steps_) throw std::out_of_range("Replay::after: no such step");
+  Totals t;
+  for_each_after(step, step + 1, [&](uint32_t, const Totals& at) { t = at; });
+  return t;
+}
+
+Allocation Replay::allocation(uint32_t id) const {
+  if (id < pre_existing_.size()) {
+    Allocation a = pre_existing_[id];
+    a.free_step = free_step_[id], a.completed_step = completed_step_[id];
+    return a;
+  }
+  uint32_t ev = event_of(alloc_step_.at(id));
+  const Event& e = s_.events[ev];
+  return Allocation{.addr = e.addr, .size = e.size, .alloc_step = alloc_step_[id], .free_step = free_step_[id],
+                    .completed_step = completed_step_[id], .stack = e.stack, .scope = e.scope, .event = ev,
+                    .stream = e.stream};
 }
 
 std::vector<uint32_t> Replay::live_after(uint32_t step) const {
   std::vector<uint32_t> ids;
-  for (uint32_t i = 0; i < allocations_.size(); ++i)
-    if (allocations_[i].live_after(step)) ids.push_back(i);
+  for (uint32_t i = 0; i < alloc_step_.size(); ++i)
+    if (live_after_step(alloc_step_[i], free_step_[i], step)) ids.push_back(i);
   return ids;
 }
 
 int64_t Replay::time_of(uint32_t step) const {
-  if (events_.empty()) return 0;
-  return s_.events[events_[step == kNoEvent ? 0 : step]].time_ns;
+  if (steps_ == 0) return 0;
+  return event(step == kNoEvent ? 0 : step).time_ns;
 }
 
 std::vector<uint8_t> devices_of(const Snapshot& s) {

@@ -18,7 +18,7 @@ using nlohmann::json;
 uint32_t step_at_offset(const Replay& r, int64_t offset_ns) {
   int64_t t = r.time_of(kNoEvent) + offset_ns;
   uint32_t step = kNoEvent;
-  for (uint32_t k = 0; k < r.events().size() && r.time_of(k) <= t; ++k) step = k;
+  for (uint32_t k = 0; k < r.steps() && r.time_of(k) <= t; ++k) step = k;
   return step;
 }
 
@@ -63,8 +63,8 @@ json groups_json(const std::vector<Group>& groups, size_t top, uint64_t total) {
 
 std::vector<uint32_t> recorded_allocations(const Replay& r) {
   std::vector<uint32_t> ids;
-  for (uint32_t i = 0; i < r.allocations().size(); ++i)
-    if (r.allocations()[i].alloc_step != kNoEvent) ids.push_back(i);
+  for (uint32_t i = 0; i < r.alloc_steps().size(); ++i)
+    if (r.alloc_steps()[i] != kNoEvent) ids.push_back(i);
   return ids;
 }
 
@@ -215,9 +215,9 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
   const Totals& at = r.after(step);
   auto live = group_live(s, r, step, o.by);
   int64_t start = r.time_of(kNoEvent);
-  int64_t end = r.events().empty() ? start : r.time_of(static_cast<uint32_t>(r.events().size() - 1));
+  int64_t end = r.steps() == 0 ? start : r.time_of(r.steps() - 1);
   return {{"device", o.device},
-          {"events", r.events().size()},
+          {"events", r.steps()},
           {"complete", s.complete},
           {"dropped_events", s.dropped_events},
           {"duration_ns", end - start},
@@ -289,7 +289,7 @@ nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOption
   if (out.size() > o.top) out.erase(out.begin() + static_cast<std::ptrdiff_t>(o.top), out.end());
   auto side = [](const Replay& r) {
     return json{{"peak_allocated", r.peak_allocated().bytes}, {"peak_reserved", r.peak_reserved().bytes},
-                {"events", r.events().size()}};
+                {"events", r.steps()}};
   };
   return {{"by", to_string(o.by)}, {"device", o.device}, {"a", side(ra)}, {"b", side(rb)},
           {"delta_peak_allocated", int64_t(rb.peak_allocated().bytes) - int64_t(ra.peak_allocated().bytes)},

@@ -80,20 +80,19 @@ void append_largest_live(std::string& out, const Snapshot& s, const Replay& r, u
 void append_device(std::string& out, const Snapshot& s, uint8_t device) {
   Replay r(s, device);
   int64_t start = r.time_of(kNoEvent);
-  int64_t end = r.events().empty() ? start : r.time_of(static_cast<uint32_t>(r.events().size() - 1));
-  out += fmt::format("device {}: {} events over {}\n", device, r.events().size(), format_duration(end - start));
+  int64_t end = r.steps() == 0 ? start : r.time_of(r.steps() - 1);
+  out += fmt::format("device {}: {} events over {}\n", device, r.steps(), format_duration(end - start));
   out += fmt::format("  peak allocated  {:>12}  {}\n", format_bytes(r.peak_allocated().bytes),
                      when(r, r.peak_allocated().step, start));
   out += fmt::format("  peak reserved   {:>12}  {}\n", format_bytes(r.peak_reserved().bytes),
                      when(r, r.peak_reserved().step, start));
   out += fmt::format("  at start: {} allocated, {} reserved; {} blocks were live before recording\n",
                      format_bytes(r.initial().allocated), format_bytes(r.initial().reserved),
-                     std::count_if(r.allocations().begin(), r.allocations().end(),
-                                   [](const Allocation& a) { return a.alloc_step == kNoEvent; }));
+                     std::ranges::count(r.alloc_steps(), kNoEvent));
   if (r.unmatched_frees())
     out += fmt::format("  warning: {} frees did not match a live block\n", r.unmatched_frees());
-  for (uint32_t step = 0; step < r.events().size(); ++step) {
-    const Event& e = s.events[r.events()[step]];
+  for (uint32_t step = 0; step < r.steps(); ++step) {
+    const Event& e = r.event(step);
     if (e.action == Action::oom)
       out += fmt::format("  OOM at +{}: requested {} with {} free on the device ({} allocated, {} reserved)\n",
                          format_duration(e.time_ns - start), format_bytes(e.size), format_bytes(e.addr),

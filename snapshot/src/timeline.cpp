@@ -13,7 +13,10 @@ constexpr uint32_t kTimeStride = 64;
 
 // Internally a "position" is step + 1, so the initial state (kNoEvent) is position 0 and ranges stay unsigned.
 uint32_t pos_of(uint32_t step) { return step == kNoEvent ? 0 : step + 1; }
-uint32_t step_of(uint32_t pos) { return pos == 0 ? kNoEvent : pos - 1; }
+// The first position a block is no longer live at (Allocation::free_step as a position; kNone = never freed).
+uint32_t free_pos(uint32_t free_step) {
+  return free_step == kBeforeStart ? 0 : free_step == kNoEvent ? kNone : free_step + 1;
+}
 
 }  // namespace
 
@@ -41,7 +44,8 @@ void Envelope::include(const Envelope& e) {
   reserved_max = std::max(reserved_max, e.reserved_max);
 }
 
-Timeline::Timeline(const Snapshot& s, const Replay& r) : s_(s), r_(r) {
+Timeline::Timeline(const Snapshot& s, const Replay& r)
+    : s_(s), r_(r), alloc_step_(r.alloc_steps()), free_step_(r.free_steps()) {
   uint32_t n = steps();
   begin_ns_ = r_.time_of(kNoEvent);
   end_ns_ = n ? r_.time_of(n - 1) : begin_ns_;
@@ -50,11 +54,18 @@ Timeline::Timeline(const Snapshot& s, const Replay& r) : s_(s), r_(r) {
   build_checkpoints();
 }
 
+// Includes the states at positions [a, b), replaying forward once.
+void Timeline::include_positions(Envelope& e, uint32_t a, uint32_t b) const {
+  if (a == 0 && b > 0) e.include(r_.initial(), kNoEvent), ++a;
+  if (a < b) r_.for_each_after(a - 1, b - 1, [&](uint32_t step, const Totals& t) { e.include(t, step); });
+}
+
 // Level 0 buckets cover kBucket positions; each level above merges pairs.
 void Timeline::build_pyramid() {
   uint32_t positions = steps() + 1;
   std::vector<Envelope> level((positions + kBucket - 1) / kBucket);
-  for (uint32_t p = 0; p < positions; ++p) level[p / kBucket].include(r_.after(step_of(p)), step_of(p));
+  level[0].include(r_.initial(), kNoEvent);
+  r_.for_each_after(0, steps(), [&](uint32_t step, const Totals& t) { level[pos_of(step) / kBucket].include(t, step); });
   levels_.push_back(std::move(level));
   while (levels_.back().size() > 1) {
     const auto& below = levels_.back();
@@ -65,19 +76,15 @@ void Timeline::build_pyramid() {
 }
 
 void Timeline::build_checkpoints() {
-  const auto& allocs = r_.allocations();
-  alloc_step_.resize(allocs.size());
-  free_step_.resize(allocs.size());
-  size_.resize(allocs.size());
+  uint32_t n = r_.allocations().size();
+  size_.resize(n);
   uint64_t lifetime = 0;
-  for (size_t i = 0; i < allocs.size(); ++i) {
-    const Allocation& a = allocs[i];
-    alloc_step_[i] = pos_of(a.alloc_step);
-    free_step_[i] = a.free_step == kBeforeStart ? 0 : a.free_step == kNoEvent ? kNone : pos_of(a.free_step);
-    size_[i] = a.size;
-    if (a.alloc_step == kNoEvent) first_recorded_ = static_cast<uint32_t>(i + 1);
-    uint32_t end = std::min(free_step_[i], steps() + 1);
-    if (end > alloc_step_[i]) lifetime += end - alloc_step_[i];
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t alloc_step = alloc_step_[i], born = pos_of(alloc_step);
+    if (alloc_step == kNoEvent) first_recorded_ = i + 1;
+    size_[i] = r_.allocation(i).size;
+    uint32_t end = std::min(free_pos(free_step_[i]), steps() + 1);
+    if (end > born) lifetime += end - born;
   }
   // About as many steps between checkpoints as blocks live on average: a lookup then costs ~2x the live count,
   // and the checkpoints together hold about as many ids as there are steps.
@@ -86,12 +93,12 @@ void Timeline::build_checkpoints() {
                                             256, 1u << 16);
   std::vector<uint32_t> live;
   for (uint32_t i = 0; i < first_recorded_; ++i)
-    if (free_step_[i] > 0) live.push_back(i);
+    if (free_pos(free_step_[i]) > 0) live.push_back(i);
   uint32_t next = first_recorded_;
   for (uint32_t pos = 0; pos <= steps(); pos += checkpoint_stride_) {
-    std::erase_if(live, [&](uint32_t id) { return free_step_[id] <= pos; });
-    for (; next < alloc_step_.size() && alloc_step_[next] <= pos; ++next)
-      if (free_step_[next] > pos) live.push_back(next);
+    std::erase_if(live, [&](uint32_t id) { return free_pos(free_step_[id]) <= pos; });
+    for (; next < n && pos_of(alloc_step_[next]) <= pos; ++next)
+      if (free_pos(free_step_[next]) > pos) live.push_back(next);
     checkpoints_.push_back(live);
   }
 }
@@ -114,9 +121,7 @@ uint32_t Timeline::step_at(int64_t t) const {
 Envelope Timeline::envelope_steps(uint32_t first, uint32_t last) const {
   Envelope e;
   uint32_t lo = pos_of(first), hi = pos_of(last);
-  auto scan = [&](uint32_t a, uint32_t b) {  // positions [a, b)
-    for (uint32_t p = a; p < b; ++p) e.include(r_.after(step_of(p)), step_of(p));
-  };
+  auto scan = [&](uint32_t a, uint32_t b) { include_positions(e, a, b); };
   uint32_t full_lo = (lo + kBucket - 1) / kBucket, full_end = (hi + 1) / kBucket;
   if (full_lo >= full_end) {
     scan(lo, hi + 1);
@@ -140,9 +145,10 @@ Envelope Timeline::envelope(int64_t t0, int64_t t1) const {
   return envelope_steps(first, pos_of(last) < pos_of(first) ? first : last);
 }
 
+// Recorded blocks are in allocation order: the first one allocated at a step at or after `pos` (= after step pos - 1).
 uint32_t Timeline::first_allocation_after(uint32_t pos) const {
   auto begin = alloc_step_.begin() + first_recorded_;
-  return static_cast<uint32_t>(std::upper_bound(begin, alloc_step_.end(), pos) - alloc_step_.begin());
+  return static_cast<uint32_t>(std::lower_bound(begin, alloc_step_.end(), pos) - alloc_step_.begin());
 }
 
 void Timeline::live_at(uint32_t step, std::vector<uint32_t>& out) const {
@@ -151,9 +157,9 @@ void Timeline::live_at(uint32_t step, std::vector<uint32_t>& out) const {
   uint32_t cp = pos / checkpoint_stride_;
   uint32_t cp_pos = cp * checkpoint_stride_;
   for (uint32_t id : checkpoints_[cp])
-    if (free_step_[id] > pos) out.push_back(id);
-  for (uint32_t id = first_allocation_after(cp_pos); id < alloc_step_.size() && alloc_step_[id] <= pos; ++id)
-    if (free_step_[id] > pos) out.push_back(id);
+    if (free_pos(free_step_[id]) > pos) out.push_back(id);
+  for (uint32_t id = first_allocation_after(cp_pos); id < alloc_step_.size() && pos_of(alloc_step_[id]) <= pos; ++id)
+    if (free_pos(free_step_[id]) > pos) out.push_back(id);
 }
 
 void Timeline::stack_rows(uint32_t step, double bytes_per_row, std::span<uint32_t> rows,

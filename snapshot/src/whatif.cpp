@@ -72,8 +72,8 @@ struct Placed {
 class Rewriter {
  public:
   Rewriter(const Snapshot& s, const Replay& r) : s_(s), r_(r) {
-    for (uint32_t step = 0; step < r.events().size(); ++step)
-      placed_.push_back({r.time_of(step), 1, step, s.events[r.events()[step]]});
+    for (uint32_t step = 0; step < r.steps(); ++step)
+      placed_.push_back({r.time_of(step), 1, step, r.event(step)});
   }
 
   // Frees the pass's activations (but its output) when it ends; allocates them again before the first is freed.

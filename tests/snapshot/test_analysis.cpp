@@ -129,7 +129,7 @@ TEST(Analysis, FragmentationSplitsReservedMinusAllocated) {
   add(Action::segment_alloc, 0x800000, MiB, side);
   add(Action::alloc, 0x800000, 2048, side);
   Replay r(s, 0);
-  uint32_t last = static_cast<uint32_t>(r.events().size() - 1);
+  uint32_t last = static_cast<uint32_t>(r.steps() - 1);
   Fragmentation f = fragmentation_after(s, r, last);
   EXPECT_EQ(f.reserved, 4 * MiB);
   EXPECT_EQ(f.allocated, 1000u + 512 + 2048);

@@ -75,7 +75,7 @@ TEST_P(AttributionFixture, StackTreesNameRealFrames) {
 TEST_P(AttributionFixture, SegmentsAtTheEndMatchTheRecordedEndState) {
   Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/" + GetParam());
   Replay r(s, 0);
-  uint32_t last = static_cast<uint32_t>(r.events().size() - 1);
+  uint32_t last = static_cast<uint32_t>(r.steps() - 1);
   auto segs = segments_at(s, r, last);
   std::map<uint64_t, uint64_t> want, got;
   for (const Segment& seg : s.segments_end) want[seg.addr] = seg.total_size;

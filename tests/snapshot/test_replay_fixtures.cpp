@@ -41,7 +41,7 @@ TEST_P(ReplayFixture, MatchesPythonReference) {
     EXPECT_EQ(r.peak_allocated().step, step_of(want["allocated_index"].get<int64_t>()));
     EXPECT_EQ(r.peak_reserved().bytes, want["reserved"].get<uint64_t>());
     EXPECT_EQ(r.peak_reserved().step, step_of(want["reserved_index"].get<int64_t>()));
-    auto last = static_cast<uint32_t>(r.events().size() - 1);
+    auto last = static_cast<uint32_t>(r.steps() - 1);
     EXPECT_EQ(r.after(last).allocated, want["final_allocated"].get<uint64_t>());
     EXPECT_EQ(r.after(last).reserved, want["final_reserved"].get<uint64_t>());
     size_t before = std::count_if(r.allocations().begin(), r.allocations().end(),

@@ -28,7 +28,7 @@ void expect_same(const Envelope& got, const Envelope& want) {
 
 uint32_t brute_step_at(const Replay& r, int64_t t) {
   uint32_t step = kNoEvent;
-  for (uint32_t k = 0; k < r.events().size(); ++k)
+  for (uint32_t k = 0; k < r.steps(); ++k)
     if (r.time_of(k) <= t) step = k;
   return step;
 }

@@ -29,7 +29,7 @@ struct Document {
   static std::unique_ptr<Document> open(const std::string& path, int device);
   // Builds the replay, timeline and lanes of one device.
   void analyze(uint8_t device);
-  uint64_t device_events() const { return replay->events().size(); }
+  uint64_t device_events() const { return replay->steps(); }
 };
 
 struct ViewState {

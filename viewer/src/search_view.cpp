@@ -17,7 +17,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return it != haystack.end();
 }
 
-std::vector<uint8_t> search(const Snapshot& s, const std::vector<Allocation>& allocs, const std::string& text) {
+std::vector<uint8_t> search(const Snapshot& s, const Allocations& allocs, const std::string& text) {
   std::vector<uint8_t> string_hit(s.strings.size());
   for (size_t i = 1; i < s.strings.size(); ++i) string_hit[i] = contains(s.strings[static_cast<uint32_t>(i)], text);
   std::vector<uint8_t> stack_hit(s.stacks.size());
@@ -31,9 +31,10 @@ std::vector<uint8_t> search(const Snapshot& s, const std::vector<Allocation>& al
     scope_hit[sc] = string_hit[s.scopes[sc].name] || (p < sc && scope_hit[p]);
   }
   std::vector<uint8_t> marks(allocs.size());
-  for (size_t i = 0; i < allocs.size(); ++i)
-    marks[i] = (allocs[i].stack < stack_hit.size() && stack_hit[allocs[i].stack]) ||
-               (allocs[i].scope < scope_hit.size() && scope_hit[allocs[i].scope]);
+  for (uint32_t i = 0; i < allocs.size(); ++i) {
+    Allocation a = allocs[i];
+    marks[i] = (a.stack < stack_hit.size() && stack_hit[a.stack]) || (a.scope < scope_hit.size() && scope_hit[a.scope]);
+  }
   return marks;
 }
 

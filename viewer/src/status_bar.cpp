@@ -10,7 +10,7 @@ void draw_status_bar(const Document& doc, const ViewState& state, float frame_ms
   const Snapshot& s = doc.snapshot;
   const Replay& r = *doc.replay;
   ImGui::Separator();
-  ImGui::Text("%s | device %u of %zu | %llu events (%zu in file) | %zu blocks | %zu kernels | %zu scopes",
+  ImGui::Text("%s | device %u of %zu | %llu events (%zu in file) | %u blocks | %zu kernels | %zu scopes",
               std::filesystem::path(doc.path).filename().c_str(), doc.device, doc.devices.size(),
               static_cast<unsigned long long>(doc.device_events()), s.events.size(), r.allocations().size(),
               s.kernels.size(), s.scopes.size() - 1);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,7 @@ struct GroupNode {
 class Attribution {
  public:
   // Groups the given allocations (ids into `allocations`), e.g. Replay::live_after(step).
+  Attribution(const Snapshot& s, const Allocations& allocations, std::span<const uint32_t> ids, Grouping g);
   Attribution(const Snapshot& s, std::span<const Allocation> allocations, std::span<const uint32_t> ids,
               Grouping g);
 
@@ -51,6 +53,9 @@ class Attribution {
   std::string label(uint32_t node) const;
 
  private:
+  using AllocationAt = std::function<Allocation(uint32_t)>;
+  Attribution(const Snapshot& s, const AllocationAt& allocation, std::span<const uint32_t> ids, Grouping g);
+
   const Snapshot& s_;
   Grouping grouping_;
   std::vector<GroupNode> nodes_;

@@ -1,9 +1,10 @@
 // Replays one device's events to reproduce the allocator state at every instant.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "memrec/snapshot.h"
@@ -25,9 +26,18 @@ struct Totals {
 
 struct Peak {
   uint64_t bytes = 0;
-  uint32_t step = kNoEvent;  // position in Replay::events() after which the peak holds; kNoEvent = at start
+  uint32_t step = kNoEvent;  // the step after which the peak holds; kNoEvent = at start
   int64_t time_ns = 0;
 };
+
+// Whether a block allocated at alloc_step and freed at free_step (as in Allocation) is live right after step k
+// (kNoEvent = before the first event).
+inline bool live_after_step(uint32_t alloc_step, uint32_t free_step, uint32_t k) {
+  if (free_step == kBeforeStart) return false;
+  bool born = alloc_step == kNoEvent || (k != kNoEvent && alloc_step <= k);
+  bool dead = free_step != kNoEvent && k != kNoEvent && free_step <= k;
+  return born && !dead;
+}
 
 // One block's life. Blocks live before recording began have alloc_step == kNoEvent.
 struct Allocation {
@@ -42,49 +52,120 @@ struct Allocation {
   uint16_t stream = 0;
 
   // Live (allocated) right after step k (kNoEvent = before the first event).
-  bool live_after(uint32_t k) const {
-    if (free_step == kBeforeStart) return false;
-    bool born = alloc_step == kNoEvent || (k != kNoEvent && alloc_step <= k);
-    bool dead = free_step != kNoEvent && k != kNoEvent && free_step <= k;
-    return born && !dead;
-  }
+  bool live_after(uint32_t k) const { return live_after_step(alloc_step, free_step, k); }
+};
+
+class Replay;
+
+// Replay::allocations(): indexable like a vector; each Allocation is assembled on access from the replay's
+// per-block steps and the alloc event, so the replay keeps 12 bytes per block instead of a whole Allocation.
+class Allocations {
+ public:
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Allocation;
+    using reference = Allocation;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const Replay* r, uint32_t id) : r_(r), id_(id) {}
+    Allocation operator*() const;
+    iterator& operator++() { return ++id_, *this; }
+    iterator operator++(int) { return {r_, id_++}; }
+    bool operator==(const iterator&) const = default;
+
+   private:
+    const Replay* r_ = nullptr;
+    uint32_t id_ = 0;
+  };
+
+  explicit Allocations(const Replay& r) : r_(&r) {}
+  uint32_t size() const;
+  bool empty() const { return size() == 0; }
+  Allocation operator[](uint32_t id) const;
+  iterator begin() const { return {r_, 0}; }
+  iterator end() const { return {r_, size()}; }
+
+ private:
+  const Replay* r_;
 };
 
 class Replay {
  public:
   // Inconsistencies (a free of an unknown block) do not throw: they are counted in unmatched_frees().
+  // Keeps a reference to the snapshot, which must outlive the replay.
   Replay(const Snapshot& s, uint8_t device);
 
-  // Indices into Snapshot::events of this device's events, in order; a "step" is a position in this list.
-  std::span<const uint32_t> events() const { return events_; }
+  // A "step" is a position in this device's events, in order.
+  uint32_t steps() const { return steps_; }
+  // The index into Snapshot::events of a step's event.
+  uint32_t event_of(uint32_t step) const { return event_index_.empty() ? step : event_index_[step]; }
+  const Event& event(uint32_t step) const { return s_.events[event_of(step)]; }
   uint8_t device() const { return device_; }
   const Totals& initial() const { return initial_; }
-  const Totals& after(uint32_t step) const { return step == kNoEvent ? initial_ : after_.at(step); }
+  // Totals right after `step` (kNoEvent: the initial state), replayed from the nearest stored totals.
+  Totals after(uint32_t step) const;
+  // Calls f(step, totals) for every step in [first, end), walking forward once.
+  template <class F>
+  void for_each_after(uint32_t first, uint32_t end, F f) const;
   const Peak& peak_allocated() const { return peak_allocated_; }
   const Peak& peak_reserved() const { return peak_reserved_; }
-  // Every block, pre-existing ones first, then in allocation order.
-  const std::vector<Allocation>& allocations() const { return allocations_; }
+  // Every block, pre-existing ones first (by address), then in allocation order.
+  Allocations allocations() const { return Allocations(*this); }
+  Allocation allocation(uint32_t id) const;
   // Ids (into allocations()) of the blocks allocated right after `step`.
   std::vector<uint32_t> live_after(uint32_t step) const;
   uint64_t unmatched_frees() const { return unmatched_frees_; }
   int64_t time_of(uint32_t step) const;
 
+  // Per allocation id, as in Allocation (for loops that read only these).
+  const std::vector<uint32_t>& alloc_steps() const { return alloc_step_; }
+  const std::vector<uint32_t>& free_steps() const { return free_step_; }
+
  private:
   class AddressMap;
+  // How a step changed allocated and active when that was not what its event says (see apply()).
+  struct Correction {
+    uint32_t step;
+    int64_t allocated, active;
+  };
+  // Totals are stored before every kStride-th step.
+  static constexpr uint32_t kStride = 16;
+
+  void index_events();
+  void pass();
   uint32_t* adopt_pre_existing(AddressMap& live, const Event& e);
   void adopt_segments(AddressMap& live);
-  void finish(int64_t reserved_delta, int64_t lowest_reserved);
+  void note_peaks(uint32_t step, const Totals& relative, Totals& highest);
+  void finish(int64_t reserved_delta, int64_t lowest_reserved, const Totals& highest);
+  void apply(uint32_t step, Totals& t, const Correction*& next) const;
+  const Correction* first_correction(uint32_t step) const;
 
   const Snapshot& s_;
   uint8_t device_;
-  std::vector<uint32_t> events_;
+  uint32_t steps_ = 0;
+  std::vector<uint32_t> event_index_;  // step -> event; empty when every event is this device's (identity)
   Totals initial_;
-  std::vector<Totals> after_;
+  std::vector<Totals> stored_;  // stored_[j]: the totals before step j * kStride
+  std::vector<Correction> corrections_;  // by step
   Peak peak_allocated_, peak_reserved_;
-  std::vector<Allocation> allocations_;
-  std::vector<Allocation> pre_existing_;  // live before recording; moved to the front of allocations_ at the end
+  std::vector<uint32_t> alloc_step_, free_step_, completed_step_;  // per allocation id
+  std::vector<Allocation> pre_existing_;  // the blocks live before recording: ids [0, size)
   uint64_t unmatched_frees_ = 0;
 };
+
+template <class F>
+void Replay::for_each_after(uint32_t first, uint32_t end, F f) const {
+  if (first >= end) return;
+  uint32_t from = first / kStride * kStride;
+  Totals t = stored_[first / kStride];
+  const Correction* next = first_correction(from);
+  for (uint32_t step = from; step < first; ++step) apply(step, t, next);
+  for (uint32_t step = first; step < end; ++step) {
+    apply(step, t, next);
+    f(step, static_cast<const Totals&>(t));
+  }
+}
 
 // Devices that have events or segments, ascending.
 std::vector<uint8_t> devices_of(const Snapshot& s);

@@ -34,7 +34,7 @@ class Timeline {
   Timeline(const Snapshot& s, const Replay& r);
 
   const Replay& replay() const { return r_; }
-  uint32_t steps() const { return static_cast<uint32_t>(r_.events().size()); }
+  uint32_t steps() const { return r_.steps(); }
   int64_t time_of(uint32_t step) const { return r_.time_of(step); }
   int64_t begin_ns() const { return begin_ns_; }
   int64_t end_ns() const { return end_ns_; }
@@ -58,6 +58,7 @@ class Timeline {
   uint32_t allocation_at(uint32_t step, uint64_t offset) const;
 
  private:
+  void include_positions(Envelope& e, uint32_t a, uint32_t b) const;
   void build_pyramid();
   void build_checkpoints();
   uint32_t first_allocation_after(uint32_t step) const;
@@ -69,8 +70,9 @@ class Timeline {
   std::vector<int64_t> sampled_times_;
   // levels_[j][k] covers steps [k * kBucket << j, (k + 1) * kBucket << j).
   std::vector<std::vector<Envelope>> levels_;
-  // Copies of the fields the stacking loops read, packed for the cache.
-  std::vector<uint32_t> alloc_step_, free_step_;
+  // What the stacking loops read, packed for the cache: the replay's steps and a copy of the sizes.
+  const std::vector<uint32_t>& alloc_step_;
+  const std::vector<uint32_t>& free_step_;
   std::vector<uint64_t> size_;
   uint32_t first_recorded_ = 0;  // allocations before this id existed before the recording
   // Live blocks after step k * checkpoint_stride_.
