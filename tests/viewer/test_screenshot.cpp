@@ -77,7 +77,7 @@ std::string fixture(const std::string& name) { return std::string(MEMREC_TEST_DA
 uint64_t brute_max_allocated(const Replay& r, int64_t t0, int64_t t1) {
   uint64_t best = 0;
   uint32_t before = kNoEvent;
-  for (uint32_t k = 0; k < r.events().size(); ++k) {
+  for (uint32_t k = 0; k < r.steps(); ++k) {
     int64_t t = r.time_of(k);
     if (t <= t0) before = k;
     else if (t < t1) best = std::max(best, r.after(k).allocated);
@@ -105,7 +105,7 @@ TEST_P(Screenshot, ShowsTheReplayedMemory) {
   ASSERT_GT(pw, 600);
   ASSERT_GT(ph, 200);
   // The whole recording fits in the view, and the tallest total fits in the plot.
-  int64_t end = r.time_of(static_cast<uint32_t>(r.events().size() - 1));
+  int64_t end = r.time_of(static_cast<uint32_t>(r.steps() - 1));
   EXPECT_LE(t0, 0);
   EXPECT_GE(t0 + pw * dt, static_cast<double>(end - begin));
   EXPECT_LT(std::max(r.peak_allocated().bytes, r.peak_reserved().bytes), per_row * ph);
@@ -157,7 +157,7 @@ TEST(ScreenshotAt, SelectsTheStepInForceAtThatTime) {
   Replay r(s, 0);
   int64_t at = 10'000'000;  // 10 ms after the first event
   uint32_t want = kNoEvent;
-  for (uint32_t k = 0; k < r.events().size(); ++k)
+  for (uint32_t k = 0; k < r.steps(); ++k)
     if (r.time_of(k) <= r.time_of(0) + at) want = k;
   Shot shot = screenshot(fixture("torch_2layer_python.pickle"), "--at 10ms --size 1024x640", dir);
   ASSERT_FALSE(shot.layout.is_null()) << shot.output;
