@@ -140,8 +140,8 @@ void Recorder::Impl::stop() {
   if (capped_at_ns >= 0) snap.metadata["recorder.capped_at_ns"] = std::to_string(capped_at_ns);
   snap.metadata["recorder.unique_pcs"] = std::to_string(symbolizer.unique_pcs());
   g_running = false;
+  if (drain_error) std::rethrow_exception(std::exchange(drain_error, nullptr));  // the cause, not its echo in close()
   if (writer) writer->close(snap);
-  if (drain_error) std::rethrow_exception(std::exchange(drain_error, nullptr));
 }
 
 void Recorder::Impl::drain_loop() {

@@ -160,6 +160,18 @@ TEST(OutOfMemory, CpuRunRecordsAndExplainsIt) {
   EXPECT_NE(stats.output.find("who held the memory"), std::string::npos) << stats.output;
 }
 
+// A full disk while recording (a 100 KiB file size limit): one message naming the cause, exit 1, and a file
+// that reads as the incomplete prefix it is.
+TEST(CrashSafety, FullDiskWhileRecordingIsOneErrorAndAPrefix) {
+  TempDir dir;
+  const std::string out = dir / "full.memrec";
+  auto r = run_command(fmt::format("ulimit -f 100; trap '' XFSZ; {} run transformer --layers 2 --device cpu --steps 8 "
+                                   "-o {}", quote(MEMREC_BINARY), quote(out)));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("memrec: error: " + out + ": write failed: File too large"), std::string::npos) << r.output;
+  EXPECT_FALSE(read_file(out).complete);
+}
+
 TEST(BoundedMemory, MaxEventsKeepsAPrefixAndSaysSo) {
   TempDir dir;
   const std::string out = dir / "capped.memrec";
