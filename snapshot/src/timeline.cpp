@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <map>
+#include <ranges>
 
 namespace memrec {
 namespace {
@@ -186,6 +187,20 @@ uint32_t Timeline::allocation_at(uint32_t step, uint64_t offset) const {
   return kNone;
 }
 
+int64_t Lane::end(size_t k) const {
+  uint32_t id = ids[k];
+  int64_t end = kernels ? s->kernels[id].end_ns : s->scopes[id].end_ns < 0 ? open_end : s->scopes[id].end_ns;
+  return std::max(end, start_of(id) + 1);
+}
+
+size_t Lane::first_starting_at(int64_t t, size_t lo, size_t hi) const {
+  return *std::ranges::partition_point(std::views::iota(lo, hi), [&](size_t k) { return start(k) < t; });
+}
+
+size_t Lane::first_ending_after(int64_t t) const {
+  return *std::ranges::partition_point(std::views::iota(size_t{0}, ids.size()), [&](size_t k) { return end(k) <= t; });
+}
+
 void Lane::columns(int64_t t0, double dt, std::span<uint32_t> out) const {
   // Columns only move right, so each search gallops on from the previous one: it touches memory near the last
   // hit instead of binary-searching millions of items per column.
@@ -193,30 +208,31 @@ void Lane::columns(int64_t t0, double dt, std::span<uint32_t> out) const {
   for (size_t i = 0; i < out.size(); ++i) {
     int64_t c0 = t0 + static_cast<int64_t>(i * dt), c1 = std::max(t0 + static_cast<int64_t>((i + 1) * dt), c0 + 1);
     size_t step = 1, lo = k;
-    while (k < starts.size() && starts[k] < c1) {
+    while (k < ids.size() && start(k) < c1) {
       lo = k;
-      k = std::min(starts.size(), k + step);
+      k = std::min(ids.size(), k + step);
       step *= 2;
     }
-    k = std::lower_bound(starts.begin() + lo, starts.begin() + k, c1) - starts.begin();
-    out[i] = k > 0 && ends[k - 1] > c0 ? ids[k - 1] : kNone;
+    k = first_starting_at(c1, lo, k);
+    out[i] = k > 0 && end(k - 1) > c0 ? ids[k - 1] : kNone;
   }
 }
 
 namespace {
 
+// Recorders append in start order, so this rarely sorts.
 void sort_lane(Lane& lane) {
-  if (std::is_sorted(lane.starts.begin(), lane.starts.end())) return;  // recorders append in start order
-  std::vector<size_t> order(lane.ids.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lane.starts[a] < lane.starts[b]; });
-  Lane sorted{lane.title, lane.kernels, {}, {}, {}};
-  for (size_t i : order) {
-    sorted.ids.push_back(lane.ids[i]);
-    sorted.starts.push_back(lane.starts[i]);
-    sorted.ends.push_back(lane.ends[i]);
+  auto by_start = [&](uint32_t a, uint32_t b) { return lane.start_of(a) < lane.start_of(b); };
+  if (!std::is_sorted(lane.ids.begin(), lane.ids.end(), by_start)) std::sort(lane.ids.begin(), lane.ids.end(), by_start);
+}
+
+std::vector<Lane> sorted_lanes(auto& by_key) {
+  std::vector<Lane> lanes;
+  for (auto& [key, lane] : by_key) {
+    sort_lane(lane);
+    lanes.push_back(std::move(lane));
   }
-  lane = std::move(sorted);
+  return lanes;
 }
 
 }  // namespace
@@ -227,17 +243,10 @@ std::vector<Lane> kernel_lanes(const Snapshot& s, uint8_t device) {
     const Kernel& k = s.kernels[i];
     if (k.device != device) continue;
     Lane& lane = by_stream[k.stream];
-    lane.title = "stream " + std::to_string(k.stream);
+    if (lane.ids.empty()) lane = Lane{.title = "stream " + std::to_string(k.stream), .s = &s, .kernels = true, .ids = {}};
     lane.ids.push_back(i);
-    lane.starts.push_back(k.start_ns);
-    lane.ends.push_back(std::max(k.end_ns, k.start_ns + 1));
   }
-  std::vector<Lane> lanes;
-  for (auto& [stream, lane] : by_stream) {
-    sort_lane(lane);
-    lanes.push_back(std::move(lane));
-  }
-  return lanes;
+  return sorted_lanes(by_stream);
 }
 
 std::vector<Lane> scope_lanes(const Snapshot& s, uint8_t device, int64_t end_ns, int max_depth) {
@@ -251,18 +260,12 @@ std::vector<Lane> scope_lanes(const Snapshot& s, uint8_t device, int64_t end_ns,
     depth[i] = p != 0 && p < i ? static_cast<uint8_t>(std::min(depth[p] + 1, 255)) : 0;
     if (sc.device != device || depth[i] >= max_depth) continue;
     Lane& lane = lanes_by_key[{sc.kind, depth[i]}];
-    lane.title = std::string(to_string(sc.kind)) + (depth[i] ? " " + std::to_string(depth[i] + 1) : "");
-    lane.kernels = false;
+    if (lane.ids.empty())
+      lane = Lane{.title = std::string(to_string(sc.kind)) + (depth[i] ? " " + std::to_string(depth[i] + 1) : ""),
+                  .s = &s, .kernels = false, .ids = {}, .open_end = end_ns};
     lane.ids.push_back(i);
-    lane.starts.push_back(sc.start_ns);
-    lane.ends.push_back(std::max(sc.end_ns < 0 ? end_ns : sc.end_ns, sc.start_ns + 1));
   }
-  std::vector<Lane> lanes;
-  for (auto& [key, lane] : lanes_by_key) {
-    sort_lane(lane);
-    lanes.push_back(std::move(lane));
-  }
-  return lanes;
+  return sorted_lanes(lanes_by_key);
 }
 
 }  // namespace memrec

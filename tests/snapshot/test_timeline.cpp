@@ -115,15 +115,14 @@ TEST(Timeline, LaneColumnsFindTheItemUnderEachColumn) {
 
 TEST(Timeline, LaneColumnsMatchBruteForceAtEveryZoom) {
   std::mt19937 rng(11);
-  Lane lane;
+  Snapshot s;
   int64_t t = 0;
   for (uint32_t i = 0; i < 5000; ++i) {
-    t += rng() % 300;
-    lane.ids.push_back(i);
-    lane.starts.push_back(t);
+    int64_t start = t += rng() % 300;
     t += 1 + rng() % 200;
-    lane.ends.push_back(t);
+    s.kernels.push_back(Kernel{.start_ns = start, .end_ns = t});
   }
+  Lane lane = kernel_lanes(s, 0).at(0);
   for (double dt : {0.7, 13.0, 450.0, 9000.0, 400000.0}) {
     int64_t t0 = static_cast<int64_t>(rng() % 100000) - 5000;
     std::vector<uint32_t> got(300);
@@ -132,7 +131,7 @@ TEST(Timeline, LaneColumnsMatchBruteForceAtEveryZoom) {
       int64_t c0 = t0 + static_cast<int64_t>(i * dt), c1 = std::max(t0 + static_cast<int64_t>((i + 1) * dt), c0 + 1);
       uint32_t want = kNone;
       for (size_t k = 0; k < lane.ids.size(); ++k)
-        if (lane.starts[k] < c1 && lane.ends[k] > c0) want = lane.ids[k];  // the last one reaching in
+        if (s.kernels[k].start_ns < c1 && s.kernels[k].end_ns > c0) want = lane.ids[k];  // the last one reaching in
       ASSERT_EQ(got[i], want) << "dt " << dt << " column " << i;
     }
   }
@@ -153,7 +152,7 @@ TEST(Timeline, ScopeLanesSplitNestedScopesByDepth) {
   EXPECT_EQ(lanes[0].title, "phase");
   EXPECT_EQ(lanes[1].title, "op");
   EXPECT_EQ(lanes[1].ids, (std::vector<uint32_t>{2, 4}));
-  EXPECT_EQ(lanes[1].ends[1], 500);
+  EXPECT_EQ(lanes[1].end(1), 500);
   EXPECT_EQ(lanes[2].title, "op 2");
   EXPECT_EQ(lanes[2].ids, (std::vector<uint32_t>{3}));
 }

@@ -88,9 +88,9 @@ void LanesView::draw(const Document& doc, ViewState& state, const ColumnGrid& gr
       size_t k = it - lane.ids.begin();
       ImGui::SetTooltip("%s\n%s, %s after start\nclick: group the memory live at its start",
                         doc.snapshot.strings[item_name(doc, lane, one[0])].c_str(),
-                        human_duration(lane.ends[k] - lane.starts[k]).c_str(),
-                        human_duration(lane.starts[k] - doc.timeline->begin_ns()).c_str());
-      if (ImGui::IsItemClicked()) state.set_instant(doc, doc.timeline->step_at(lane.starts[k]));
+                        human_duration(lane.end(k) - lane.start(k)).c_str(),
+                        human_duration(lane.start(k) - doc.timeline->begin_ns()).c_str());
+      if (ImGui::IsItemClicked()) state.set_instant(doc, doc.timeline->step_at(lane.start(k)));
     }
   }
   ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + height + 2));

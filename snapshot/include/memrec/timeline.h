@@ -81,16 +81,26 @@ class Timeline {
 };
 
 // Items of one lane that never overlap each other (kernels of one stream, scopes of one kind at one depth),
-// sorted by start.
+// sorted by start, so their ends are in order too. Times are read from the snapshot, which must outlive the lane.
 struct Lane {
   std::string title;
-  bool kernels = true;          // ids index Snapshot::kernels, else Snapshot::scopes
+  const Snapshot* s = nullptr;
+  bool kernels = true;        // ids index Snapshot::kernels, else Snapshot::scopes
   std::vector<uint32_t> ids;
-  std::vector<int64_t> starts, ends;
+  int64_t open_end = 0;       // where scopes still open end
 
+  int64_t start(size_t k) const { return start_of(ids[k]); }
+  // At least start + 1, so every item covers some time.
+  int64_t end(size_t k) const;
+  // The first item starting at or after t, among items [lo, hi).
+  size_t first_starting_at(int64_t t, size_t lo, size_t hi) const;
+  // The first item ending after t.
+  size_t first_ending_after(int64_t t) const;
   // For each of the columns [t0 + i*dt, t0 + (i+1)*dt), the last item starting in or before it that reaches
   // into it, else kNone.
   void columns(int64_t t0, double dt, std::span<uint32_t> out) const;
+
+  int64_t start_of(uint32_t id) const { return kernels ? s->kernels[id].start_ns : s->scopes[id].start_ns; }
 };
 
 // One lane per stream with kernels on `device`.
