@@ -149,12 +149,15 @@ void TimelineView::paint_column(const Document& doc, const ViewState& state, int
   tl.stack_rows(e.peak_step, bytes_per_row_, rows_, scratch_);
   const auto& allocs = doc.replay->allocations();
   bool highlighting = !state.highlight.empty();
+  uint32_t c = kPlotBackground;
   for (int r = 0; r < rows; ++r) {
     uint32_t id = rows_[r];
-    uint32_t c = kPlotBackground;
-    if (id != kNone) {
-      c = band_color(allocs[id].stack, id);
-      if (highlighting && !state.highlight[id]) c = dim(c);
+    if (r == 0 || id != rows_[r - 1]) {  // a block spans many rows: look it up once
+      c = kPlotBackground;
+      if (id != kNone) {
+        c = band_color(allocs[id].stack, id);
+        if (highlighting && !state.highlight[id]) c = dim(c);
+      }
     }
     image_.at(i, rows - 1 - r) = c;
   }
