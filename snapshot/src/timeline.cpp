@@ -9,7 +9,7 @@ namespace memrec {
 namespace {
 
 // Steps per finest pyramid bucket, and between sampled times. Ranges shorter than this are scanned directly.
-constexpr uint32_t kBucket = 16;
+constexpr uint32_t kBucket = 32;
 constexpr uint32_t kTimeStride = 64;
 
 // Internally a "position" is step + 1, so the initial state (kNoEvent) is position 0 and ranges stay unsigned.
@@ -27,7 +27,6 @@ void Envelope::include(const Totals& t, uint32_t step) {
     allocated_max = t.allocated;
     peak_step = step;
   }
-  allocated_min = std::min(allocated_min, t.allocated);
   reserved_min = std::min(reserved_min, t.reserved);
   reserved_max = std::max(reserved_max, t.reserved);
 }
@@ -40,7 +39,6 @@ void Envelope::include(const Envelope& e) {
     allocated_max = e.allocated_max;
     peak_step = e.peak_step;
   }
-  allocated_min = std::min(allocated_min, e.allocated_min);
   reserved_min = std::min(reserved_min, e.reserved_min);
   reserved_max = std::max(reserved_max, e.reserved_max);
 }
@@ -78,12 +76,10 @@ void Timeline::build_pyramid() {
 
 void Timeline::build_checkpoints() {
   uint32_t n = r_.allocations().size();
-  size_.resize(n);
   uint64_t lifetime = 0;
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t alloc_step = alloc_step_[i], born = pos_of(alloc_step);
     if (alloc_step == kNoEvent) first_recorded_ = i + 1;
-    size_[i] = r_.allocation(i).size;
     uint32_t end = std::min(free_pos(free_step_[i]), steps() + 1);
     if (end > born) lifetime += end - born;
   }
@@ -169,7 +165,7 @@ void Timeline::stack_rows(uint32_t step, double bytes_per_row, std::span<uint32_
   size_t row = 0;
   double top = 0;
   for (uint32_t id : scratch) {
-    top += static_cast<double>(size_[id]);
+    top += static_cast<double>(r_.size_of(id));
     for (; row < rows.size() && (row + 0.5) * bytes_per_row < top; ++row) rows[row] = id;
     if (row == rows.size()) return;
   }
@@ -181,7 +177,7 @@ uint32_t Timeline::allocation_at(uint32_t step, uint64_t offset) const {
   live_at(step, live);
   uint64_t top = 0;
   for (uint32_t id : live) {
-    top += size_[id];
+    top += r_.size_of(id);
     if (offset < top) return id;
   }
   return kNone;

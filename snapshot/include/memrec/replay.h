@@ -113,6 +113,9 @@ class Replay {
   // Every block, pre-existing ones first (by address), then in allocation order.
   Allocations allocations() const { return Allocations(*this); }
   Allocation allocation(uint32_t id) const;
+  uint64_t size_of(uint32_t id) const {
+    return id < pre_existing_.size() ? pre_existing_[id].size : event(alloc_step_[id]).size;
+  }
   // Ids (into allocations()) of the blocks allocated right after `step`.
   std::vector<uint32_t> live_after(uint32_t step) const;
   uint64_t unmatched_frees() const { return unmatched_frees_; }

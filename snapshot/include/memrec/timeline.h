@@ -15,9 +15,8 @@ namespace memrec {
 
 inline constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 
-// Min/max of the totals over a range of states; peak_step is where allocated is highest (earliest on ties).
+// Highest allocated and min/max reserved over a range of states; peak_step is where allocated is highest (earliest on ties).
 struct Envelope {
-  uint64_t allocated_min = std::numeric_limits<uint64_t>::max();
   uint64_t allocated_max = 0;
   uint64_t reserved_min = std::numeric_limits<uint64_t>::max();
   uint64_t reserved_max = 0;
@@ -70,10 +69,9 @@ class Timeline {
   std::vector<int64_t> sampled_times_;
   // levels_[j][k] covers steps [k * kBucket << j, (k + 1) * kBucket << j).
   std::vector<std::vector<Envelope>> levels_;
-  // What the stacking loops read, packed for the cache: the replay's steps and a copy of the sizes.
+  // The replay's per-block steps, which the stacking loops read.
   const std::vector<uint32_t>& alloc_step_;
   const std::vector<uint32_t>& free_step_;
-  std::vector<uint64_t> size_;
   uint32_t first_recorded_ = 0;  // allocations before this id existed before the recording
   // Live blocks after step k * checkpoint_stride_.
   uint32_t checkpoint_stride_ = 1024;
