@@ -3,6 +3,8 @@
 // Tables and metadata are cereal binary archives; events, kernels and scopes are varint columns.
 #include "memrec/format.h"
 
+#include "memrec/huge_pages.h"
+
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -19,7 +21,6 @@
 
 #include <cereal/archives/binary.hpp>
 #include <fmt/format.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 namespace memrec {
@@ -381,14 +382,6 @@ template <class T> T get_le(const char* p) {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// Faulting in a large row vector 4 KiB at a time costs more than decoding it; huge pages cut the faults 512-fold.
-void advise_huge_pages(void* p, size_t n) {
-  constexpr uintptr_t kHuge = 2u << 20;
-  uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // a hint: failure is fine
-}
-
 struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
 };
@@ -672,10 +665,9 @@ void Reader::reserve_rows() {
   auto rows = [&](ChunkType t, size_t columns) {
     return std::min<uint64_t>(raw[static_cast<uint32_t>(t)] / columns, bytes_.size());
   };
-  s_.events.reserve(rows(ChunkType::events, Columns<Event>::kCount));
-  advise_huge_pages(s_.events.data(), s_.events.capacity() * sizeof(Event));
-  s_.kernels.reserve(rows(ChunkType::kernels, Columns<Kernel>::kCount));
-  scopes_.reserve(rows(ChunkType::scopes, Columns<Scope>::kCount));
+  reserve_huge(s_.events, rows(ChunkType::events, Columns<Event>::kCount));
+  reserve_huge(s_.kernels, rows(ChunkType::kernels, Columns<Kernel>::kCount));
+  reserve_huge(scopes_, rows(ChunkType::scopes, Columns<Scope>::kCount));
 }
 
 bool Reader::read_chunk() {
