@@ -26,11 +26,11 @@ PhaseKind phase_kind(std::string_view name, ScopeKind kind) {
   return PhaseKind::other;
 }
 
-Category categorize_one(const Allocation& a, const Replay& r, const PhaseIndex& phases) {
-  if (a.alloc_step == kNoEvent) return Category::unknown;
-  int64_t born = r.time_of(a.alloc_step);
-  bool freed = a.free_step != kNoEvent;
-  int64_t died = freed ? r.time_of(a.free_step) : INT64_MAX;
+Category categorize_one(uint32_t alloc_step, uint32_t free_step, const Replay& r, const PhaseIndex& phases) {
+  if (alloc_step == kNoEvent) return Category::unknown;
+  int64_t born = r.time_of(alloc_step);
+  bool freed = free_step != kNoEvent;
+  int64_t died = freed ? r.time_of(free_step) : INT64_MAX;
   uint32_t phase = phases.at(born);
   if (!phase) {
     if (died < phases.next_start(born)) return Category::temporary;
@@ -224,7 +224,8 @@ std::vector<Category> categorize(const Snapshot& s, const Replay& r) {
   PhaseIndex phases(s, r.device());
   std::vector<Category> out;
   out.reserve(r.allocations().size());
-  for (const Allocation& a : r.allocations()) out.push_back(categorize_one(a, r, phases));
+  for (uint32_t id = 0; id < r.allocations().size(); ++id)
+    out.push_back(categorize_one(r.alloc_steps()[id], r.free_steps()[id], r, phases));
   return out;
 }
 

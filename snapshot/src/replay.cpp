@@ -271,7 +271,7 @@ Allocation Replay::allocation(uint32_t id) const {
     a.free_step = free_step_[id], a.completed_step = completed_step_[id];
     return a;
   }
-  uint32_t ev = event_of(alloc_step_.at(id));
+  uint32_t ev = event_of(alloc_step_[id]);
   const Event& e = s_.events[ev];
   return Allocation{.addr = e.addr, .size = e.size, .alloc_step = alloc_step_[id], .free_step = free_step_[id],
                     .completed_step = completed_step_[id], .stack = e.stack, .scope = e.scope, .event = ev,
@@ -283,11 +283,6 @@ std::vector<uint32_t> Replay::live_after(uint32_t step) const {
   for (uint32_t i = 0; i < alloc_step_.size(); ++i)
     if (live_after_step(alloc_step_[i], free_step_[i], step)) ids.push_back(i);
   return ids;
-}
-
-int64_t Replay::time_of(uint32_t step) const {
-  if (steps_ == 0) return 0;
-  return event(step == kNoEvent ? 0 : step).time_ns;
 }
 
 std::vector<uint8_t> devices_of(const Snapshot& s) {

@@ -119,7 +119,7 @@ class Replay {
   // Ids (into allocations()) of the blocks allocated right after `step`.
   std::vector<uint32_t> live_after(uint32_t step) const;
   uint64_t unmatched_frees() const { return unmatched_frees_; }
-  int64_t time_of(uint32_t step) const;
+  int64_t time_of(uint32_t step) const { return steps_ == 0 ? 0 : event(step == kNoEvent ? 0 : step).time_ns; }
 
   // Per allocation id, as in Allocation (for loops that read only these).
   const std::vector<uint32_t>& alloc_steps() const { return alloc_step_; }
