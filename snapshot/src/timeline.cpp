@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <map>
-#include <ranges>
 
 namespace memrec {
 namespace {
@@ -183,18 +182,19 @@ uint32_t Timeline::allocation_at(uint32_t step, uint64_t offset) const {
   return kNone;
 }
 
-int64_t Lane::end(size_t k) const {
-  uint32_t id = ids[k];
+int64_t Lane::end_of(uint32_t id) const {
   int64_t end = kernels ? s->kernels[id].end_ns : s->scopes[id].end_ns < 0 ? open_end : s->scopes[id].end_ns;
   return std::max(end, start_of(id) + 1);
 }
 
 size_t Lane::first_starting_at(int64_t t, size_t lo, size_t hi) const {
-  return *std::ranges::partition_point(std::views::iota(lo, hi), [&](size_t k) { return start(k) < t; });
+  auto it = std::partition_point(ids.begin() + lo, ids.begin() + hi, [&](uint32_t id) { return start_of(id) < t; });
+  return it - ids.begin();
 }
 
 size_t Lane::first_ending_after(int64_t t) const {
-  return *std::ranges::partition_point(std::views::iota(size_t{0}, ids.size()), [&](size_t k) { return end(k) <= t; });
+  auto it = std::partition_point(ids.begin(), ids.end(), [&](uint32_t id) { return end_of(id) <= t; });
+  return it - ids.begin();
 }
 
 void Lane::columns(int64_t t0, double dt, std::span<uint32_t> out) const {

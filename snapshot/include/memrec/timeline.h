@@ -89,7 +89,7 @@ struct Lane {
 
   int64_t start(size_t k) const { return start_of(ids[k]); }
   // At least start + 1, so every item covers some time.
-  int64_t end(size_t k) const;
+  int64_t end(size_t k) const { return end_of(ids[k]); }
   // The first item starting at or after t, among items [lo, hi).
   size_t first_starting_at(int64_t t, size_t lo, size_t hi) const;
   // The first item ending after t.
@@ -99,6 +99,7 @@ struct Lane {
   void columns(int64_t t0, double dt, std::span<uint32_t> out) const;
 
   int64_t start_of(uint32_t id) const { return kernels ? s->kernels[id].start_ns : s->scopes[id].start_ns; }
+  int64_t end_of(uint32_t id) const;
 };
 
 // One lane per stream with kernels on `device`.
