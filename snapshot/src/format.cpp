@@ -917,9 +917,12 @@ Snapshot read_file(const std::string& path) {
   if (fstat(fileno(f.get()), &st) != 0) fail("cannot stat");
   if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{}: is a directory, not a .memrec file", path));
   // Bytes appended after the stat (a recording still running) are left for the next read.
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
-  if (std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) fail("read failed");
-  return Reader(path, bytes).read();
+  // Not zeroed first, and on huge pages: faulting in a buffer this size costs as much as reading into it.
+  auto size = static_cast<size_t>(st.st_size);
+  auto bytes = std::make_unique_for_overwrite<uint8_t[]>(size);
+  advise_huge(bytes.get(), size);
+  if (std::fread(bytes.get(), 1, size, f.get()) != size) fail("read failed");
+  return Reader(path, {bytes.get(), size}).read();
 }
 
 bool is_memrec_file(const std::string& path) {
