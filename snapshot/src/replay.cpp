@@ -127,7 +127,7 @@ void Replay::index_events() {
 
 void Replay::pass() {
   for (auto* v : {&alloc_step_, &free_step_, &completed_step_}) reserve_huge(*v, steps_ / 2 + 1024);
-  stored_.reserve(steps_ / kStride + 1);
+  reserve_huge(stored_, steps_ / kStride + 1);
   AddressMap live;
   if (s_.has_segments_start) adopt_segments(live);
   int64_t allocated = 0, active = 0, reserved = 0, lowest_reserved = 0;

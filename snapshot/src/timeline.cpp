@@ -1,5 +1,7 @@
 #include "memrec/timeline.h"
 
+#include "memrec/huge_pages.h"
+
 #include <algorithm>
 #include <bit>
 #include <map>
@@ -61,7 +63,10 @@ void Timeline::include_positions(Envelope& e, uint32_t a, uint32_t b) const {
 // Level 0 buckets cover kBucket positions; each level above merges pairs.
 void Timeline::build_pyramid() {
   uint32_t positions = steps() + 1;
-  std::vector<Envelope> level((positions + kBucket - 1) / kBucket);
+  size_t buckets = (positions + kBucket - 1) / kBucket;
+  std::vector<Envelope> level;
+  reserve_huge(level, buckets);
+  level.resize(buckets);
   level[0].include(r_.initial(), kNoEvent);
   r_.for_each_after(0, steps(), [&](uint32_t step, const Totals& t) { level[pos_of(step) / kBucket].include(t, step); });
   levels_.push_back(std::move(level));
@@ -87,6 +92,7 @@ void Timeline::build_checkpoints() {
   uint64_t mean_live = lifetime / (steps() + 1) + 1;
   checkpoint_stride_ = std::clamp<uint32_t>(std::bit_ceil(static_cast<uint32_t>(std::min<uint64_t>(mean_live, 1u << 16))),
                                             256, 1u << 16);
+  reserve_huge(checkpoint_ids_, lifetime / checkpoint_stride_ + first_recorded_ + 1024);  // about what they hold
   std::vector<uint32_t> live;
   for (uint32_t i = 0; i < first_recorded_; ++i)
     if (free_pos(free_step_[i]) > 0) live.push_back(i);
@@ -95,7 +101,8 @@ void Timeline::build_checkpoints() {
     std::erase_if(live, [&](uint32_t id) { return free_pos(free_step_[id]) <= pos; });
     for (; next < n && pos_of(alloc_step_[next]) <= pos; ++next)
       if (free_pos(free_step_[next]) > pos) live.push_back(next);
-    checkpoints_.push_back(live);
+    checkpoint_ids_.insert(checkpoint_ids_.end(), live.begin(), live.end());
+    checkpoint_ends_.push_back(checkpoint_ids_.size());
   }
 }
 
@@ -152,8 +159,8 @@ void Timeline::live_at(uint32_t step, std::vector<uint32_t>& out) const {
   uint32_t pos = pos_of(step);
   uint32_t cp = pos / checkpoint_stride_;
   uint32_t cp_pos = cp * checkpoint_stride_;
-  for (uint32_t id : checkpoints_[cp])
-    if (free_pos(free_step_[id]) > pos) out.push_back(id);
+  for (size_t k = cp ? checkpoint_ends_[cp - 1] : 0; k < checkpoint_ends_[cp]; ++k)
+    if (uint32_t id = checkpoint_ids_[k]; free_pos(free_step_[id]) > pos) out.push_back(id);
   for (uint32_t id = first_allocation_after(cp_pos); id < alloc_step_.size() && pos_of(alloc_step_[id]) <= pos; ++id)
     if (free_pos(free_step_[id]) > pos) out.push_back(id);
 }

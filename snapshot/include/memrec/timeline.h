@@ -73,9 +73,10 @@ class Timeline {
   const std::vector<uint32_t>& alloc_step_;
   const std::vector<uint32_t>& free_step_;
   uint32_t first_recorded_ = 0;  // allocations before this id existed before the recording
-  // Live blocks after step k * checkpoint_stride_.
+  // Live blocks after step k * checkpoint_stride_: checkpoint_ids_[checkpoint_ends_[k - 1], checkpoint_ends_[k]).
   uint32_t checkpoint_stride_ = 1024;
-  std::vector<std::vector<uint32_t>> checkpoints_;
+  std::vector<uint32_t> checkpoint_ids_;
+  std::vector<size_t> checkpoint_ends_;
 };
 
 // Items of one lane that never overlap each other (kernels of one stream, scopes of one kind at one depth),
