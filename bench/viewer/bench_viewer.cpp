@@ -114,30 +114,45 @@ std::vector<double> scripted_pan_zoom(viewer::App& app, std::vector<double>& ful
   return build;
 }
 
-void run_size(size_t events, const std::string& dir) {
-  std::string path = dir + "/synthetic_" + std::to_string(events) + ".memrec";
-  // Written by a child process so the generator's memory does not count in this one's RSS.
+// Runs f in a child process and returns what it returns (a plain struct), so that neither the memory it takes
+// nor the memory it frees (which a later allocation would find already faulted in) touches this process.
+template <class T, class F>
+T in_child(F f, const std::string& what) {
+  int fds[2];
+  if (pipe(fds) != 0) throw Error("pipe failed");
   pid_t child = fork();
   if (child == 0) {
-    write_recording(events, path);
-    _exit(0);
+    T result = f();
+    _exit(write(fds[1], &result, sizeof result) == sizeof result ? 0 : 1);
   }
+  close(fds[1]);
+  T result{};
+  bool got = read(fds[0], &result, sizeof result) == sizeof result;
+  close(fds[0]);
   int status = 0;
   waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error("could not write " + path);
+  if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error("could not " + what);
+  return result;
+}
 
-  uint64_t rss0 = rss_bytes();
-  auto t = Clock::now();
-  // Loaded alone first: the time and memory of the data, before any GL.
-  double load_s = 0;
+struct LoadAlone {
+  double seconds = 0;
   uint64_t data_rss = 0;
-  {
+};
+
+void run_size(size_t events, const std::string& dir) {
+  std::string path = dir + "/synthetic_" + std::to_string(events) + ".memrec";
+  in_child<int>([&] { return write_recording(events, path), 0; }, "write " + path);
+  // Loaded alone: the time and memory of the data, before any GL.
+  auto alone = in_child<LoadAlone>([&] {
+    uint64_t rss0 = rss_bytes();
+    auto t = Clock::now();
     auto doc = viewer::Document::open(path, -1);
-    load_s = seconds_since(t);
-    data_rss = rss_bytes() - rss0;
-  }
-  // Then as `memrec view` opens a file: loading on one thread while the window opens on another.
-  t = Clock::now();
+    return LoadAlone{seconds_since(t), rss_bytes() - rss0};
+  }, "load " + path);
+  // Then as `memrec view` opens a file, in a process that has loaded nothing yet: loading on one thread while
+  // the window opens on another.
+  auto t = Clock::now();
   viewer::App app(path, -1, 1280, 720, true);
   full_frame_ms(app, false, nullptr);
   double first_frame_s = seconds_since(t);
@@ -152,8 +167,8 @@ void run_size(size_t events, const std::string& dir) {
   for (int i = 0; i < 100; ++i) empty.push_back(full_frame_ms(app, true, nullptr));
 
   fmt::print("| {:>11} | {:>9} | {:>8} | {:>6.2f} s | {:>6.2f} s | {:>7.1f} | {:>6.0f} MB | {:>6.2f} | {:>6.2f} | {:>6.1f} | {:>6.1f} | {:>6.1f} | {:>6.1f} | {:>5.2f}x |\n",
-             n, d.snapshot.kernels.size(), d.snapshot.scopes.size() - 1, load_s, first_frame_s,
-             static_cast<double>(data_rss) / n, static_cast<double>(total_rss) / 1e6, percentile(build, 0.5), percentile(build, 0.99), percentile(full, 0.5),
+             n, d.snapshot.kernels.size(), d.snapshot.scopes.size() - 1, alone.seconds, first_frame_s,
+             static_cast<double>(alone.data_rss) / n, static_cast<double>(total_rss) / 1e6, percentile(build, 0.5), percentile(build, 0.99), percentile(full, 0.5),
              percentile(full, 0.99), percentile(still, 0.5), percentile(empty, 0.5), percentile(full, 0.5) / percentile(empty, 0.5));
   std::fflush(stdout);
   std::filesystem::remove(path);
