@@ -305,12 +305,14 @@ Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t s
   RangeSet set = segments_after(s, r, step);
   const auto& ranges = set.ranges();
   std::map<uint64_t, std::vector<Piece>> pieces;  // segment addr -> blocks inside it
-  for (const Allocation& a : r.allocations()) {
-    bool allocated = a.live_after(step);
-    bool pending = !allocated && a.free_step != kNoEvent && a.alloc_step != kNoEvent &&
-                   (step != kNoEvent && a.free_step <= step) &&
-                   (a.completed_step == kNoEvent || a.completed_step > step);
+  for (uint32_t id = 0; id < r.alloc_steps().size(); ++id) {
+    // Decided on the step arrays: most blocks are long gone, and only the others need their event.
+    uint32_t born = r.alloc_steps()[id], freed = r.free_steps()[id], released = r.completed_steps()[id];
+    bool allocated = live_after_step(born, freed, step);
+    bool pending = !allocated && freed != kNoEvent && born != kNoEvent && (step != kNoEvent && freed <= step) &&
+                   (released == kNoEvent || released > step);
     if (!allocated && !pending) continue;
+    Allocation a = r.allocation(id);
     auto it = ranges.upper_bound(a.addr);
     if (it == ranges.begin()) continue;
     --it;

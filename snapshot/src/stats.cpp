@@ -84,11 +84,12 @@ json top_sites_json(const Snapshot& s, const Replay& r, size_t top) {
 // Power-of-two buckets of recorded allocation sizes.
 json size_histogram_json(const Replay& r) {
   std::map<int, std::pair<uint64_t, uint64_t>> buckets;  // bit width -> count, bytes
-  for (const Allocation& a : r.allocations()) {
-    if (a.alloc_step == kNoEvent) continue;
-    auto& [count, bytes] = buckets[std::bit_width(a.size)];
+  for (uint32_t id = 0; id < r.alloc_steps().size(); ++id) {
+    if (r.alloc_steps()[id] == kNoEvent) continue;
+    uint64_t size = r.size_of(id);
+    auto& [count, bytes] = buckets[std::bit_width(size)];
     ++count;
-    bytes += a.size;
+    bytes += size;
   }
   json out = json::array();
   for (auto& [width, cb] : buckets) {

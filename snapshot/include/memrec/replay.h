@@ -124,6 +124,7 @@ class Replay {
   // Per allocation id, as in Allocation (for loops that read only these).
   const std::vector<uint32_t>& alloc_steps() const { return alloc_step_; }
   const std::vector<uint32_t>& free_steps() const { return free_step_; }
+  const std::vector<uint32_t>& completed_steps() const { return completed_step_; }
 
  private:
   class AddressMap;
