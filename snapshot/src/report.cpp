@@ -268,13 +268,14 @@ std::string fragmentation(const json& f) {
 
 std::string oom(const json& o) {
   const json& f = o["fragmentation"];
-  std::string out = fmt::format("<h3>OOM at +{}</h3><p>Requested <b>{}</b>; the device had {} free; {} allocated, {} reserved.</p>",
-                                format_duration(o["time_ns"]), format_bytes(o["requested"]), format_bytes(o["device_free"]),
+  uint64_t device_free = o["device_free"];  // unknown (0) for the CPU allocator
+  std::string out = fmt::format("<h3>OOM at +{}</h3><p>Requested <b>{}</b>{}; {} allocated, {} reserved.</p>",
+                                format_duration(o["time_ns"]), format_bytes(o["requested"]),
+                                device_free ? fmt::format("; the device had {} free", format_bytes(device_free)) : "",
                                 format_bytes(o["allocated"]), format_bytes(o["reserved"]));
   if (o["caused_by_fragmentation"].get<bool>())
     out += fmt::format("<p class=\"warn\">Caused by fragmentation: {} was cached but the largest free range was {}.</p>",
-                       format_bytes(f["reserved"].get<uint64_t>() - f["allocated"].get<uint64_t>()),
-                       format_bytes(f["largest_free"]));
+                       format_bytes(o["cached"]), format_bytes(f["largest_free"]));
   else
     out += "<p class=\"warn\">Not fragmentation: the program needed more memory than the device had.</p>";
   out += "<table><thead><tr><th class=\"num\">Held</th><th class=\"num\">Share</th><th class=\"num\">Blocks</th>"

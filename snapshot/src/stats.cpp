@@ -115,6 +115,7 @@ json ooms_json(const Snapshot& s, const Replay& r, size_t top) {
                    {"device_free", o.device_free},
                    {"allocated", o.totals.allocated},
                    {"reserved", o.totals.reserved},
+                   {"cached", o.fragmentation.reserved - std::min(o.fragmentation.reserved, o.fragmentation.allocated)},
                    {"fragmentation", fragmentation_json(o.fragmentation)},
                    {"caused_by_fragmentation", o.caused_by_fragmentation},
                    {"top_sites", groups_json(o.top_sites, top, o.totals.allocated)}});
@@ -181,8 +182,7 @@ void render_oom(std::string& out, const json& o) {
   const json& f = o["fragmentation"];
   if (o["caused_by_fragmentation"].get<bool>())
     out += fmt::format("  fragmentation: {} was cached but the largest free range was {}\n",
-                       format_bytes(f["reserved"].get<uint64_t>() - f["allocated"].get<uint64_t>()),
-                       format_bytes(f["largest_free"]));
+                       format_bytes(o["cached"]), format_bytes(f["largest_free"]));
   else
     out += "  not fragmentation: the program needed more memory than the device had\n";
   out += "  who held the memory:\n";
