@@ -39,6 +39,11 @@ int64_t realtime_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// `memrec run` of a small CPU transformer into `out`, as a shell command.
+std::string cpu_run(const std::string& flags, const std::string& out) {
+  return fmt::format("{} run transformer --layers 2 --device cpu {} -o {}", quote(MEMREC_BINARY), flags, quote(out));
+}
+
 // A CPU training run long enough to be stopped from outside.
 Child long_run(const TempDir& dir, const std::string& out) {
   return Child({MEMREC_BINARY, "run", "transformer", "--layers", "2", "--device", "cpu", "--steps", "100000", "-o",
@@ -140,9 +145,8 @@ const uint64_t g_baseline_kb = [] {
 TEST(OutOfMemory, CpuRunRecordsAndExplainsIt) {
   TempDir dir;
   const std::string out = dir / "oom.memrec";
-  auto r = run_command(fmt::format("ulimit -v {}; OMP_NUM_THREADS=2 MALLOC_ARENA_MAX=2 {} run transformer --layers 2 "
-                                   "--device cpu --batch 8000 --steps 1 -o {}",
-                                   g_baseline_kb + 1'500'000, quote(MEMREC_BINARY), quote(out)));
+  auto r = run_command(fmt::format("ulimit -v {}; OMP_NUM_THREADS=2 MALLOC_ARENA_MAX=2 {}", g_baseline_kb + 1'500'000,
+                                   cpu_run("--batch 8000 --steps 1", out)));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("memrec: error: out of memory"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("`memrec stats " + out + "`"), std::string::npos) << r.output;
@@ -165,8 +169,7 @@ TEST(OutOfMemory, CpuRunRecordsAndExplainsIt) {
 TEST(CrashSafety, FullDiskWhileRecordingIsOneErrorAndAPrefix) {
   TempDir dir;
   const std::string out = dir / "full.memrec";
-  auto r = run_command(fmt::format("ulimit -f 100; trap '' XFSZ; {} run transformer --layers 2 --device cpu --steps 8 "
-                                   "-o {}", quote(MEMREC_BINARY), quote(out)));
+  auto r = run_command("ulimit -f 100; trap '' XFSZ; " + cpu_run("--steps 8", out));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("memrec: error: " + out + ": write failed: File too large"), std::string::npos) << r.output;
   EXPECT_FALSE(read_file(out).complete);
@@ -175,8 +178,7 @@ TEST(CrashSafety, FullDiskWhileRecordingIsOneErrorAndAPrefix) {
 TEST(BoundedMemory, MaxEventsKeepsAPrefixAndSaysSo) {
   TempDir dir;
   const std::string out = dir / "capped.memrec";
-  auto r = run_command(fmt::format("{} run transformer --layers 2 --device cpu --steps 2 --max-events 3000 -o {}",
-                                   quote(MEMREC_BINARY), quote(out)));
+  auto r = run_command(cpu_run("--steps 2 --max-events 3000", out));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("WARNING: the recording is incomplete"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("over --max-events"), std::string::npos) << r.output;
@@ -195,8 +197,7 @@ TEST(BoundedMemory, MaxEventsKeepsAPrefixAndSaysSo) {
 TEST(BoundedMemory, BufferMbCountsWhatDidNotFit) {
   TempDir dir;
   const std::string out = dir / "small-buffer.memrec";
-  auto r = run_command(fmt::format("{} run transformer --layers 2 --device cpu --steps 2 --buffer-mb 0.02 -o {}",
-                                   quote(MEMREC_BINARY), quote(out)));
+  auto r = run_command(cpu_run("--steps 2 --buffer-mb 0.02", out));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("with the buffer full"), std::string::npos) << r.output;
   Snapshot s = read_file(out);
