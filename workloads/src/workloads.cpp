@@ -200,9 +200,10 @@ auto torch_errors_as_memrec(F&& f) {
     return f();
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
-    for (const char* oom : {"out of memory", "can't allocate memory", "not enough memory"})
-      if (dynamic_cast<const c10::OutOfMemoryError*>(&e) || what.find(oom) != what.npos)
-        throw OutOfMemory(what.substr(0, what.find('\n')));
+    auto says = [&](const char* text) { return what.find(text) != what.npos; };
+    if (dynamic_cast<const c10::OutOfMemoryError*>(&e) || says("out of memory") || says("can't allocate memory") ||
+        says("not enough memory"))
+      throw OutOfMemory(what.substr(0, what.find('\n')));
     throw Error("libtorch: " + what);
   }
 }
