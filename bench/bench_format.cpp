@@ -38,7 +38,7 @@ void BM_Read(benchmark::State& state) {
   memrec::write_file(s, path);
   for (auto _ : state) {
     memrec::Snapshot r = memrec::read_file(path);
-    benchmark::DoNotOptimize(r.events.data());
+    benchmark::DoNotOptimize(r.events.size());
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(s.events.size()));
   state.counters["bytes_per_event"] =

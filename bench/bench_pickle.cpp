@@ -46,7 +46,7 @@ BENCHMARK(BM_ExportPickle)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_ImportPickle(benchmark::State& state) {
   for (auto _ : state) {
     auto s = memrec::import_pickle(exported());
-    benchmark::DoNotOptimize(s.events.data());
+    benchmark::DoNotOptimize(s.events.size());
   }
   set_counters(state, exported().size());
 }

@@ -79,15 +79,18 @@ inline Snapshot make_training_history(size_t n_events, uint32_t seed) {
   std::vector<uint32_t> kernel_names;
   for (int i = 0; i < 100; ++i) kernel_names.push_back(s.strings.intern("kernel_" + std::to_string(i)));
 
+  std::vector<Event> events;
+  std::vector<Scope> scopes{Scope{}};
+  std::vector<Kernel> kernels;
   int64_t t = 1'700'000'000'000'000'000;
   std::uniform_int_distribution<int64_t> jitter(0, 2047);
   auto add = [&](Action a, const Slot& sl, uint32_t scope, int64_t gap) {
     t += gap + jitter(rng);
-    s.events.push_back(Event{t, sl.addr, sl.size, sl.stack, scope, sl.rounding, sl.stream, a, 0});
+    events.push_back(Event{t, sl.addr, sl.size, sl.stack, scope, sl.rounding, sl.stream, a, 0});
   };
-  for (int step = 0; s.events.size() < n_events; ++step) {
-    uint32_t step_scope = static_cast<uint32_t>(s.scopes.size());
-    s.scopes.push_back(Scope{t, -1, step_name, 0, ScopeKind::step, 0});
+  for (int step = 0; events.size() < n_events; ++step) {
+    uint32_t step_scope = static_cast<uint32_t>(scopes.size());
+    scopes.push_back(Scope{t, -1, step_name, 0, ScopeKind::step, 0});
     if (step % 10 == 0)  // the allocator reserves its pool, and every ten steps releases and re-reserves it
       for (int k = 0; k < 8; ++k) {
         Slot seg{segment_bytes, base + k * segment_bytes, stacks[k], 0, 5000, 0, 0};
@@ -97,10 +100,10 @@ inline Snapshot make_training_history(size_t n_events, uint32_t seed) {
     uint32_t op_scope = 0;
     for (size_t i = 0; i < n_slots; ++i) {
       if (i % 3 == 0) {  // an op scope around every three allocations
-        if (op_scope) s.scopes[op_scope].end_ns = t + 100;
-        op_scope = static_cast<uint32_t>(s.scopes.size());
-        s.scopes.push_back(Scope{t + 50, -1, names[(i / 3) % names.size()], step_scope, ScopeKind::op, 0});
-        s.kernels.push_back(Kernel{t + 200, t + 200 + slots[i].gap_ns, static_cast<uint64_t>(s.kernels.size() + 1),
+        if (op_scope) scopes[op_scope].end_ns = t + 100;
+        op_scope = static_cast<uint32_t>(scopes.size());
+        scopes.push_back(Scope{t + 50, -1, names[(i / 3) % names.size()], step_scope, ScopeKind::op, 0});
+        kernels.push_back(Kernel{t + 200, t + 200 + slots[i].gap_ns, static_cast<uint64_t>(kernels.size() + 1),
                                    0, kernel_names[(i / 3) % kernel_names.size()], slots[i].stream,
                                    KernelKind::kernel, 0});
       }
@@ -110,10 +113,13 @@ inline Snapshot make_training_history(size_t n_events, uint32_t seed) {
         add(Action::free_completed, slots[f], op_scope, 100);
       }
     }
-    if (op_scope) s.scopes[op_scope].end_ns = t + 100;
-    s.scopes[step_scope].end_ns = t + 1000;
+    if (op_scope) scopes[op_scope].end_ns = t + 100;
+    scopes[step_scope].end_ns = t + 1000;
   }
-  s.events.resize(n_events);
+  events.resize(n_events);
+  s.events.assign(events);
+  s.scopes.assign(scopes);
+  s.kernels.assign(kernels);
   return s;
 }
 

@@ -42,15 +42,18 @@ void add_scopes_and_kernels(Snapshot& s) {
   uint32_t op_name = s.strings.intern("aten::addmm");
   uint32_t module_name = s.strings.intern("TransformerEncoderLayer");
   uint16_t side = s.intern_stream(0x5151);
+  std::vector<Event> events(s.events.begin(), s.events.end());
+  std::vector<Scope> scopes(s.scopes.begin(), s.scopes.end());
+  std::vector<Kernel> kernels;
   uint32_t phase = 0, module = 0, op = 0;
-  for (size_t i = 0; i < s.events.size(); ++i) {
-    int64_t t = s.events[i].time_ns;
+  for (size_t i = 0; i < events.size(); ++i) {
+    int64_t t = events[i].time_ns;
     auto open = [&](uint32_t name, uint32_t parent, ScopeKind kind) {
-      s.scopes.push_back(Scope{t, -1, name, parent, kind, 0});
-      return static_cast<uint32_t>(s.scopes.size() - 1);
+      scopes.push_back(Scope{t, -1, name, parent, kind, 0});
+      return static_cast<uint32_t>(scopes.size() - 1);
     };
     auto close = [&](uint32_t id) {
-      if (id) s.scopes[id].end_ns = t;
+      if (id) scopes[id].end_ns = t;
     };
     if (i % 6 == 0) {
       close(op);
@@ -63,13 +66,16 @@ void add_scopes_and_kernels(Snapshot& s) {
         module = open(module_name, phase, ScopeKind::module);
       }
       op = open(op_name, module, ScopeKind::op);
-      if (!s.kernels.empty()) s.kernels.back().end_ns = std::max(s.kernels.back().start_ns + 1, t - 500);
-      s.kernels.push_back(Kernel{t, t + 1, i, 0, kernel_name, static_cast<uint16_t>(i % 12 ? 0 : side),
-                                 KernelKind::kernel, 0});
+      if (!kernels.empty()) kernels.back().end_ns = std::max(kernels.back().start_ns + 1, t - 500);
+      kernels.push_back(Kernel{t, t + 1, i, 0, kernel_name, static_cast<uint16_t>(i % 12 ? 0 : side),
+                               KernelKind::kernel, 0});
     }
-    s.events[i].scope = op;
+    events[i].scope = op;
   }
-  s.kernels.back().end_ns = s.events.back().time_ns;
+  kernels.back().end_ns = events.back().time_ns;
+  s.events.assign(events);
+  s.scopes.assign(scopes);
+  s.kernels.assign(kernels);
 }
 
 void write_recording(size_t events, const std::string& path) {

@@ -175,7 +175,7 @@ void Recorder::Impl::apply(const detail::Batch& b) {
         break;
       }
       case detail::RecordKind::scope_close:
-        if (r.scope < snap.scopes.size()) snap.scopes[r.scope].end_ns = r.time;
+        if (r.scope < snap.scopes.size()) snap.scopes.update(r.scope, [&](Scope& sc) { sc.end_ns = r.time; });
         break;
       case detail::RecordKind::event: add_event(r, b); break;
     }

@@ -287,67 +287,30 @@ template <size_t N> class ColumnDecoder {
   std::array<Cursor, N> cols_;
 };
 
-// Row schemas: each lists its columns once for both directions. R is T or const T.
-template <class T> struct Columns;
-
-template <> struct Columns<Event> {
-  static constexpr size_t kCount = 9;
-  template <class C, class R> static void row(C& c, R& e, const Event& prev) {
-    c.delta(0, e.time_ns, prev.time_ns);
-    c.value(1, e.action);
-    c.value(2, e.device);
-    c.value(3, e.stream);
-    c.delta(4, e.addr, prev.addr);
-    c.value(5, e.size);
-    c.value(6, e.stack);
-    c.value(7, e.scope);
-    c.value(8, e.rounding);
-  }
-};
-
-template <> struct Columns<Kernel> {
-  static constexpr size_t kCount = 8;
-  template <class C, class R> static void row(C& c, R& k, const Kernel& prev) {
-    c.delta(0, k.start_ns, prev.start_ns);
-    c.delta(1, k.end_ns, k.start_ns);
-    c.delta(2, k.correlation, prev.correlation);
-    c.value(3, k.bytes);
-    c.value(4, k.name);
-    c.value(5, k.stream);
-    c.value(6, k.kind);
-    c.value(7, k.device);
-  }
-};
-
-template <> struct Columns<Scope> {
-  static constexpr size_t kCount = 6;
-  template <class C, class R> static void row(C& c, R& s, const Scope& prev) {
-    c.delta(0, s.start_ns, prev.start_ns);
-    c.delta(1, s.end_ns, s.start_ns);
-    c.value(2, s.name);
-    c.value(3, s.parent);
-    c.value(4, s.kind);
-    c.value(5, s.device);
-  }
-};
-
 // Payload: first row index u64, row count u64, byte size of each column u64, then the columns.
-template <class T> void encode_rows(Out& out, ColumnEncoder& enc, uint64_t first, std::span<const T> rows) {
-  enc.reset(Columns<T>::kCount, rows.size());
+template <class T> void encode_rows(Out& out, ColumnEncoder& enc, const PackedVector<T>& rows, uint64_t first, size_t n) {
+  enc.reset(Columns<T>::kCount, n);
   T prev{};
-  for (const T& r : rows) {
+  for (size_t i = first; i < first + n; ++i) {
+    T r = rows[i];
     Columns<T>::row(enc, r, prev);
     prev = r;
   }
-  out(first, static_cast<uint64_t>(rows.size()));
+  out(first, static_cast<uint64_t>(n));
   for (size_t c = 0; c < enc.count(); ++c) out(static_cast<uint64_t>(enc.column(c).size()));
   for (size_t c = 0; c < enc.count(); ++c) out.blob(enc.column(c));
 }
 
-// Appends the chunk's rows to dst; returns the first row index the chunk claims.
-template <class T> uint64_t decode_rows(In& in, std::vector<T>& dst) {
+void check_first(uint64_t first, uint64_t have, std::string_view table) {
+  if (first != have) throw Error(fmt::format("{} chunk starts at row {}, expected {}", table, first, have));
+}
+
+// Decodes a chunk of rows that must start at row `have` and hands them to take(std::span<const T>) in batches
+// small enough to stay in cache until they are packed.
+template <class T, class Take> void decode_rows(In& in, uint64_t have, std::string_view table, Take take) {
   uint64_t first = 0, n = 0;
   in(first, n);
+  check_first(first, have, table);
   std::array<uint64_t, Columns<T>::kCount> sizes{};
   for (uint64_t& size : sizes) in(size);
   // Every row takes at least one byte in each column.
@@ -362,13 +325,17 @@ template <class T> uint64_t decode_rows(In& in, std::vector<T>& dst) {
   }
   in.expect_end();
   Decoder dec(cursors);
+  std::array<T, PackedVector<T>::kBlockRows> batch;
   T row{};
-  for (uint64_t i = 0; i < n; ++i) {
-    Columns<T>::row(dec, row, T(row));
-    dst.push_back(row);  // not resize: that would write every row twice
+  for (uint64_t i = 0; i < n;) {
+    size_t k = 0;
+    for (; k < batch.size() && i < n; ++k, ++i) {
+      Columns<T>::row(dec, row, T(row));
+      batch[k] = row;
+    }
+    take(std::span<const T>(batch.data(), k));
   }
   dec.expect_end();
-  return first;
 }
 
 // ---- Bytes on disk ----
@@ -422,7 +389,7 @@ struct Writer::State {
   void write_strings(const Snapshot& s);
   void write_tables(const Snapshot& s);
   void write_scope_ends(const Snapshot& s);
-  template <class T> void write_rows(ChunkType type, const std::vector<T>& rows, uint64_t& written_rows);
+  template <class T> void write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows);
   void write_metadata(const Snapshot& s);
   void flush(const Snapshot& s);
 };
@@ -498,11 +465,11 @@ void Writer::State::write_scope_ends(const Snapshot& s) {
 }
 
 template <class T>
-void Writer::State::write_rows(ChunkType type, const std::vector<T>& rows, uint64_t& written_rows) {
+void Writer::State::write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows) {
   if (rows.size() < written_rows) throw Error(fmt::format("{}: the snapshot lost rows since the last flush", path));
   while (written_rows < rows.size()) {
     size_t n = std::min(kRowsPerChunk, rows.size() - written_rows);
-    chunk(type, [&](Out& o) { encode_rows(o, columns, written_rows, std::span<const T>(rows).subspan(written_rows, n)); });
+    chunk(type, [&](Out& o) { encode_rows(o, columns, rows, written_rows, n); });
     written_rows += n;
   }
 }
@@ -605,7 +572,6 @@ class Reader {
   void parse_metadata(In& in);
   void parse_end_state(In& in);
   void parse_footer(In& in);
-  void check_first(uint64_t first, uint64_t have, std::string_view table) const;
   void check_id(uint64_t id, uint64_t size, std::string_view what) const;
   void check_segments(const std::vector<Segment>& segments) const;
   Totals totals() const;
@@ -623,7 +589,7 @@ class Reader {
   std::vector<uint32_t> stack_offsets_{0};
   std::vector<uint32_t> stack_frames_;
   std::vector<uint64_t> streams_;
-  std::vector<Scope> scopes_;
+  std::vector<Scope> scopes_;  // packed at the end: scope_ends chunks still close earlier ones
   Snapshot s_;
   bool end_state_seen_ = false;
   bool footer_seen_ = false;
@@ -665,8 +631,8 @@ void Reader::reserve_rows() {
   auto rows = [&](ChunkType t, size_t columns) {
     return std::min<uint64_t>(raw[static_cast<uint32_t>(t)] / columns, bytes_.size());
   };
-  reserve_huge(s_.events, rows(ChunkType::events, Columns<Event>::kCount));
-  reserve_huge(s_.kernels, rows(ChunkType::kernels, Columns<Kernel>::kCount));
+  s_.events.reserve(rows(ChunkType::events, Columns<Event>::kCount));
+  s_.kernels.reserve(rows(ChunkType::kernels, Columns<Kernel>::kCount));
   reserve_huge(scopes_, rows(ChunkType::scopes, Columns<Scope>::kCount));
 }
 
@@ -737,10 +703,6 @@ void Reader::parse(ChunkType type, In& in) {
   }
 }
 
-void Reader::check_first(uint64_t first, uint64_t have, std::string_view table) const {
-  if (first != have) throw Error(fmt::format("{} chunk starts at row {}, expected {}", table, first, have));
-}
-
 void Reader::check_id(uint64_t id, uint64_t size, std::string_view what) const {
   if (id >= size) throw Error(fmt::format("{} id {} out of range (have {})", what, id, size));
 }
@@ -800,7 +762,7 @@ void Reader::parse_streams(In& in) {
 
 void Reader::parse_scopes(In& in) {
   size_t base = scopes_.size();
-  check_first(decode_rows(in, scopes_), base, "scopes");
+  decode_rows<Scope>(in, base, "scopes", [&](std::span<const Scope> rows) { scopes_.insert(scopes_.end(), rows.begin(), rows.end()); });
   for (size_t id = base; id < scopes_.size(); ++id) {
     const Scope& sc = scopes_[id];
     check_id(sc.name, strings_.size(), "scope name string");
@@ -821,26 +783,28 @@ void Reader::parse_scope_ends(In& in) {
 }
 
 void Reader::parse_events(In& in) {
-  size_t base = s_.events.size();
-  check_first(decode_rows(in, s_.events), base, "events");
   uint64_t n_stacks = stack_offsets_.size() - 1;
-  for (size_t i = base; i < s_.events.size(); ++i) {
-    const Event& e = s_.events[i];
-    if (e.stack >= n_stacks || e.scope >= scopes_.size() || e.stream >= streams_.size()) {
-      check_id(e.stack, n_stacks, fmt::format("event {} stack", i));
-      check_id(e.scope, scopes_.size(), fmt::format("event {} scope", i));
-      check_id(e.stream, streams_.size(), fmt::format("event {} stream", i));
+  decode_rows<Event>(in, s_.events.size(), "events", [&](std::span<const Event> rows) {
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Event& e = rows[k];
+      if (e.stack >= n_stacks || e.scope >= scopes_.size() || e.stream >= streams_.size()) {
+        check_id(e.stack, n_stacks, fmt::format("event {} stack", s_.events.size() + k));
+        check_id(e.scope, scopes_.size(), fmt::format("event {} scope", s_.events.size() + k));
+        check_id(e.stream, streams_.size(), fmt::format("event {} stream", s_.events.size() + k));
+      }
     }
-  }
+    s_.events.append(rows);
+  });
 }
 
 void Reader::parse_kernels(In& in) {
-  size_t base = s_.kernels.size();
-  check_first(decode_rows(in, s_.kernels), base, "kernels");
-  for (size_t i = base; i < s_.kernels.size(); ++i) {
-    check_id(s_.kernels[i].name, strings_.size(), "kernel name string");
-    check_id(s_.kernels[i].stream, streams_.size(), "kernel stream");
-  }
+  decode_rows<Kernel>(in, s_.kernels.size(), "kernels", [&](std::span<const Kernel> rows) {
+    for (const Kernel& k : rows) {
+      check_id(k.name, strings_.size(), "kernel name string");
+      check_id(k.stream, streams_.size(), "kernel stream");
+    }
+    s_.kernels.append(rows);
+  });
 }
 
 void Reader::parse_metadata(In& in) {
@@ -900,7 +864,7 @@ void Reader::finish() {
   s_.frames.assign(std::move(frames_));
   if (stack_offsets_.size() > 1) s_.stacks.assign(std::move(stack_offsets_), std::move(stack_frames_));
   if (!streams_.empty()) s_.streams = std::move(streams_);
-  if (!scopes_.empty()) s_.scopes = std::move(scopes_);
+  if (!scopes_.empty()) s_.scopes.assign(scopes_);
   s_.complete = footer_seen_;
 }
 

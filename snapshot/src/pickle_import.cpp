@@ -74,11 +74,16 @@ class Importer {
     if (!have_traces) fail(root, "missing key 'device_traces'");
     s_.has_segments_start = false;
     assign_event_scopes();
+    s_.events.assign(events_);
+    s_.scopes.assign(scopes_);
   }
 
  private:
   const Tree& t_;
   Snapshot& s_;
+  // Built here and packed into s_ at the end: the scope of every event is set once all annotations are known.
+  std::vector<Event> events_;
+  std::vector<Scope> scopes_{Scope{}};
   // Frame dicts are memoized, and so are whole frame lists in PyTorch's and our pickles: each distinct node is
   // read once. Holds the frame id of a dict node or the stack id of a list node.
   std::vector<uint32_t> id_of_node_;
@@ -196,9 +201,9 @@ class Importer {
       if (tp.index > UINT8_MAX) fail(tp, "more than 256 devices");
       auto device = static_cast<uint8_t>(tp.index);
       expect(trace, Kind::list, tp);
-      s_.events.reserve(s_.events.size() + t_[trace].count);
-      pickle::advise_huge_pages(s_.events);
-      for_each_item(trace, Kind::list, tp, [&](uint32_t e, const Path& ep) { s_.events.push_back(entry(e, ep, device)); });
+      events_.reserve(events_.size() + t_[trace].count);
+      pickle::advise_huge_pages(events_);
+      for_each_item(trace, Kind::list, tp, [&](uint32_t e, const Path& ep) { events_.push_back(entry(e, ep, device)); });
     });
   }
 
@@ -293,17 +298,17 @@ class Importer {
     });
     if (open_scopes_.size() <= device) open_scopes_.resize(device + 1);
     auto& open = open_scopes_[device];
-    while (!open.empty() && s_.scopes[open.back()].end_ns != -1) open.pop_back();
+    while (!open.empty() && scopes_[open.back()].end_ns != -1) open.pop_back();
     uint32_t name_id = s_.strings.intern(name);
     auto& same_name = open_by_name_[{device, name_id}];
     if (stage == "START") {
-      auto scope = static_cast<uint32_t>(s_.scopes.size());
-      s_.scopes.push_back(Scope{time_ns, -1, name_id, open.empty() ? 0 : open.back(), ScopeKind::annotation, device});
+      auto scope = static_cast<uint32_t>(scopes_.size());
+      scopes_.push_back(Scope{time_ns, -1, name_id, open.empty() ? 0 : open.back(), ScopeKind::annotation, device});
       open.push_back(scope);
       same_name.push_back(scope);
     } else if (stage == "END") {
       if (same_name.empty()) return;
-      s_.scopes[same_name.back()].end_ns = time_ns;
+      scopes_[same_name.back()].end_ns = time_ns;
       same_name.pop_back();
     } else {
       fail(p.field("stage"), fmt::format("expected 'START' or 'END', got '{}'", stage));
@@ -314,17 +319,17 @@ class Importer {
   void assign_event_scopes() {
     for (size_t device = 0; device < open_scopes_.size(); ++device) {
       std::vector<uint32_t> starts;
-      for (uint32_t i = 1; i < s_.scopes.size(); ++i)
-        if (s_.scopes[i].device == device) starts.push_back(i);
+      for (uint32_t i = 1; i < scopes_.size(); ++i)
+        if (scopes_[i].device == device) starts.push_back(i);
       if (starts.empty()) continue;
       std::stable_sort(starts.begin(), starts.end(),
-                       [&](uint32_t a, uint32_t b) { return s_.scopes[a].start_ns < s_.scopes[b].start_ns; });
+                       [&](uint32_t a, uint32_t b) { return scopes_[a].start_ns < scopes_[b].start_ns; });
       std::vector<uint32_t> active;
       size_t next = 0;
-      for (Event& e : s_.events) {
+      for (Event& e : events_) {
         if (e.device != device) continue;
-        while (next < starts.size() && s_.scopes[starts[next]].start_ns <= e.time_ns) active.push_back(starts[next++]);
-        while (!active.empty() && s_.scopes[active.back()].end_ns != -1 && s_.scopes[active.back()].end_ns < e.time_ns)
+        while (next < starts.size() && scopes_[starts[next]].start_ns <= e.time_ns) active.push_back(starts[next++]);
+        while (!active.empty() && scopes_[active.back()].end_ns != -1 && scopes_[active.back()].end_ns < e.time_ns)
           active.pop_back();
         e.scope = active.empty() ? 0 : active.back();
       }

@@ -136,7 +136,7 @@ void Replay::pass() {
     if (step % kStride == 0)
       stored_.push_back(Totals{static_cast<uint64_t>(allocated), static_cast<uint64_t>(active),
                                static_cast<uint64_t>(reserved)});
-    const Event& e = event(step);
+    const Event e = event(step);  // of the packed columns, only those read below are decoded
     int64_t was_allocated = allocated, was_active = active;
     if (e.action == Action::alloc) {
       if (live.put(e.addr, static_cast<uint32_t>(alloc_step_.size())) != kNoEvent) ++unmatched_frees_;
@@ -144,7 +144,7 @@ void Replay::pass() {
       allocated += static_cast<int64_t>(e.size), active += static_cast<int64_t>(e.size);
     } else if (e.action == Action::free_requested || e.action == Action::free_completed) {
       uint32_t* id = live.find(e.addr);
-      if (!id) id = adopt_pre_existing(live, e);
+      if (!id) id = adopt_pre_existing(live, step);
       if (id) {
         bool pre = *id & kPreExisting;
         uint32_t i = *id & ~kPreExisting;
@@ -182,11 +182,12 @@ void Replay::note_peaks(uint32_t step, const Totals& relative, Totals& highest) 
 }
 
 // A free of a block the trace never allocated: the block was live before recording began.
-uint32_t* Replay::adopt_pre_existing(AddressMap& live, const Event& e) {
+uint32_t* Replay::adopt_pre_existing(AddressMap& live, uint32_t step) {
   if (s_.has_segments_start) {  // the start state is known, so this free is an inconsistency
     ++unmatched_frees_;
     return nullptr;
   }
+  Event e = event(step);
   Allocation a{.addr = e.addr, .size = e.size, .stack = e.stack, .stream = e.stream};
   if (e.action == Action::free_completed) a.free_step = kBeforeStart;  // freed earlier, pending on streams
   initial_.allocated += a.free_step == kNoEvent ? a.size : 0;

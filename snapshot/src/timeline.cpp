@@ -194,8 +194,26 @@ int64_t Lane::end_of(uint32_t id) const {
   return std::max(end, start_of(id) + 1);
 }
 
-size_t Lane::first_starting_at(int64_t t, size_t lo, size_t hi) const {
-  auto it = std::partition_point(ids.begin() + lo, ids.begin() + hi, [&](uint32_t id) { return start_of(id) < t; });
+void Lane::sample() {
+  sampled_starts.clear();
+  for (size_t k = 0; k < ids.size(); k += kSample) sampled_starts.push_back(start(k));
+}
+
+size_t Lane::first_starting_at(int64_t t, size_t from) const {
+  if (from == ids.size() || start(from) >= t) return from;  // zoomed in, columns stay on one item
+  // Gallop over the samples from `from`'s: the first sample q starting at or after t bounds the answer to
+  // ((q - 1) * kSample, q * kSample].
+  size_t q = from / kSample, step = 1, lo = q;
+  while (q < sampled_starts.size() && sampled_starts[q] < t) {
+    lo = q;
+    q = std::min(sampled_starts.size(), q + step);
+    step *= 2;
+  }
+  q = std::partition_point(sampled_starts.begin() + lo, sampled_starts.begin() + q, [&](int64_t v) { return v < t; }) -
+      sampled_starts.begin();
+  size_t first = std::max(from, q ? (q - 1) * kSample : 0), last = std::min(ids.size(), q * kSample);
+  auto it = std::partition_point(ids.begin() + first, ids.begin() + std::max(first, last),
+                                 [&](uint32_t id) { return start_of(id) < t; });
   return it - ids.begin();
 }
 
@@ -205,19 +223,12 @@ size_t Lane::first_ending_after(int64_t t) const {
 }
 
 void Lane::columns(int64_t t0, double dt, std::span<uint32_t> out) const {
-  // Columns only move right, so each search gallops on from the previous one: it touches memory near the last
-  // hit instead of binary-searching millions of items per column.
-  size_t k = 0;  // first item starting at or after the current column's end
+  size_t k = 0;  // first item starting at or after the current column's end; columns only move right
   for (size_t i = 0; i < out.size(); ++i) {
     int64_t c0 = t0 + static_cast<int64_t>(i * dt), c1 = std::max(t0 + static_cast<int64_t>((i + 1) * dt), c0 + 1);
-    size_t step = 1, lo = k;
-    while (k < ids.size() && start(k) < c1) {
-      lo = k;
-      k = std::min(ids.size(), k + step);
-      step *= 2;
-    }
-    k = first_starting_at(c1, lo, k);
-    out[i] = k > 0 && end(k - 1) > c0 ? ids[k - 1] : kNone;
+    k = first_starting_at(c1, k);
+    // An item starting inside the column reaches into it: its end need not be read.
+    out[i] = k > 0 && (start(k - 1) >= c0 || end(k - 1) > c0) ? ids[k - 1] : kNone;
   }
 }
 
@@ -233,6 +244,7 @@ std::vector<Lane> sorted_lanes(auto& by_key) {
   std::vector<Lane> lanes;
   for (auto& [key, lane] : by_key) {
     sort_lane(lane);
+    lane.sample();
     lanes.push_back(std::move(lane));
   }
   return lanes;

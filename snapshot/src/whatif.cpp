@@ -142,9 +142,11 @@ CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const
     if (chosen.count(key.first) && pass.end >= pass.start) p.blocks_dropped += rewrite.checkpoint(pass);
 
   Snapshot predicted = s;
-  std::erase_if(predicted.events, [&](const Event& e) { return e.device == device; });
-  auto events = rewrite.events();
-  predicted.events.insert(predicted.events.end(), events.begin(), events.end());
+  std::vector<Event> events;
+  std::copy_if(s.events.begin(), s.events.end(), std::back_inserter(events), [&](const Event& e) { return e.device != device; });
+  auto rewritten = rewrite.events();
+  events.insert(events.end(), rewritten.begin(), rewritten.end());
+  predicted.events.assign(events);
   Replay after(predicted, device);
   p.predicted_peak = after.peak_allocated().bytes;
   p.predicted_peak_ns = after.time_of(after.peak_allocated().step) - after.time_of(kNoEvent);

@@ -267,7 +267,7 @@ CappedRun record_blocks(uint64_t max_events, int blocks) {
 }
 
 TEST(BoundedMemory, MaxEventsBoundsTheRecordersMemory) {
-  constexpr int kBlocks = 400'000;  // 1.2M events: 48 MB of events alone when kept
+  constexpr int kBlocks = 400'000;  // 1.2M events: about 12 MB when kept (this loop's events pack to ~10 bytes)
   CappedRun capped = record_blocks(10'000, kBlocks);
   CappedRun full = record_blocks(0, kBlocks);
   std::cout << "resident growth: capped at 10k events " << capped.grew / 1e6 << " MB, uncapped "
@@ -278,7 +278,7 @@ TEST(BoundedMemory, MaxEventsBoundsTheRecordersMemory) {
   EXPECT_GE(capped.stats.dropped_over_cap, 3u * kBlocks - 10'000 - capped.stats.dropped_buffer_full);
   // At 2M events/s the drain may fall behind and drop (counted above); enough must be kept to compare.
   ASSERT_GT(full.snapshot.events.size(), 600'000u) << "the drain fell far behind: the comparison means little";
-  EXPECT_GT(full.grew, 30 * full.snapshot.events.size());
+  EXPECT_GT(full.grew, 5 * full.snapshot.events.size());
   EXPECT_LT(capped.grew, full.grew / 5);
 }
 

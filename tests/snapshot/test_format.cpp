@@ -106,7 +106,7 @@ void grow(Snapshot& s, int i) {
   uint32_t f1 = s.frames.intern(Frame{0x10, s.strings.intern("main"), 0, 0, 1});
   uint32_t stack = s.stacks.intern(std::vector<uint32_t>{f0, f1});
   uint16_t stream = s.intern_stream(i % 5 == 0 ? 0x99 : 0);
-  if (i >= 2) s.scopes[static_cast<size_t>(i - 1)].end_ns = t;  // the scope of step i-2
+  if (i >= 2) s.scopes.update(static_cast<size_t>(i - 1), [&](auto& r) { r.end_ns = t; });  // the scope of step i-2
   auto scope = static_cast<uint32_t>(s.scopes.size());
   s.scopes.push_back(Scope{t, -1, name, i > 0 ? scope - 1 : 0, ScopeKind::op, 0});
   for (int k = 0; k < 500; ++k)
@@ -457,14 +457,14 @@ TEST_F(FormatTest, OutOfRangeIdsAreRefused) {
     std::function<void(Snapshot&)> spoil;
   };
   const std::vector<Case> cases = {
-      {"event 3 stack id 99 out of range", [](Snapshot& s) { s.events[3].stack = 99; }},
-      {"event 4 scope id 50 out of range", [](Snapshot& s) { s.events[4].scope = 50; }},
-      {"event 5 stream id 9 out of range", [](Snapshot& s) { s.events[5].stream = 9; }},
-      {"enum value 10 out of range", [](Snapshot& s) { s.events[1].action = static_cast<Action>(10); }},
-      {"enum value 7 out of range", [](Snapshot& s) { s.scopes[2].kind = static_cast<ScopeKind>(7); }},
-      {"kernel name string id 1000 out of range", [](Snapshot& s) { s.kernels[0].name = 1000; }},
-      {"scope 2 has parent 4", [](Snapshot& s) { s.scopes[2].parent = 4; }},
-      {"scope name string id 777 out of range", [](Snapshot& s) { s.scopes[1].name = 777; }},
+      {"event 3 stack id 99 out of range", [](Snapshot& s) { s.events.update(3, [&](auto& r) { r.stack = 99; }); }},
+      {"event 4 scope id 50 out of range", [](Snapshot& s) { s.events.update(4, [&](auto& r) { r.scope = 50; }); }},
+      {"event 5 stream id 9 out of range", [](Snapshot& s) { s.events.update(5, [&](auto& r) { r.stream = 9; }); }},
+      {"enum value 10 out of range", [](Snapshot& s) { s.events.update(1, [&](auto& r) { r.action = static_cast<Action>(10); }); }},
+      {"enum value 7 out of range", [](Snapshot& s) { s.scopes.update(2, [&](auto& r) { r.kind = static_cast<ScopeKind>(7); }); }},
+      {"kernel name string id 1000 out of range", [](Snapshot& s) { s.kernels.update(0, [&](auto& r) { r.name = 1000; }); }},
+      {"scope 2 has parent 4", [](Snapshot& s) { s.scopes.update(2, [&](auto& r) { r.parent = 4; }); }},
+      {"scope name string id 777 out of range", [](Snapshot& s) { s.scopes.update(1, [&](auto& r) { r.name = 777; }); }},
       {"segment stack id 8 out of range", [](Snapshot& s) { s.segments_end[0].stack = 8; }},
       {"block stack id 8 out of range", [](Snapshot& s) { s.segments_start[0].blocks[1].stack = 8; }},
       {"stack frame id 123 out of range",

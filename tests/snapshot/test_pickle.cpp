@@ -145,7 +145,7 @@ TEST_P(PickleFixture, AnnotationsBecomeScopes) {
     if (e.scope == 0) {
       EXPECT_FALSE(inside) << e.time_ns;
     } else {
-      const Scope& sc = s.scopes.at(e.scope);
+      Scope sc = s.scopes.at(e.scope);
       EXPECT_LE(sc.start_ns, e.time_ns);
       EXPECT_TRUE(sc.end_ns == -1 || e.time_ns <= sc.end_ns);
     }
@@ -297,7 +297,8 @@ void expect_same_history(const Snapshot& a, const Snapshot& b) {
 
 TEST(Pickle, SyntheticHistoryRoundTrips) {
   Snapshot s = make_synthetic(20000, 7);
-  for (Event& e : s.events) e.rounding = 0;  // pickles carry requested sizes only
+  for (size_t i = 0; i < s.events.size(); ++i)  // pickles carry requested sizes only
+    s.events.update(i, [](Event& e) { e.rounding = 0; });
   ASSERT_GT(s.stacks.size(), 256u);           // memo ids past BINGET's reach
   expect_same_history(import_pickle(export_pickle(s)), s);
 }

@@ -201,11 +201,10 @@ uint32_t instant_for(const Document& doc, std::optional<int64_t> at) {
 uint32_t largest_with_stack(const Document& doc, uint32_t step) {
   std::vector<uint32_t> live;
   doc.timeline->live_at(step, live);
+  const Replay& r = *doc.replay;
   uint32_t best = kNone;
-  for (uint32_t id : live) {
-    const Allocation& a = doc.replay->allocations()[id];
-    if (a.stack != 0 && (best == kNone || a.size > doc.replay->allocations()[best].size)) best = id;
-  }
+  for (uint32_t id : live)
+    if (r.stack_of(id) != 0 && (best == kNone || r.size_of(id) > r.size_of(best))) best = id;
   return best;
 }
 

@@ -39,7 +39,7 @@ void draw_kernels(const Document& doc, const Allocation& a) {
   int64_t to = a.free_step < kBeforeStart ? tl.time_of(a.free_step) : tl.end_ns();
   size_t total = 0, shown = 0;
   for (const Lane& lane : doc.kernel_lanes) {
-    size_t first = lane.first_ending_after(from), last = lane.first_starting_at(to, 0, lane.ids.size());
+    size_t first = lane.first_ending_after(from), last = lane.first_starting_at(to);
     if (last <= first) continue;
     total += last - first;
     for (auto k = first; k < last && shown < kMaxKernels; ++k, ++shown) {

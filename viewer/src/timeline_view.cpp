@@ -147,7 +147,6 @@ void TimelineView::paint_column(const Document& doc, const ViewState& state, int
   Envelope e = tl.envelope(t0, std::max(t1, t0 + 1));
   column_step_[i] = e.peak_step;
   tl.stack_rows(e.peak_step, bytes_per_row_, rows_, scratch_);
-  const auto& allocs = doc.replay->allocations();
   bool highlighting = !state.highlight.empty();
   uint32_t c = kPlotBackground;
   for (int r = 0; r < rows; ++r) {
@@ -155,7 +154,7 @@ void TimelineView::paint_column(const Document& doc, const ViewState& state, int
     if (r == 0 || id != rows_[r - 1]) {  // a block spans many rows: look it up once
       c = kPlotBackground;
       if (id != kNone) {
-        c = band_color(allocs[id].stack, id);
+        c = band_color(doc.replay->stack_of(id), id);
         if (highlighting && !state.highlight[id]) c = dim(c);
       }
     }

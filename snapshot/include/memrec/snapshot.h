@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "memrec/packed_vector.h"
+
 namespace memrec {
 
 // Every failure on bad input is reported as this, with a message fit for the user.
@@ -36,7 +38,7 @@ inline constexpr int kActionCount = 10;
 std::string_view to_string(Action a);
 std::optional<Action> action_from_string(std::string_view s);
 
-// One allocator action. 40 bytes: the viewer keeps millions of these resident.
+// One allocator action. Snapshot::events holds them packed (memrec/packed_vector.h), about 20 bytes each.
 // For `oom`, addr holds the bytes the device had free and size the bytes requested (as PyTorch does).
 struct Event {
   int64_t time_ns = 0;       // CLOCK_REALTIME nanoseconds
@@ -52,7 +54,21 @@ struct Event {
   uint64_t block_size() const { return size + rounding; }
   bool operator==(const Event&) const = default;
 };
-static_assert(sizeof(Event) == 40);
+
+template <> struct Columns<Event> {
+  static constexpr size_t kCount = 9;
+  template <class C, class R> [[gnu::always_inline]] static void row(C& c, R& e, const Event& prev) {
+    c.delta(0, e.time_ns, prev.time_ns);
+    c.value(1, e.action);
+    c.value(2, e.device);
+    c.value(3, e.stream);
+    c.delta(4, e.addr, prev.addr);
+    c.value(5, e.size);
+    c.value(6, e.stack);
+    c.value(7, e.scope);
+    c.value(8, e.rounding);
+  }
+};
 
 // Interned strings; id 0 is the empty string.
 class StringTable {
@@ -130,6 +146,18 @@ struct Scope {
   bool operator==(const Scope&) const = default;
 };
 
+template <> struct Columns<Scope> {
+  static constexpr size_t kCount = 6;
+  template <class C, class R> [[gnu::always_inline]] static void row(C& c, R& s, const Scope& prev) {
+    c.delta(0, s.start_ns, prev.start_ns);
+    c.delta(1, s.end_ns, s.start_ns);
+    c.value(2, s.name);
+    c.value(3, s.parent);
+    c.value(4, s.kind);
+    c.value(5, s.device);
+  }
+};
+
 enum class KernelKind : uint8_t { kernel, memcpy, memset };
 std::string_view to_string(KernelKind k);
 
@@ -144,6 +172,20 @@ struct Kernel {
   KernelKind kind = KernelKind::kernel;
   uint8_t device = 0;
   bool operator==(const Kernel&) const = default;
+};
+
+template <> struct Columns<Kernel> {
+  static constexpr size_t kCount = 8;
+  template <class C, class R> [[gnu::always_inline]] static void row(C& c, R& k, const Kernel& prev) {
+    c.delta(0, k.start_ns, prev.start_ns);
+    c.delta(1, k.end_ns, k.start_ns);
+    c.delta(2, k.correlation, prev.correlation);
+    c.value(3, k.bytes);
+    c.value(4, k.name);
+    c.value(5, k.stream);
+    c.value(6, k.kind);
+    c.value(7, k.device);
+  }
 };
 
 enum class BlockState : uint8_t { active_allocated, active_pending_free, inactive };
@@ -184,9 +226,9 @@ struct Snapshot {
   FrameTable frames;
   StackTable stacks;
   std::vector<uint64_t> streams{0};  // raw stream handles; id 0 is the default stream
-  std::vector<Scope> scopes{Scope{}};
-  std::vector<Event> events;
-  std::vector<Kernel> kernels;
+  PackedVector<Scope> scopes{Scope{}};
+  PackedVector<Event> events;
+  PackedVector<Kernel> kernels;
   std::vector<Segment> segments_start;  // allocator state when recording began (may be empty/unknown)
   std::vector<Segment> segments_end;    // allocator state when recording ended
   bool has_segments_start = false;

@@ -87,19 +87,25 @@ struct Lane {
   bool kernels = true;        // ids index Snapshot::kernels, else Snapshot::scopes
   std::vector<uint32_t> ids;
   int64_t open_end = 0;       // where scopes still open end
+  // The start of every kSample-th item: searches by time run over these and then read at most kSample items
+  // from the snapshot, whose packed rows cost more to read one by one.
+  static constexpr size_t kSample = 64;
+  std::vector<int64_t> sampled_starts = {};
 
   int64_t start(size_t k) const { return start_of(ids[k]); }
   // At least start + 1, so every item covers some time.
   int64_t end(size_t k) const { return end_of(ids[k]); }
-  // The first item starting at or after t, among items [lo, hi).
-  size_t first_starting_at(int64_t t, size_t lo, size_t hi) const;
+  // Fills sampled_starts; ids must be in start order.
+  void sample();
+  // The first item starting at or after t, given that it is not before item `from`.
+  size_t first_starting_at(int64_t t, size_t from = 0) const;
   // The first item ending after t.
   size_t first_ending_after(int64_t t) const;
   // For each of the columns [t0 + i*dt, t0 + (i+1)*dt), the last item starting in or before it that reaches
   // into it, else kNone.
   void columns(int64_t t0, double dt, std::span<uint32_t> out) const;
 
-  int64_t start_of(uint32_t id) const { return kernels ? s->kernels[id].start_ns : s->scopes[id].start_ns; }
+  [[gnu::always_inline]] int64_t start_of(uint32_t id) const { return kernels ? s->kernels[id].start_ns : s->scopes[id].start_ns; }
   int64_t end_of(uint32_t id) const;
 };
 
