@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <map>
 
 namespace memrec {
@@ -222,10 +223,12 @@ size_t Lane::first_ending_after(int64_t t) const {
   return it - ids.begin();
 }
 
-void Lane::columns(int64_t t0, double dt, std::span<uint32_t> out) const {
+void Lane::columns(int64_t origin, int64_t first, double dt, std::span<uint32_t> out) const {
+  auto edge = [&](int64_t column) { return origin + static_cast<int64_t>(std::floor(static_cast<double>(column) * dt)); };
   size_t k = 0;  // first item starting at or after the current column's end; columns only move right
   for (size_t i = 0; i < out.size(); ++i) {
-    int64_t c0 = t0 + static_cast<int64_t>(i * dt), c1 = std::max(t0 + static_cast<int64_t>((i + 1) * dt), c0 + 1);
+    int64_t column = first + static_cast<int64_t>(i);
+    int64_t c0 = edge(column), c1 = std::max(edge(column + 1), c0 + 1);
     k = first_starting_at(c1, k);
     // An item starting inside the column reaches into it: its end need not be read.
     out[i] = k > 0 && (start(k - 1) >= c0 || end(k - 1) > c0) ? ids[k - 1] : kNone;

@@ -2,6 +2,7 @@
 // and a synthetic history long enough to use every pyramid level and checkpoint.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "memrec/load.h"
@@ -107,7 +108,7 @@ TEST(Timeline, LaneColumnsFindTheItemUnderEachColumn) {
   ASSERT_EQ(lanes.size(), 1u);
   EXPECT_EQ(lanes[0].ids, (std::vector<uint32_t>{1, 0}));
   std::vector<uint32_t> cols(12);
-  lanes[0].columns(0, 100, cols);  // columns [0,100), [100,200), ...
+  lanes[0].columns(0, 0, 100, cols);  // columns [0,100), [100,200), ...
   std::vector<uint32_t> want = {kNone, 1, kNone, kNone, 0, 0, 0, 0, 0, 0, kNone, kNone};
   EXPECT_EQ(cols, want);
 }
@@ -122,12 +123,19 @@ TEST(Timeline, LaneColumnsMatchBruteForceAtEveryZoom) {
     s.kernels.push_back(Kernel{.start_ns = start, .end_ns = t});
   }
   Lane lane = kernel_lanes(s, 0).at(0);
+  ASSERT_GT(lane.ids.size(), 10 * Lane::kSample);  // searches cross many samples
   for (double dt : {0.7, 13.0, 450.0, 9000.0, 400000.0}) {
-    int64_t t0 = static_cast<int64_t>(rng() % 100000) - 5000;
+    int64_t origin = static_cast<int64_t>(rng() % 100000) - 5000, first = static_cast<int64_t>(rng() % 50) - 25;
     std::vector<uint32_t> got(300);
-    lane.columns(t0, dt, got);
+    lane.columns(origin, first, dt, got);
+    // Columns computed on their own, as a view does for the ones that scrolled in, give the same answers.
+    std::vector<uint32_t> tail(100);
+    lane.columns(origin, first + 200, dt, tail);
+    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), got.begin() + 200)) << "dt " << dt;
+    auto edge = [&](int64_t column) { return origin + static_cast<int64_t>(std::floor(static_cast<double>(column) * dt)); };
     for (size_t i = 0; i < got.size(); ++i) {
-      int64_t c0 = t0 + static_cast<int64_t>(i * dt), c1 = std::max(t0 + static_cast<int64_t>((i + 1) * dt), c0 + 1);
+      int64_t column = first + static_cast<int64_t>(i);
+      int64_t c0 = edge(column), c1 = std::max(edge(column + 1), c0 + 1);
       uint32_t want = kNone;
       for (size_t k = 0; k < lane.ids.size(); ++k)
         if (s.kernels[k].start_ns < c1 && s.kernels[k].end_ns > c0) want = lane.ids[k];  // the last one reaching in

@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "../../bench/synthetic.h"
 #include "../../viewer/src/app.h"
 #include "common/process.h"
+#include "memrec/format.h"
 
 namespace memrec {
 namespace {
@@ -36,8 +38,8 @@ struct Mouse {
 
 class Driven {
  public:
-  explicit Driven(const std::string& fixture)
-      : app_(std::string(MEMREC_TEST_DATA) + "/" + fixture, -1, 1280, 720, true) {
+  explicit Driven(const std::string& fixture) : Driven(std::string(MEMREC_TEST_DATA) + "/" + fixture, true) {}
+  Driven(const std::string& path, bool) : app_(path, -1, 1280, 720, true) {
     input_ = [this](ImGuiIO& io) {
       io.MousePos = mouse_.pos;
       io.MouseDown[0] = mouse_.down;
@@ -147,6 +149,51 @@ TEST(Interaction, WheelZoomsAroundTheMouseAndDragPans) {
   double t0 = st.t0, dt = st.span / d.grid().width;  // the grid shows the new zoom from the next frame
   d.drag(ImVec2(g.x + 600.5f, g.y + 50), ImVec2(g.x + 400.5f, g.y + 50));
   EXPECT_NEAR(st.t0 - t0, 200 * dt, 2 * dt) << "dragging left by 200 px shows what was 200 columns to the right";
+}
+
+// A synthetic recording with two kernel streams and op scopes: lanes with thousands of items.
+std::string write_recording_with_lanes(const testing::TempDir& tmp) {
+  Snapshot s = make_synthetic(30'000, 5);
+  std::vector<Event> events(s.events.begin(), s.events.end());
+  std::vector<Kernel> kernels;
+  uint32_t op = s.strings.intern("aten::mm"), kernel = s.strings.intern("gemm");
+  uint16_t side = s.intern_stream(0x77);
+  for (size_t i = 0; i + 6 < events.size(); i += 6) {
+    int64_t t = events[i].time_ns, next = events[i + 6].time_ns;
+    s.scopes.push_back(Scope{t, next - 10, op, 0, ScopeKind::op, 0});
+    kernels.push_back(Kernel{t + 5, next - 20, i, 0, kernel, static_cast<uint16_t>(i % 12 ? 0 : side), KernelKind::kernel, 0});
+    for (size_t k = i; k < i + 6; ++k) events[k].scope = static_cast<uint32_t>(s.scopes.size() - 1);
+  }
+  s.events.assign(events);
+  s.kernels.assign(kernels);
+  std::string path = tmp / "lanes.memrec";
+  write_file(s, path);
+  return path;
+}
+
+// Panning repaints only the lane columns that scrolled in: the result must equal painting the view afresh.
+TEST(Interaction, PannedLanesEqualAFreshPaint) {
+  if (rerun_under_xvfb()) return;
+  testing::TempDir tmp;
+  std::string path = write_recording_with_lanes(tmp);
+  std::vector<uint32_t> panned, panned_items;  // pixels, and the item under each column (which places the names)
+  double t0 = 0, span = 0;
+  {
+    Driven d(path, true);
+    ASSERT_GE(d.app().doc().kernel_lanes.size(), 2u);
+    const auto& g = d.grid();
+    d.wheel(ImVec2(g.x + 500.5f, g.y + 50), 6);  // items now span several columns
+    d.drag(ImVec2(g.x + 600.5f, g.y + 50), ImVec2(g.x + 430.5f, g.y + 50));
+    d.drag(ImVec2(g.x + 300.5f, g.y + 50), ImVec2(g.x + 333.5f, g.y + 50));
+    panned = d.app().lanes().image().pixels();
+    panned_items = d.app().lanes().items();
+    t0 = d.app().state().t0, span = d.app().state().span;
+  }
+  Driven fresh(path, true);
+  fresh.app().state().t0 = t0, fresh.app().state().span = span;
+  fresh.frames(2);
+  EXPECT_TRUE(fresh.app().lanes().image().pixels() == panned);
+  EXPECT_EQ(fresh.app().lanes().items(), panned_items);
 }
 
 TEST(Interaction, KeysZoomPanAndFitThePeak) {

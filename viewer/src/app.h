@@ -40,6 +40,7 @@ class App {
   Document& doc() { return *doc_; }
   ViewState& state() { return state_; }
   const TimelineView& timeline() const { return timeline_; }
+  const LanesView& lanes() const { return lanes_; }
 
  private:
   void build_ui();

@@ -1,6 +1,8 @@
 // Kernel lanes (one per stream) and scope lanes (phase, module, op by nesting depth) under the timeline, on the
 // same pixel columns. Painted into one texture; names are written only on items wide enough to read.
 #include <algorithm>
+#include <cmath>
+#include <span>
 
 #include "units.h"
 #include "views.h"
@@ -27,26 +29,52 @@ float LanesView::height_for(const Document& doc) {
   return static_cast<float>(lane_count(doc) * (kLaneHeight + 1));
 }
 
-// Paints every lane for the grid's columns and notes the runs wide enough for a name.
-void LanesView::paint(const Document& doc, const ColumnGrid& grid) {
+// Panned by whole columns: keep the columns still visible, with their items.
+void LanesView::scroll(const Document& doc, int64_t shift) {
+  int w = image_.width();
+  image_.shift_left(static_cast<int>(shift));
+  for (size_t l = 0; l < lane_count(doc); ++l) {
+    auto lane = items_.begin() + static_cast<std::ptrdiff_t>(l * w);
+    if (shift > 0) std::rotate(lane, lane + shift, lane + w);
+    else std::rotate(lane, lane + (w + shift), lane + w);
+  }
+}
+
+// Paints columns [from, to) of every lane.
+void LanesView::paint(const Document& doc, const ColumnGrid& grid, int from, int to) {
   const ImU32 background = ImGui::GetColorU32(ImGuiCol_FrameBg) | 0xFF000000u;
-  labels_.clear();
   for (size_t l = 0; l < lane_count(doc); ++l) {
     const Lane& lane = lane_at(doc, l);
-    lane.columns(grid.absolute(grid.t0), grid.dt, items_);
+    std::span<uint32_t> items(items_.data() + l * grid.width, static_cast<size_t>(grid.width));
+    lane.columns(grid.origin, grid.first + from, grid.dt, items.subspan(from, to - from));
     int top = static_cast<int>(l) * (kLaneHeight + 1);
-    for (int x = 0; x < grid.width;) {
+    for (int x = from; x < to;) {
       int end = x + 1;
-      while (end < grid.width && items_[end] == items_[x]) ++end;
-      uint32_t c = items_[x] == kNone ? background : name_color(item_name(doc, lane, items_[x]));
+      while (end < to && items[end] == items[x]) ++end;
+      uint32_t c = items[x] == kNone ? background : name_color(item_name(doc, lane, items[x]));
       for (int y = 0; y < kLaneHeight; ++y)
         for (int i = x; i < end; ++i) image_.at(i, top + y) = c;
-      if (items_[x] != kNone && end - x >= kMinLabelWidth) labels_.push_back(Label{x, end, top, item_name(doc, lane, items_[x])});
       x = end;
     }
-    for (int x = 0; x < grid.width; ++x) image_.at(x, top + kLaneHeight) = 0xFF000000u;
+    for (int x = from; x < to; ++x) image_.at(x, top + kLaneHeight) = 0xFF000000u;
   }
   image_.mark_changed();
+}
+
+// Runs of columns wide enough to carry the item's name.
+void LanesView::find_labels(const Document& doc) {
+  labels_.clear();
+  int w = image_.width();
+  for (size_t l = 0; l < lane_count(doc); ++l) {
+    const uint32_t* items = items_.data() + l * w;
+    for (int x = 0; x < w;) {
+      int end = x + 1;
+      while (end < w && items[end] == items[x]) ++end;
+      if (items[x] != kNone && end - x >= kMinLabelWidth)
+        labels_.push_back(Label{x, end, static_cast<int>(l) * (kLaneHeight + 1), item_name(doc, lane_at(doc, l), items[x])});
+      x = end;
+    }
+  }
 }
 
 void LanesView::draw(const Document& doc, ViewState& state, const ColumnGrid& grid) {
@@ -55,14 +83,20 @@ void LanesView::draw(const Document& doc, ViewState& state, const ColumnGrid& gr
   ImVec2 origin = ImGui::GetCursorScreenPos();
   int height = static_cast<int>(height_for(doc));
   bool resized = image_.resize(grid.width, height);
-  items_.resize(grid.width);
-  if (resized || grid.t0 != painted_.t0 || grid.dt != painted_.dt || &doc != painted_doc_ ||
-      doc.device != painted_device_) {
-    paint(doc, grid);
-    painted_ = grid;
-    painted_doc_ = &doc;
-    painted_device_ = doc.device;
+  items_.resize(lanes * grid.width);
+  bool same = !resized && grid.dt == painted_.dt && &doc == painted_doc_ && doc.device == painted_device_;
+  int64_t shift = grid.first - painted_.first;
+  if (!same || std::abs(shift) >= grid.width) {
+    paint(doc, grid, 0, grid.width);
+  } else if (shift != 0) {
+    scroll(doc, shift);
+    paint(doc, grid, shift > 0 ? grid.width - static_cast<int>(shift) : 0,
+          shift > 0 ? grid.width : static_cast<int>(-shift));
   }
+  if (!same || shift != 0) find_labels(doc);
+  painted_ = grid;
+  painted_doc_ = &doc;
+  painted_device_ = doc.device;
   ImDrawList* list = ImGui::GetWindowDrawList();
   float y0 = std::floor(origin.y);
   image_.draw(list, ImVec2(grid.x, y0));
@@ -82,7 +116,7 @@ void LanesView::draw(const Document& doc, ViewState& state, const ColumnGrid& gr
     size_t l = std::min(lanes - 1, static_cast<size_t>((m.y - y0) / (kLaneHeight + 1)));
     const Lane& lane = lane_at(doc, l);
     uint32_t one[1];
-    lane.columns(grid.absolute(grid.time_at(std::floor(m.x))), grid.dt, one);
+    lane.columns(grid.origin, grid.first + static_cast<int64_t>(std::floor(m.x - grid.x)), grid.dt, one);
     if (one[0] != kNone) {
       auto it = std::find(lane.ids.begin(), lane.ids.end(), one[0]);
       size_t k = it - lane.ids.begin();

@@ -49,7 +49,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
 
   double dt = state.span / width;
   auto first = static_cast<int64_t>(std::floor(state.t0 / dt));
-  grid_ = ColumnGrid{std::floor(origin.x + kAxisWidth), std::floor(origin.y), width, first * dt, dt, tl.begin_ns()};
+  grid_ = ColumnGrid{std::floor(origin.x + kAxisWidth), std::floor(origin.y), width, first, first * dt, dt, tl.begin_ns()};
   bytes_per_row_ = static_cast<double>(plot_max_bytes(tl)) / rows;
 
   stale_.resize(width, 1);

@@ -40,10 +40,12 @@ class PixelImage {
 };
 
 // Pixel columns shared by the timeline and the lanes under it: column i covers [t0 + i*dt, t0 + (i+1)*dt)
-// nanoseconds after `origin`, the recording's first event.
+// nanoseconds after `origin`, the recording's first event. t0 = first * dt: columns sit on a grid of dt, so
+// panning by whole columns keeps every column's range.
 struct ColumnGrid {
   float x = 0, y = 0;  // screen position of the plot's top-left pixel
   int width = 0;
+  int64_t first = 0;
   double t0 = 0, dt = 1;
   int64_t origin = 0;
   float x_of(int64_t t) const { return x + static_cast<float>(std::floor((static_cast<double>(t - origin) - t0) / dt)); }
@@ -86,16 +88,20 @@ class LanesView {
  public:
   void draw(const Document& doc, ViewState& state, const ColumnGrid& grid);
   static float height_for(const Document& doc);
+  const PixelImage& image() const { return image_; }
+  const std::vector<uint32_t>& items() const { return items_; }
 
  private:
   struct Label {
     int x0, x1, top;
     uint32_t name;
   };
-  void paint(const Document& doc, const ColumnGrid& grid);
+  void scroll(const Document& doc, int64_t shift);
+  void paint(const Document& doc, const ColumnGrid& grid, int from, int to);
+  void find_labels(const Document& doc);
 
   PixelImage image_;
-  std::vector<uint32_t> items_;
+  std::vector<uint32_t> items_;  // per lane, the item under each column (lane l: [l * width, (l + 1) * width))
   std::vector<Label> labels_;
   ColumnGrid painted_;
   const Document* painted_doc_ = nullptr;

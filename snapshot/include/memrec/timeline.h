@@ -101,9 +101,10 @@ struct Lane {
   size_t first_starting_at(int64_t t, size_t from = 0) const;
   // The first item ending after t.
   size_t first_ending_after(int64_t t) const;
-  // For each of the columns [t0 + i*dt, t0 + (i+1)*dt), the last item starting in or before it that reaches
-  // into it, else kNone.
-  void columns(int64_t t0, double dt, std::span<uint32_t> out) const;
+  // For each column first + i, covering [origin + floor((first + i) * dt), origin + floor((first + i + 1) * dt))
+  // (at least 1 ns), the last item starting in or before it that reaches into it, else kNone. A column's answer
+  // depends only on its index, so a view can compute the columns that scrolled in alone.
+  void columns(int64_t origin, int64_t first, double dt, std::span<uint32_t> out) const;
 
   [[gnu::always_inline]] int64_t start_of(uint32_t id) const { return kernels ? s->kernels[id].start_ns : s->scopes[id].start_ns; }
   int64_t end_of(uint32_t id) const;
