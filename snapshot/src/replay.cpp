@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <bit>
-#include <set>
+#include <array>
 #include <utility>
 
 namespace memrec {
@@ -287,11 +287,14 @@ std::vector<uint32_t> Replay::live_after(uint32_t step) const {
 }
 
 std::vector<uint8_t> devices_of(const Snapshot& s) {
-  std::set<uint8_t> devices;
-  for (const Event& e : s.events) devices.insert(e.device);
-  for (const Segment& seg : s.segments_end) devices.insert(seg.device);
-  for (const Segment& seg : s.segments_start) devices.insert(seg.device);
-  return {devices.begin(), devices.end()};
+  std::array<bool, 256> seen{};
+  for (const Event& e : s.events) seen[e.device] = true;
+  for (const Segment& seg : s.segments_end) seen[seg.device] = true;
+  for (const Segment& seg : s.segments_start) seen[seg.device] = true;
+  std::vector<uint8_t> devices;
+  for (int d = 0; d < 256; ++d)
+    if (seen[d]) devices.push_back(static_cast<uint8_t>(d));
+  return devices;
 }
 
 }  // namespace memrec

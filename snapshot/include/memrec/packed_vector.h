@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "memrec/huge_pages.h"
+
 namespace memrec {
 
 // Columns<T>::row(c, row, prev) visits T's fields as numbered columns: c.value(i, field) or
@@ -64,6 +66,34 @@ template <class Block> struct ReadRow {
   size_t j;
   template <class F> [[gnu::always_inline]] void value(size_t c, F& v) const { v = b.template get<F>(c, j); }
   template <class F> [[gnu::always_inline]] void delta(size_t c, F& v, F) const { value(c, v); }
+};
+
+// Where the blocks' bytes live: slabs filled in order, from 64 KiB doubling to 2 MiB, and from there 2 MiB slabs
+// on huge pages. A fresh 4 KiB page for every 20 KiB block cost more in page faults than the packing.
+class Slabs {
+ public:
+  uint8_t* take(size_t n) {
+    if (n > left_) add(n);
+    uint8_t* p = next_;
+    next_ += n, left_ -= n;
+    return p;
+  }
+  void clear() { *this = Slabs(); }
+
+ private:
+  static constexpr size_t kHuge = size_t{2} << 20;
+  struct Free {
+    void operator()(uint8_t* p) const { ::operator delete(p, std::align_val_t{kHuge}); }
+  };
+  void add(size_t n) {
+    size_t size = std::max(n, std::clamp(reserved_, size_t{64} << 10, kHuge));
+    slabs_.emplace_back(static_cast<uint8_t*>(::operator new(size, std::align_val_t{kHuge})));
+    if (size >= kHuge) advise_huge(slabs_.back().get(), size);
+    next_ = slabs_.back().get(), left_ = size, reserved_ += size;
+  }
+  std::vector<std::unique_ptr<uint8_t, Free>> slabs_;
+  uint8_t* next_ = nullptr;
+  size_t left_ = 0, reserved_ = 0;
 };
 
 }  // namespace packed_detail
@@ -117,9 +147,8 @@ class PackedVector {
 
   PackedVector() = default;
   PackedVector(std::initializer_list<T> rows) { append(std::span<const T>(rows.begin(), rows.size())); }
-  PackedVector(const PackedVector& o) : tail_(o.tail_) {
-    blocks_.reserve(o.blocks_.size());
-    for (const Block& b : o.blocks_) blocks_.push_back(b.copy());
+  PackedVector(const PackedVector& o) : blocks_(o.blocks_), tail_(o.tail_) {
+    for (Block& b : blocks_) b.data = static_cast<uint8_t*>(std::memcpy(slabs_.take(b.data_bytes), b.data, b.data_bytes));
   }
   PackedVector& operator=(const PackedVector& o) {
     if (this != &o) *this = PackedVector(o);
@@ -151,7 +180,7 @@ class PackedVector {
   void append(std::span<const T> rows) {
     while (!rows.empty()) {
       if (tail_.empty() && rows.size() >= kBlockRows) {  // whole blocks straight from the input
-        blocks_.push_back(Block::pack(rows.first(kBlockRows)));
+        blocks_.push_back(Block::pack(rows.first(kBlockRows), slabs_));
         rows = rows.subspan(kBlockRows);
         continue;
       }
@@ -166,6 +195,7 @@ class PackedVector {
     append(rows);
   }
   // Rewrites row i; a row in a packed block repacks that block (1024 rows), so this is for rare updates.
+  // The block keeps its bytes when it fits in them (closing a scope narrows its end column), else takes new ones.
   void set(size_t i, const T& row) {
     size_t b = i / kBlockRows;
     if (b == blocks_.size()) {
@@ -175,7 +205,10 @@ class PackedVector {
     std::vector<T> rows(kBlockRows);
     for (size_t j = 0; j < kBlockRows; ++j) rows[j] = blocks_[b].row(j);
     rows[i % kBlockRows] = row;
-    blocks_[b] = Block::pack(rows);
+    Block& old = blocks_[b];
+    Block fresh = Block::pack(rows, [&](size_t n) { return n <= old.data_bytes ? old.data : slabs_.take(n); });
+    if (fresh.data == old.data) fresh.data_bytes = old.data_bytes;
+    old = fresh;
   }
   // set(i, row) with f applied to row i.
   template <class F> void update(size_t i, F f) {
@@ -191,15 +224,16 @@ class PackedVector {
     }
     std::vector<T> rest;
     for (size_t i = n / kBlockRows * kBlockRows; i < n; ++i) rest.push_back((*this)[i]);
-    blocks_.resize(n / kBlockRows);
+    blocks_.resize(n / kBlockRows);  // their bytes stay in the slabs until clear()
     tail_ = std::move(rest);
   }
   void reserve(size_t n) { blocks_.reserve(n / kBlockRows + 1); }
   void clear() {
     blocks_.clear();
     tail_.clear();
+    slabs_.clear();
   }
-  // Heap bytes held (blocks, their data and the unpacked tail).
+  // Bytes the rows take: blocks, their data and the unpacked tail (slab space not yet filled is never touched).
   size_t memory_bytes() const {
     size_t n = blocks_.capacity() * sizeof(Block) + tail_.capacity() * sizeof(T);
     for (const Block& b : blocks_) n += b.data_bytes;
@@ -217,14 +251,14 @@ class PackedVector {
     uint32_t width = 0;
   };
   struct Block {
-    std::unique_ptr<uint8_t[]> data;
+    uint8_t* data = nullptr;  // in slabs_
     size_t data_bytes = 0;
     std::array<Column, kCols> cols{};
 
     template <class F> [[gnu::always_inline]] F get(size_t c, size_t j) const {
       uint64_t raw;
       const Column& col = cols[c];
-      std::memcpy(&raw, data.get() + col.offset + j * col.width, sizeof raw);  // 8 bytes of padding follow the data
+      std::memcpy(&raw, data + col.offset + j * col.width, sizeof raw);  // 8 bytes of padding follow the data
       return packed_detail::from_key<F>(col.base + (raw & packed_detail::kMasks[col.width]));
     }
     [[gnu::always_inline]] T row(size_t j) const {
@@ -233,25 +267,25 @@ class PackedVector {
       Columns<T>::row(read, r, r);
       return r;
     }
-    Block copy() const {
-      Block b{std::make_unique_for_overwrite<uint8_t[]>(data_bytes), data_bytes, cols};
-      std::memcpy(b.data.get(), data.get(), data_bytes);
-      return b;
+    // Packs rows into bytes from take(n).
+    static Block pack(std::span<const T> rows, auto take);
+    static Block pack(std::span<const T> rows, packed_detail::Slabs& slabs) {
+      return pack(rows, [&](size_t n) { return slabs.take(n); });
     }
-    static Block pack(std::span<const T> rows);
   };
 
   void seal_tail() {
-    blocks_.push_back(Block::pack(tail_));
+    blocks_.push_back(Block::pack(tail_, slabs_));
     tail_.clear();
   }
 
+  packed_detail::Slabs slabs_;
   std::vector<Block> blocks_;
   std::vector<T> tail_;  // the last rows, fewer than a block, unpacked
 };
 
 template <class T>
-auto PackedVector<T>::Block::pack(std::span<const T> rows) -> Block {
+auto PackedVector<T>::Block::pack(std::span<const T> rows, auto take) -> Block {
   // Column-major keys first, so each column is then written in order: every value is stored as 8 bytes, and
   // the next value overwrites the bytes past its width (the last ones land in the next column or the padding).
   using Keys = std::array<std::array<uint64_t, kBlockRows>, kCols>;
@@ -274,16 +308,16 @@ auto PackedVector<T>::Block::pack(std::span<const T> rows) -> Block {
     at += col.width * n;
   }
   b.data_bytes = at + sizeof(uint64_t);
-  b.data = std::make_unique_for_overwrite<uint8_t[]>(b.data_bytes);
+  b.data = take(b.data_bytes);
   for (size_t c = 0; c < kCols; ++c) {
     const Column col = b.cols[c];  // a copy: the stores below could alias the header
-    uint8_t* p = b.data.get() + col.offset;
+    uint8_t* p = b.data + col.offset;
     for (size_t j = 0; j < n; ++j, p += col.width) {
       uint64_t off = keys[c][j] - col.base;
       std::memcpy(p, &off, sizeof off);
     }
   }
-  std::memset(b.data.get() + at, 0, sizeof(uint64_t));
+  std::memset(b.data + at, 0, sizeof(uint64_t));
   return b;
 }
 
