@@ -157,4 +157,49 @@ inline Snapshot make_synthetic(size_t n_events, uint32_t seed) {
   return synthetic_detail::Generator(seed).run(n_events);
 }
 
+// Adds what a training loop records besides allocations: phases of ~30k events, modules of ~3k, ops of ~6 (each
+// event in its op), and one kernel per op on two streams.
+inline void add_training_scopes_and_kernels(Snapshot& s) {
+  if (s.events.empty()) return;
+  uint32_t names[] = {s.strings.intern("forward"), s.strings.intern("backward"), s.strings.intern("optimizer")};
+  uint32_t kernel_name = s.strings.intern("ampere_sgemm_128x64_tn");
+  uint32_t op_name = s.strings.intern("aten::addmm");
+  uint32_t module_name = s.strings.intern("TransformerEncoderLayer");
+  uint16_t side = s.intern_stream(0x5151);
+  std::vector<Event> events(s.events.begin(), s.events.end());
+  std::vector<Scope> scopes(s.scopes.begin(), s.scopes.end());
+  std::vector<Kernel> kernels;
+  uint32_t phase = 0, module = 0, op = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    int64_t t = events[i].time_ns;
+    auto open = [&](uint32_t name, uint32_t parent, ScopeKind kind) {
+      scopes.push_back(Scope{t, -1, name, parent, kind, 0});
+      return static_cast<uint32_t>(scopes.size() - 1);
+    };
+    auto close = [&](uint32_t id) {
+      if (id) scopes[id].end_ns = t;
+    };
+    if (i % 6 == 0) {
+      close(op);
+      if (i % 3000 == 0) {
+        close(module);
+        if (i % 30000 == 0) {
+          close(phase);
+          phase = open(names[(i / 30000) % 3], 0, ScopeKind::phase);
+        }
+        module = open(module_name, phase, ScopeKind::module);
+      }
+      op = open(op_name, module, ScopeKind::op);
+      if (!kernels.empty()) kernels.back().end_ns = std::max(kernels.back().start_ns + 1, t - 500);
+      kernels.push_back(Kernel{t, t + 1, i, 0, kernel_name, static_cast<uint16_t>(i % 12 ? 0 : side),
+                               KernelKind::kernel, 0});
+    }
+    events[i].scope = op;
+  }
+  kernels.back().end_ns = events.back().time_ns;
+  s.events.assign(events);
+  s.scopes.assign(scopes);
+  s.kernels.assign(kernels);
+}
+
 }  // namespace memrec

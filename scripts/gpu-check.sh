@@ -43,7 +43,7 @@ configure() {
 }
 
 build() {
-  ninja -C "$BUILD" -j16 -k 0 memrec memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format \
+  ninja -C "$BUILD" -j16 -k 0 memrec memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format bench_load \
     > "$OUT/build.log" 2>&1 ||
     { grep -E "error|FAILED" "$OUT/build.log" | head -40 | tee -a "$OUT/summary.txt"; return 1; }
 }
@@ -116,10 +116,13 @@ benchmarks() {
   cat "$OUT/bench.log"
 }
 
-# Absolute times of the snapshot library (no GPU needed, but this is the machine benchmarks are quoted from).
+# Absolute times of the snapshot library (no GPU needed, but this is the machine benchmarks are quoted from),
+# opening a file for the viewer included.
 analysis_bench() {
   timeout 150 "$BUILD/bench/bench_analysis" --benchmark_filter="/10000000$" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
   timeout 60 "$BUILD/bench/bench_format" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
+    grep -E "_median|^Benchmark" | tee -a "$OUT/summary.txt"
+  timeout 120 "$BUILD/bench/bench_load" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
     grep -E "_median|^Benchmark" | tee -a "$OUT/summary.txt"
 }
 

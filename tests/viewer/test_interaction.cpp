@@ -151,21 +151,10 @@ TEST(Interaction, WheelZoomsAroundTheMouseAndDragPans) {
   EXPECT_NEAR(st.t0 - t0, 200 * dt, 2 * dt) << "dragging left by 200 px shows what was 200 columns to the right";
 }
 
-// A synthetic recording with two kernel streams and op scopes: lanes with thousands of items.
+// A synthetic recording with kernels on two streams and phase, module and op scopes: lanes with thousands of items.
 std::string write_recording_with_lanes(const testing::TempDir& tmp) {
   Snapshot s = make_synthetic(30'000, 5);
-  std::vector<Event> events(s.events.begin(), s.events.end());
-  std::vector<Kernel> kernels;
-  uint32_t op = s.strings.intern("aten::mm"), kernel = s.strings.intern("gemm");
-  uint16_t side = s.intern_stream(0x77);
-  for (size_t i = 0; i + 6 < events.size(); i += 6) {
-    int64_t t = events[i].time_ns, next = events[i + 6].time_ns;
-    s.scopes.push_back(Scope{t, next - 10, op, 0, ScopeKind::op, 0});
-    kernels.push_back(Kernel{t + 5, next - 20, i, 0, kernel, static_cast<uint16_t>(i % 12 ? 0 : side), KernelKind::kernel, 0});
-    for (size_t k = i; k < i + 6; ++k) events[k].scope = static_cast<uint32_t>(s.scopes.size() - 1);
-  }
-  s.events.assign(events);
-  s.kernels.assign(kernels);
+  add_training_scopes_and_kernels(s);
   std::string path = tmp / "lanes.memrec";
   write_file(s, path);
   return path;
