@@ -10,27 +10,11 @@
 namespace memrec {
 namespace {
 
-bool is_segment_grow(Action a) { return a == Action::segment_alloc || a == Action::segment_map; }
-bool is_segment_shrink(Action a) { return a == Action::segment_free || a == Action::segment_unmap; }
-
 uint64_t reserved_in(const std::vector<Segment>& segments, uint8_t device) {
   uint64_t total = 0;
   for (const Segment& seg : segments)
     if (seg.device == device) total += seg.total_size;
   return total;
-}
-
-// What an event does to the totals when its block is the one it names, with the size it gives.
-Totals default_delta(const Event& e) {
-  switch (e.action) {
-    case Action::alloc: return {e.size, e.size, 0};
-    case Action::free_requested: return {-e.size, 0, 0};
-    case Action::free_completed: return {0, -e.size, 0};
-    default:
-      if (is_segment_grow(e.action)) return {0, 0, e.size};
-      if (is_segment_shrink(e.action)) return {0, 0, -e.size};
-      return {};
-  }
 }
 
 }  // namespace
@@ -132,11 +116,11 @@ void Replay::pass() {
   if (s_.has_segments_start) adopt_segments(live);
   int64_t allocated = 0, active = 0, reserved = 0, lowest_reserved = 0;
   Totals highest;  // relative, as int64 bits
-  for (uint32_t step = 0; step < steps_; ++step) {
+  // Inlined, so that of the packed columns only those read below are decoded.
+  for_each_step(0, steps_, [&](uint32_t step, const Event& e) __attribute__((always_inline)) {
     if (step % kStride == 0)
       stored_.push_back(Totals{static_cast<uint64_t>(allocated), static_cast<uint64_t>(active),
                                static_cast<uint64_t>(reserved)});
-    const Event e = event(step);  // of the packed columns, only those read below are decoded
     int64_t was_allocated = allocated, was_active = active;
     if (e.action == Action::alloc) {
       if (live.put(e.addr, static_cast<uint32_t>(alloc_step_.size())) != kNoEvent) ++unmatched_frees_;
@@ -168,7 +152,7 @@ void Replay::pass() {
     if (moved(allocated, was_allocated) != d.allocated || moved(active, was_active) != d.active)
       corrections_.push_back(Correction{step, allocated - was_allocated, active - was_active});
     note_peaks(step, Totals{static_cast<uint64_t>(allocated), 0, static_cast<uint64_t>(reserved)}, highest);
-  }
+  });
   if (!s_.has_segments_start) adopt_segments(live);
   finish(reserved, lowest_reserved, highest);
 }
@@ -240,16 +224,6 @@ void Replay::finish(int64_t reserved_delta, int64_t lowest_reserved, const Total
   uint32_t at_allocated = peak_allocated_.step, at_reserved = peak_reserved_.step;
   peak_allocated_ = Peak{initial_.allocated + highest.allocated, at_allocated, time_of(at_allocated)};
   peak_reserved_ = Peak{initial_.reserved + highest.reserved, at_reserved, time_of(at_reserved)};
-}
-
-// Steps change the totals as default_delta() says, except where a correction gives the change.
-void Replay::apply(uint32_t step, Totals& t, const Correction*& next) const {
-  Totals d = default_delta(event(step));
-  if (next != corrections_.data() + corrections_.size() && next->step == step) {
-    d.allocated = static_cast<uint64_t>(next->allocated), d.active = static_cast<uint64_t>(next->active);
-    ++next;
-  }
-  t.allocated += d.allocated, t.active += d.active, t.reserved += d.reserved;
 }
 
 const Replay::Correction* Replay::first_correction(uint32_t step) const {

@@ -126,13 +126,13 @@ TEST_F(CudaRecording, LiveAtEndEqualsSnapshotBlocks) {
 
 TEST_F(CudaRecording, KernelsInEveryStepAndInterleaved) {
   ASSERT_GT(s().kernels.size(), 0u);
-  std::vector<const Scope*> steps;
+  std::vector<Scope> steps;  // copies: rows come out of the packed table by value
   for (const Scope& sc : s().scopes)
-    if (sc.kind == ScopeKind::step) steps.push_back(&sc);
+    if (sc.kind == ScopeKind::step) steps.push_back(sc);
   ASSERT_EQ(steps.size(), 3u);
-  for (const Kernel& k : s().kernels) EXPECT_GE(k.start_ns, steps[0]->start_ns) << "kernel before the first step";
+  for (const Kernel& k : s().kernels) EXPECT_GE(k.start_ns, steps[0].start_ns) << "kernel before the first step";
   for (size_t i = 0; i < steps.size(); ++i) {
-    int64_t begin = steps[i]->start_ns, end = i + 1 < steps.size() ? steps[i + 1]->start_ns : INT64_MAX;
+    int64_t begin = steps[i].start_ns, end = i + 1 < steps.size() ? steps[i + 1].start_ns : INT64_MAX;
     int64_t first_alloc = INT64_MAX, last_alloc = INT64_MIN, first_kernel = INT64_MAX, last_kernel = INT64_MIN;
     size_t kernels = 0;
     for (const Kernel& k : s().kernels)
@@ -145,7 +145,7 @@ TEST_F(CudaRecording, KernelsInEveryStepAndInterleaved) {
     // Allocations and kernels of one step overlap in time: one clock, not two offset ones.
     EXPECT_LT(first_alloc, last_kernel) << "step " << i;
     EXPECT_LT(first_kernel, last_alloc) << "step " << i;
-    EXPECT_LE(steps[i]->start_ns, first_alloc);
+    EXPECT_LE(steps[i].start_ns, first_alloc);
   }
 }
 

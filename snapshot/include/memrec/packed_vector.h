@@ -168,6 +168,16 @@ class PackedVector {
     if (i >= size()) throw std::out_of_range("PackedVector::at");
     return (*this)[i];
   }
+  // Calls f(i, row) for rows [first, last) in order: cheaper than indexing row by row, since each block's
+  // layout is copied where the loop body cannot alias it and so stays in registers.
+  template <class F> void for_each(size_t first, size_t last, F f) const {
+    size_t i = first;
+    for (size_t b = i / kBlockRows; i < last && b < blocks_.size(); ++b) {
+      const Block block = blocks_[b];
+      for (size_t end = std::min(last, (b + 1) * kBlockRows); i < end; ++i) f(i, block.row(i - b * kBlockRows));
+    }
+    for (; i < last; ++i) f(i, tail_[i - blocks_.size() * kBlockRows]);
+  }
   T front() const { return (*this)[0]; }
   T back() const { return (*this)[size() - 1]; }
   iterator begin() const { return {this, 0}; }
@@ -247,6 +257,7 @@ class PackedVector {
   // together so that reading a field touches one header line besides the data.
   struct Column {
     uint64_t base = 0;
+    uint64_t mask = 0;  // the low `width` bytes
     uint32_t offset = 0;
     uint32_t width = 0;
   };
@@ -259,7 +270,7 @@ class PackedVector {
       uint64_t raw;
       const Column& col = cols[c];
       std::memcpy(&raw, data + col.offset + j * col.width, sizeof raw);  // 8 bytes of padding follow the data
-      return packed_detail::from_key<F>(col.base + (raw & packed_detail::kMasks[col.width]));
+      return packed_detail::from_key<F>(col.base + (raw & col.mask));
     }
     [[gnu::always_inline]] T row(size_t j) const {
       T r{};
@@ -304,6 +315,7 @@ auto PackedVector<T>::Block::pack(std::span<const T> rows, auto take) -> Block {
     Column& col = b.cols[c];
     col.base = n ? lo[c] : 0;
     col.width = static_cast<uint32_t>(n ? packed_detail::bytes_for(hi[c] - lo[c]) : 0);
+    col.mask = packed_detail::kMasks[col.width];
     col.offset = static_cast<uint32_t>(at);
     at += col.width * n;
   }

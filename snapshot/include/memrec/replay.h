@@ -30,6 +30,22 @@ struct Peak {
   int64_t time_ns = 0;
 };
 
+inline bool is_segment_grow(Action a) { return a == Action::segment_alloc || a == Action::segment_map; }
+inline bool is_segment_shrink(Action a) { return a == Action::segment_free || a == Action::segment_unmap; }
+
+// What an event does to the totals when its block is the one it names, with the size it gives.
+[[gnu::always_inline]] inline Totals default_delta(const Event& e) {
+  switch (e.action) {
+    case Action::alloc: return {e.size, e.size, 0};
+    case Action::free_requested: return {-e.size, 0, 0};
+    case Action::free_completed: return {0, -e.size, 0};
+    default:
+      if (is_segment_grow(e.action)) return {0, 0, e.size};
+      if (is_segment_shrink(e.action)) return {0, 0, -e.size};
+      return {};
+  }
+}
+
 // Whether a block allocated at alloc_step and freed at free_step (as in Allocation) is live right after step k
 // (kNoEvent = before the first event).
 inline bool live_after_step(uint32_t alloc_step, uint32_t free_step, uint32_t k) {
@@ -122,7 +138,7 @@ class Replay {
   // Ids (into allocations()) of the blocks allocated right after `step`.
   std::vector<uint32_t> live_after(uint32_t step) const;
   uint64_t unmatched_frees() const { return unmatched_frees_; }
-  int64_t time_of(uint32_t step) const { return steps_ == 0 ? 0 : event(step == kNoEvent ? 0 : step).time_ns; }
+  [[gnu::always_inline]] int64_t time_of(uint32_t step) const { return steps_ == 0 ? 0 : event(step == kNoEvent ? 0 : step).time_ns; }
 
   // Per allocation id, as in Allocation (for loops that read only these).
   const std::vector<uint32_t>& alloc_steps() const { return alloc_step_; }
@@ -145,7 +161,24 @@ class Replay {
   void adopt_segments(AddressMap& live);
   void note_peaks(uint32_t step, const Totals& relative, Totals& highest);
   void finish(int64_t reserved_delta, int64_t lowest_reserved, const Totals& highest);
-  void apply(uint32_t step, Totals& t, const Correction*& next) const;
+  // Steps change the totals as default_delta() says, except where a correction gives the change.
+  [[gnu::always_inline]] void apply(uint32_t step, const Event& e, Totals& t, const Correction*& next) const {
+    Totals d = default_delta(e);
+    if (next != corrections_.data() + corrections_.size() && next->step == step) {
+      d.allocated = static_cast<uint64_t>(next->allocated), d.active = static_cast<uint64_t>(next->active);
+      ++next;
+    }
+    t.allocated += d.allocated, t.active += d.active, t.reserved += d.reserved;
+  }
+  // Calls f(step, event) for this device's steps [first, end), reading the events in order. Give it an
+  // always_inline lambda, so that only the event's fields it reads are decoded.
+  template <class F> void for_each_step(uint32_t first, uint32_t end, F f) const {
+    if (first >= end) return;
+    uint32_t step = first;
+    s_.events.for_each(event_of(first), event_of(end - 1) + 1, [&](size_t, const Event& e) __attribute__((always_inline)) {
+      if (e.device == device_) f(step++, e);
+    });
+  }
   const Correction* first_correction(uint32_t step) const;
 
   const Snapshot& s_;
@@ -167,11 +200,10 @@ void Replay::for_each_after(uint32_t first, uint32_t end, F f) const {
   uint32_t from = first / kStride * kStride;
   Totals t = stored_[first / kStride];
   const Correction* next = first_correction(from);
-  for (uint32_t step = from; step < first; ++step) apply(step, t, next);
-  for (uint32_t step = first; step < end; ++step) {
-    apply(step, t, next);
-    f(step, static_cast<const Totals&>(t));
-  }
+  for_each_step(from, end, [&](uint32_t step, const Event& e) __attribute__((always_inline)) {
+    apply(step, e, t, next);
+    if (step >= first) f(step, static_cast<const Totals&>(t));
+  });
 }
 
 // Devices that have events or segments, ascending.
