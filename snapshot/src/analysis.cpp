@@ -85,13 +85,9 @@ class RangeSet {
   std::map<uint64_t, Range> ranges_;
 };
 
-bool grows(Action a) { return a == Action::segment_alloc || a == Action::segment_map; }
-bool shrinks(Action a) { return a == Action::segment_free || a == Action::segment_unmap; }
-
 // Forward, a grow adds and a shrink removes; rewinding does the opposite.
 void apply_segment(RangeSet& set, const Event& e, bool forward) {
-  if (!grows(e.action) && !shrinks(e.action)) return;
-  if (grows(e.action) == forward) set.add(e.addr, e.size, e.stream);
+  if (is_segment_grow(e.action) == forward) set.add(e.addr, e.size, e.stream);
   else set.remove(e.addr, e.size);
 }
 
@@ -101,10 +97,13 @@ RangeSet segments_after(const Snapshot& s, const Replay& r, uint32_t step) {
   const auto& initial = s.has_segments_start ? s.segments_start : s.segments_end;
   for (const Segment& seg : initial)
     if (seg.device == device) set.add(seg.addr, seg.total_size, seg.stream);
+  const auto& changes = r.segment_steps();
   if (!s.has_segments_start)
-    for (uint32_t k = r.steps(); k-- > 0;) apply_segment(set, r.event(k), false);
-  uint32_t last = step == kNoEvent ? 0 : step + 1;
-  for (uint32_t k = 0; k < last && k < r.steps(); ++k) apply_segment(set, r.event(k), true);
+    for (auto k = changes.rbegin(); k != changes.rend(); ++k) apply_segment(set, r.event(*k), false);
+  for (uint32_t k : changes) {
+    if (step == kNoEvent || k > step) break;
+    apply_segment(set, r.event(k), true);
+  }
   return set;
 }
 
@@ -333,10 +332,13 @@ Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t s
 }
 
 std::vector<OomReport> explain_ooms(const Snapshot& s, const Replay& r) {
+  std::vector<uint32_t> steps;
+  r.for_each_step(0, r.steps(), [&](uint32_t step, const Event& e) __attribute__((always_inline)) {
+    if (e.action == Action::oom) steps.push_back(step);
+  });
   std::vector<OomReport> out;
-  for (uint32_t step = 0; step < r.steps(); ++step) {
-    const Event& e = r.event(step);
-    if (e.action != Action::oom) continue;
+  for (uint32_t step : steps) {
+    Event e = r.event(step);
     OomReport o;
     o.step = step;
     o.time_ns = e.time_ns;

@@ -126,9 +126,6 @@ struct Reserved {
   uint16_t stream = 0;
 };
 
-bool grows(Action a) { return a == Action::segment_alloc || a == Action::segment_map; }
-bool shrinks(Action a) { return a == Action::segment_free || a == Action::segment_unmap; }
-
 // Segments at the start: the recorded start state, else the end state with the trace undone.
 std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r) {
   std::map<uint64_t, Reserved> segs;
@@ -136,10 +133,11 @@ std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r
   for (const Segment& seg : s.has_segments_start ? s.segments_start : s.segments_end)
     if (seg.device == device || r.steps() == 0) segs[seg.addr] = Reserved{seg.total_size, seg.stream};
   if (s.has_segments_start) return segs;
-  for (uint32_t k = r.steps(); k-- > 0;) {
-    const Event& e = r.event(k);
-    if (grows(e.action)) segs.erase(e.addr);
-    if (shrinks(e.action)) segs[e.addr] = Reserved{e.size, e.stream};
+  const auto& changes = r.segment_steps();
+  for (auto k = changes.rbegin(); k != changes.rend(); ++k) {
+    Event e = r.event(*k);
+    if (is_segment_grow(e.action)) segs.erase(e.addr);
+    else segs[e.addr] = Reserved{e.size, e.stream};
   }
   return segs;
 }
@@ -148,12 +146,11 @@ std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r
 
 std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step) {
   std::map<uint64_t, Reserved> segs = initial_segments(s, r);
-  if (step != kNoEvent) {
-    for (uint32_t k = 0; k <= step && k < r.steps(); ++k) {
-      const Event& e = r.event(k);
-      if (grows(e.action)) segs[e.addr] = Reserved{e.size, e.stream};
-      if (shrinks(e.action)) segs.erase(e.addr);
-    }
+  for (uint32_t k : r.segment_steps()) {
+    if (step == kNoEvent || k > step) break;
+    Event e = r.event(k);
+    if (is_segment_grow(e.action)) segs[e.addr] = Reserved{e.size, e.stream};
+    else segs.erase(e.addr);
   }
   std::vector<SegmentAt> out;
   std::map<uint64_t, size_t> index;

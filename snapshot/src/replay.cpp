@@ -22,25 +22,27 @@ uint64_t reserved_in(const std::vector<Segment>& segments, uint8_t device) {
 // Marks ids into pre_existing_ (in the address map) during the pass.
 constexpr uint32_t kPreExisting = uint32_t{1} << 31;
 
-// Block address -> allocation id. Open addressing with linear probing and backward-shift deletion:
-// the replay does one lookup per event, and std::unordered_map's node allocations dominated it.
+// Block address -> allocation id and size. Open addressing with linear probing and backward-shift deletion:
+// the replay does one lookup per event, and std::unordered_map's node allocations dominated it. The size rides
+// along so that a free need not look up its alloc event.
 class Replay::AddressMap {
  public:
+  using Block = LiveBlock;
   AddressMap() { rehash(1024); }
 
-  uint32_t* find(uint64_t key) {
+  Block* find(uint64_t key) {
     for (size_t i = slot(key);; i = (i + 1) & mask_) {
       if (!used_[i]) return nullptr;
       if (keys_[i] == key) return &values_[i];
     }
   }
 
-  // Returns the previous value, or kNoEvent when the key was new.
-  uint32_t put(uint64_t key, uint32_t value) {
+  // Returns the previous id, or kNoEvent when the key was new.
+  uint32_t put(uint64_t key, Block value) {
     if (2 * (size_ + 1) > keys_.size()) rehash(keys_.size() * 2);
     size_t i = slot(key);
     for (; used_[i]; i = (i + 1) & mask_)
-      if (keys_[i] == key) return std::exchange(values_[i], value);
+      if (keys_[i] == key) return std::exchange(values_[i], value).id;
     keys_[i] = key, values_[i] = value, used_[i] = 1, ++size_;
     return kNoEvent;
   }
@@ -70,9 +72,9 @@ class Replay::AddressMap {
 
   void rehash(size_t capacity) {
     std::vector<uint64_t> keys = std::move(keys_);
-    std::vector<uint32_t> values = std::move(values_);
+    std::vector<Block> values = std::move(values_);
     std::vector<uint8_t> used = std::move(used_);
-    keys_.assign(capacity, 0), values_.assign(capacity, 0), used_.assign(capacity, 0);
+    keys_.assign(capacity, 0), values_.assign(capacity, Block{}), used_.assign(capacity, 0);
     mask_ = capacity - 1;
     shift_ = 64 - std::countr_zero(capacity);
     size_ = 0;
@@ -81,7 +83,7 @@ class Replay::AddressMap {
   }
 
   std::vector<uint64_t> keys_;
-  std::vector<uint32_t> values_;
+  std::vector<Block> values_;
   std::vector<uint8_t> used_;
   size_t mask_ = 0, size_ = 0;
   int shift_ = 0;
@@ -123,17 +125,17 @@ void Replay::pass() {
                                static_cast<uint64_t>(reserved)});
     int64_t was_allocated = allocated, was_active = active;
     if (e.action == Action::alloc) {
-      if (live.put(e.addr, static_cast<uint32_t>(alloc_step_.size())) != kNoEvent) ++unmatched_frees_;
+      if (live.put(e.addr, {static_cast<uint32_t>(alloc_step_.size()), e.size}) != kNoEvent) ++unmatched_frees_;
       alloc_step_.push_back(step), free_step_.push_back(kNoEvent), completed_step_.push_back(kNoEvent);
       allocated += static_cast<int64_t>(e.size), active += static_cast<int64_t>(e.size);
     } else if (e.action == Action::free_requested || e.action == Action::free_completed) {
-      uint32_t* id = live.find(e.addr);
-      if (!id) id = adopt_pre_existing(live, step);
-      if (id) {
-        bool pre = *id & kPreExisting;
-        uint32_t i = *id & ~kPreExisting;
+      LiveBlock* block = live.find(e.addr);
+      if (!block) block = adopt_pre_existing(live, step);
+      if (block) {
+        bool pre = block->id & kPreExisting;
+        uint32_t i = block->id & ~kPreExisting;
         uint32_t& free_step = pre ? pre_existing_[i].free_step : free_step_[i];
-        uint64_t size = pre ? pre_existing_[i].size : event(alloc_step_[i]).size;
+        uint64_t size = block->size;
         if (free_step == kNoEvent) free_step = step, allocated -= static_cast<int64_t>(size);
         if (e.action == Action::free_completed) {
           (pre ? pre_existing_[i].completed_step : completed_step_[i]) = step;
@@ -143,9 +145,11 @@ void Replay::pass() {
       }
     } else if (is_segment_grow(e.action)) {
       reserved += static_cast<int64_t>(e.size);
+      segment_steps_.push_back(step);
     } else if (is_segment_shrink(e.action)) {
       reserved -= static_cast<int64_t>(e.size);
       lowest_reserved = std::min(lowest_reserved, reserved);
+      segment_steps_.push_back(step);
     }
     Totals d = default_delta(e);
     auto moved = [](int64_t now, int64_t was) { return static_cast<uint64_t>(now) - static_cast<uint64_t>(was); };
@@ -166,7 +170,7 @@ void Replay::note_peaks(uint32_t step, const Totals& relative, Totals& highest) 
 }
 
 // A free of a block the trace never allocated: the block was live before recording began.
-uint32_t* Replay::adopt_pre_existing(AddressMap& live, uint32_t step) {
+Replay::LiveBlock* Replay::adopt_pre_existing(AddressMap& live, uint32_t step) {
   if (s_.has_segments_start) {  // the start state is known, so this free is an inconsistency
     ++unmatched_frees_;
     return nullptr;
@@ -176,7 +180,7 @@ uint32_t* Replay::adopt_pre_existing(AddressMap& live, uint32_t step) {
   if (e.action == Action::free_completed) a.free_step = kBeforeStart;  // freed earlier, pending on streams
   initial_.allocated += a.free_step == kNoEvent ? a.size : 0;
   initial_.active += a.size;
-  live.put(e.addr, static_cast<uint32_t>(pre_existing_.size()) | kPreExisting);
+  live.put(e.addr, {static_cast<uint32_t>(pre_existing_.size()) | kPreExisting, a.size});
   pre_existing_.push_back(a);
   return live.find(e.addr);
 }
@@ -194,7 +198,7 @@ void Replay::adopt_segments(AddressMap& live) {
       if (!allocated) a.free_step = kBeforeStart;
       initial_.allocated += allocated ? a.size : 0;
       initial_.active += a.size;
-      if (start) live.put(b.addr, static_cast<uint32_t>(pre_existing_.size()) | kPreExisting);
+      if (start) live.put(b.addr, {static_cast<uint32_t>(pre_existing_.size()) | kPreExisting, a.size});
       pre_existing_.push_back(a);
     }
   }

@@ -1,6 +1,7 @@
 #include "memrec/stats.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -83,7 +84,7 @@ json top_sites_json(const Snapshot& s, const Replay& r, size_t top) {
 
 // Power-of-two buckets of recorded allocation sizes.
 json size_histogram_json(const Replay& r) {
-  std::map<int, std::pair<uint64_t, uint64_t>> buckets;  // bit width -> count, bytes
+  std::array<std::pair<uint64_t, uint64_t>, 65> buckets{};  // bit width -> count, bytes
   for (uint32_t id = 0; id < r.alloc_steps().size(); ++id) {
     if (r.alloc_steps()[id] == kNoEvent) continue;
     uint64_t size = r.size_of(id);
@@ -92,7 +93,9 @@ json size_histogram_json(const Replay& r) {
     bytes += size;
   }
   json out = json::array();
-  for (auto& [width, cb] : buckets) {
+  for (int width = 0; width <= 64; ++width) {
+    const auto& cb = buckets[width];
+    if (cb.first == 0) continue;
     uint64_t lo = width == 0 ? 0 : uint64_t{1} << (width - 1);
     uint64_t hi = width == 0 ? 0 : (width >= 64 ? UINT64_MAX : (uint64_t{1} << width) - 1);
     out.push_back({{"min", lo}, {"max", hi}, {"count", cb.first}, {"bytes", cb.second}});

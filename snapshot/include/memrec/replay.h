@@ -121,6 +121,16 @@ class Replay {
   const Totals& initial() const { return initial_; }
   // Totals right after `step` (kNoEvent: the initial state), replayed from the nearest stored totals.
   Totals after(uint32_t step) const;
+  // Calls f(step, event) for this device's steps [first, end), reading the events in order. Give it an
+  // always_inline lambda, so that only the event's fields it reads are decoded.
+  template <class F> void for_each_step(uint32_t first, uint32_t end, F f) const {
+    if (first >= end) return;
+    uint32_t step = first;
+    auto mine = [&](size_t, const Event& e) __attribute__((always_inline)) {
+      if (e.device == device_) f(step++, e);
+    };
+    s_.events.for_each(event_of(first), event_of(end - 1) + 1, mine);
+  }
   // Calls f(step, totals) for every step in [first, end), walking forward once.
   template <class F>
   void for_each_after(uint32_t first, uint32_t end, F f) const;
@@ -144,8 +154,15 @@ class Replay {
   const std::vector<uint32_t>& alloc_steps() const { return alloc_step_; }
   const std::vector<uint32_t>& free_steps() const { return free_step_; }
   const std::vector<uint32_t>& completed_steps() const { return completed_step_; }
+  // The steps whose event allocates, maps, frees or unmaps reserved memory, in order (few).
+  const std::vector<uint32_t>& segment_steps() const { return segment_steps_; }
 
  private:
+  // A block live during the pass: its allocation id (pre-existing ones marked) and size.
+  struct LiveBlock {
+    uint32_t id;
+    uint64_t size;
+  };
   class AddressMap;
   // How a step changed allocated and active when that was not what its event says (see apply()).
   struct Correction {
@@ -157,7 +174,7 @@ class Replay {
 
   void index_events();
   void pass();
-  uint32_t* adopt_pre_existing(AddressMap& live, uint32_t step);
+  LiveBlock* adopt_pre_existing(AddressMap& live, uint32_t step);
   void adopt_segments(AddressMap& live);
   void note_peaks(uint32_t step, const Totals& relative, Totals& highest);
   void finish(int64_t reserved_delta, int64_t lowest_reserved, const Totals& highest);
@@ -169,15 +186,6 @@ class Replay {
       ++next;
     }
     t.allocated += d.allocated, t.active += d.active, t.reserved += d.reserved;
-  }
-  // Calls f(step, event) for this device's steps [first, end), reading the events in order. Give it an
-  // always_inline lambda, so that only the event's fields it reads are decoded.
-  template <class F> void for_each_step(uint32_t first, uint32_t end, F f) const {
-    if (first >= end) return;
-    uint32_t step = first;
-    s_.events.for_each(event_of(first), event_of(end - 1) + 1, [&](size_t, const Event& e) __attribute__((always_inline)) {
-      if (e.device == device_) f(step++, e);
-    });
   }
   const Correction* first_correction(uint32_t step) const;
 
@@ -191,6 +199,7 @@ class Replay {
   Peak peak_allocated_, peak_reserved_;
   std::vector<uint32_t> alloc_step_, free_step_, completed_step_;  // per allocation id
   std::vector<Allocation> pre_existing_;  // the blocks live before recording: ids [0, size)
+  std::vector<uint32_t> segment_steps_;
   uint64_t unmatched_frees_ = 0;
 };
 
