@@ -1,14 +1,12 @@
 // memrec import / export / info: moving snapshots between formats and summarizing them.
-#include <unistd.h>
-
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <string>
 
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "output.h"
 #include "memrec/format.h"
 #include "memrec/load.h"
 #include "memrec/perfetto.h"
@@ -19,26 +17,17 @@ namespace memrec::cli {
 namespace {
 
 struct Paths {
-  std::string in, out, format = "pickle";
+  std::string in, out, format;
 };
 
-// Writes through a temporary file next to `out`, renamed over it only once complete: a failed write (full disk,
-// bad path) leaves no partial file that could pass for a finished one, and an existing `out` stays as it was.
-// Devices and pipes (/dev/stdout) are written directly: there is nothing to rename, nor to remove.
-void write_output(const std::string& out, const std::function<void(const std::string&)>& write) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::file_status st = fs::status(out, ec);
-  if (fs::is_directory(st)) throw Error(fmt::format("cannot write {}: it is a directory", out));
-  if (fs::exists(st) && !fs::is_regular_file(st)) return write(out);
-  std::string partial = fmt::format("{}.partial-{}", out, getpid());
-  try {
-    write(partial);
-    fs::rename(partial, out);
-  } catch (...) {
-    fs::remove(partial, ec);
-    throw;
-  }
+// The export format: --format when given, else the output's extension; never a guess.
+std::string export_format(const Paths& p) {
+  if (!p.format.empty()) return p.format;
+  std::string ext = std::filesystem::path(p.out).extension().string();
+  if (ext == ".json") return "perfetto";
+  if (ext == ".pickle" || ext == ".pkl") return "pickle";
+  throw Error(fmt::format("-o {}: give --format pickle|perfetto, or an output ending in .pickle, .pkl (memory_viz) "
+                          "or .json (Perfetto)", p.out));
 }
 
 void add_import(CLI::App& app) {
@@ -47,6 +36,7 @@ void add_import(CLI::App& app) {
   cmd->add_option("input", p->in, "pickle written by torch.cuda.memory._dump_snapshot")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", p->out, "output .memrec file")->required();
   cmd->callback([p] {
+    check_outputs({p->in}, {{"-o", p->out}});
     Snapshot s = import_pickle_file(p->in);
     write_output(p->out, [&](const std::string& path) { write_file(s, path); });
     fmt::print("imported {} events from {} into {}\n", s.events.size(), p->in, p->out);
@@ -58,15 +48,17 @@ void add_export(CLI::App& app) {
   auto p = std::make_shared<Paths>();
   cmd->add_option("input", p->in, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", p->out, "output file")->required();
-  cmd->add_option("--format", p->format, "pickle (memory_viz) or perfetto (Chrome trace JSON)")
+  cmd->add_option("--format", p->format, "pickle (memory_viz) or perfetto (Chrome trace JSON); default: from -o's extension")
       ->check(CLI::IsMember({"pickle", "perfetto"}));
   cmd->callback([p] {
+    const std::string format = export_format(*p);
+    check_outputs({p->in}, {{"-o", p->out}});
     Snapshot s = load_snapshot(p->in);
     write_output(p->out, [&](const std::string& path) {
-      if (p->format == "perfetto") export_perfetto_file(s, path);
+      if (format == "perfetto") export_perfetto_file(s, path);
       else export_pickle_file(s, path);
     });
-    fmt::print("exported {} events from {} to {} ({})\n", s.events.size(), p->in, p->out, p->format);
+    fmt::print("exported {} events from {} to {} ({})\n", s.events.size(), p->in, p->out, format);
   });
 }
 

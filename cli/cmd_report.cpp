@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "output.h"
 #include "memrec/load.h"
 #include "memrec/report.h"
 #include "memrec/summary.h"
@@ -142,6 +145,7 @@ Picture picture(const ReportArgs& a) {
 }
 
 void write_report(const ReportArgs& a) {
+  check_outputs({a.input, a.screenshot}, {{"-o", a.output}});
   Snapshot s = load_snapshot(a.input);  // bad input fails here, before the viewer runs
   Picture pic = picture(a);
   if (pic.png.empty() && !a.no_screenshot)
@@ -151,17 +155,12 @@ void write_report(const ReportArgs& a) {
                                      .top = a.top,
                                      .png = pic.png,
                                      .missing_png = pic.missing});
-  // Written aside and renamed, so that a failed write never leaves half a page or clobbers the old one.
-  std::string partial = a.output + ".partial";
-  std::ofstream out(partial, std::ios::binary);
-  out << html;
-  out.close();
-  std::error_code ec;
-  if (out) fs::rename(partial, a.output, ec);
-  if (!out || ec) {
-    fs::remove(partial, ec);
-    throw Error("cannot write " + a.output);
-  }
+  write_output(a.output, [&](const std::string& path) {
+    std::ofstream out(path, std::ios::binary);
+    out << html;
+    out.close();
+    if (!out) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  });
   fmt::print("wrote {} ({})\n", a.output, format_bytes(html.size()));
 }
 

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "output.h"
 #include "memrec/snapshot.h"
 #include "memrec/viewer.h"
 
@@ -17,6 +18,7 @@ void add_view_command(CLI::App& app) {
   cmd->add_option("--size", *size, "Window or screenshot size, WxH (default 1600x900)");
   cmd->add_option("--device", opts->device, "Device to show (default: the first with events)");
   cmd->callback([opts, size] {
+    check_outputs({opts->path}, {{"--screenshot", opts->screenshot}});
     if (!size->empty()) {
       auto wh = viewer::parse_size(*size);
       if (!wh) throw Error("--size wants WxH between 320x240 and 8192x8192, got " + *size);

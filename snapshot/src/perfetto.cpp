@@ -1,6 +1,8 @@
 #include "memrec/perfetto.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 
@@ -98,10 +100,10 @@ void export_perfetto(const Snapshot& s, std::ostream& out) {
 
 void export_perfetto_file(const Snapshot& s, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error("cannot write " + path);
+  if (!out) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   export_perfetto(s, out);
   out.flush();
-  if (!out) throw Error("writing " + path + " failed (disk full?)");
+  if (!out) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
 }
 
 }  // namespace memrec

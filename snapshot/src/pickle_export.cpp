@@ -367,10 +367,10 @@ std::vector<uint8_t> export_pickle(const Snapshot& s) { return Exporter(s).run()
 void export_pickle_file(const Snapshot& s, const std::string& path) {
   std::vector<uint8_t> bytes = export_pickle(s);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  if (!out) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   out.close();
-  if (!out) throw Error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  if (!out) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
 }
 
 }  // namespace memrec

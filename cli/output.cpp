@@ -1,0 +1,92 @@
+#include "output.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/core.h>
+
+#include "memrec/snapshot.h"
+
+namespace memrec::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct FileId {
+  dev_t dev;
+  ino_t ino;
+  bool operator==(const FileId&) const = default;
+};
+
+std::optional<FileId> file_id(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  auto ia = file_id(a), ib = file_id(b);
+  if (ia && ib) return *ia == *ib;
+  std::error_code ec;
+  return !ia && !ib && fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
+void check_folder(const Output& o) {
+  fs::path dir = fs::path(o.path).parent_path();
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) throw Error(fmt::format("cannot write {} ({}): folder {} does not exist", o.path, o.flag, dir.string()));
+  if (!fs::is_directory(st)) throw Error(fmt::format("cannot write {} ({}): {} is not a folder", o.path, o.flag, dir.string()));
+}
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+void check_outputs(const std::vector<std::string>& inputs, const std::vector<Output>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Output& o = outputs[i];
+    if (o.path.empty()) continue;
+    for (const std::string& in : inputs)
+      if (!in.empty() && same_file(in, o.path))
+        throw Error(fmt::format("{} {} is the input {}: refusing to overwrite it", o.flag, o.path, in));
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].path.empty() && same_file(outputs[j].path, o.path))
+        throw Error(fmt::format("{} and {} name the same file ({}): give each its own", outputs[j].flag, o.flag, o.path));
+    check_folder(o);
+  }
+}
+
+void write_output(const std::string& out, const std::function<void(const std::string& path)>& write) {
+  std::error_code ec;
+  fs::file_status st = fs::status(out, ec);
+  if (fs::is_directory(st)) throw Error(fmt::format("cannot write {}: it is a directory", out));
+  if (fs::exists(st) && !fs::is_regular_file(st)) return write(out);
+  std::string partial = fmt::format("{}.partial-{}", out, getpid());
+  try {
+    write(partial);
+    fs::rename(partial, out);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove(partial, ec);
+    throw Error(fmt::format("cannot write {}: {}", out, e.code().message()));
+  } catch (const Error& e) {
+    fs::remove(partial, ec);
+    std::string message = e.what();
+    replace_all(message, partial, out);
+    throw Error(message);
+  } catch (...) {
+    fs::remove(partial, ec);
+    throw;
+  }
+}
+
+}  // namespace memrec::cli
