@@ -51,8 +51,8 @@ void add_export(CLI::App& app) {
   cmd->add_option("--format", p->format, "pickle (memory_viz) or perfetto (Chrome trace JSON); default: from -o's extension")
       ->check(CLI::IsMember({"pickle", "perfetto"}));
   cmd->callback([p] {
-    const std::string format = export_format(*p);
     check_outputs({p->in}, {{"-o", p->out}});
+    const std::string format = export_format(*p);
     Snapshot s = load_snapshot(p->in);
     write_output(p->out, [&](const std::string& path) {
       if (format == "perfetto") export_perfetto_file(s, path);
