@@ -4,8 +4,8 @@
 Every ```console block in the README section whose heading starts with "## Walkthrough" (up to the next
 heading) is a list of `$ command` lines, each followed by the output it shows. The commands run one after the
 other in one temporary folder, on the CPU (CUDA_VISIBLE_DEVICES is emptied) with one intra-op thread
-(OMP_NUM_THREADS=1), with the --bin folders first on PATH, so `$ memrec ...` runs the built binary. A line that is only `...` stands for output lines the README
-leaves out. Every other line must equal the real output, except for wall-clock values, which differ from run to
+(OMP_NUM_THREADS=1), with the --bin folders first on PATH, so `$ memrec ...` runs the built binary. A line that
+is only `...` stands for output lines the README leaves out. Every other line must equal the real output, except for wall-clock values, which differ from run to
 run: durations ("14500.2 ms", "+3.754 s") and the size of the written .memrec file (its timestamps compress
 differently each run). Byte counts, percentages, event and block counts and parameter counts must match exactly:
 they are the same on every run with the same number of intra-op threads (checked with five runs).
