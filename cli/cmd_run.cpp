@@ -39,7 +39,7 @@ struct RunArgs {
   uint64_t max_events = 0;  // 0 = no cap
   double buffer_mb = 0;     // 0 = the recorder's default
   std::vector<std::pair<CLI::Option*, int workloads::Config::*>> sizes;  // options whose CPU defaults differ
-  CLI::Option* heads = nullptr;
+  CLI::Option* heads = nullptr;  // to refuse it for the mlp, which has no attention
 };
 
 // The sizes whose defaults differ by device: CUDA's are a real model, CPU's finish in seconds on two cores.
@@ -251,8 +251,9 @@ void run(const RunArgs& a, const std::string& command_line) {
     } catch (const std::bad_alloc&) {
       std::error_code ignored;
       std::filesystem::remove(a.output, ignored);  // opened, but nothing recorded
-      throw Error(fmt::format("not enough host memory for the recorder's event buffer ({}): ask for less with --buffer-mb",
-                              a.buffer_mb > 0 ? fmt::format("--buffer-mb {:g}", a.buffer_mb) : "the default, about 40 MB"));
+      std::string asked = a.buffer_mb > 0 ? fmt::format("--buffer-mb {:g}", a.buffer_mb) : "the default, about 40 MB";
+      throw Error(fmt::format("not enough host memory for the recorder's event buffer ({}): ask for less with "
+                              "--buffer-mb", asked));
     }
     started = true;
     rec.set_metadata("command", command_line);
@@ -296,8 +297,6 @@ void run(const RunArgs& a, const std::string& command_line) {
   }
 }
 
-}  // namespace
-
 // Registers the size flags; their defaults in --help are the ones this machine uses when --device is left out.
 void add_size_flags(CLI::App* cmd, RunArgs& args) {
   const bool cuda = workloads::cuda_available();
@@ -314,6 +313,8 @@ void add_size_flags(CLI::App* cmd, RunArgs& args) {
                           "use small sizes to finish in seconds.",
                           cuda ? "CUDA" : "the CPU"));
 }
+
+}  // namespace
 
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();

@@ -123,7 +123,7 @@ TEST(CliRun, RunNeedsMemrecRunBesideMemrec) {
   TempDir dir;
   fs::copy_file(MEMREC_BINARY, dir / "memrec");
   fs::permissions(dir / "memrec", fs::perms::owner_exec, fs::perm_options::add);
-  auto r = run_command(quote(dir / "memrec") + " run transformer --device cpu");
+  auto r = run_command(quote(dir / "memrec") + " run transformer --device cpu -o " + quote(dir / "a.memrec"));
   expect_error(r, "'memrec run' needs " + dir / "memrec-run" + " beside memrec: No such file or directory");
 }
 
