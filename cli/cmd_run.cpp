@@ -8,12 +8,15 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "output.h"
 #include "memrec/analysis.h"
 #include "memrec/pickle.h"
 #include "memrec/recorder.h"
@@ -35,7 +38,23 @@ struct RunArgs {
   bool free_stacks = false;
   uint64_t max_events = 0;  // 0 = no cap
   double buffer_mb = 0;     // 0 = the recorder's default
-  std::vector<CLI::Option*> sizes;  // options whose CPU defaults differ
+  std::vector<std::pair<CLI::Option*, int workloads::Config::*>> sizes;  // options whose CPU defaults differ
+  CLI::Option* heads = nullptr;  // to refuse it for the mlp, which has no attention
+};
+
+// The sizes whose defaults differ by device: CUDA's are a real model, CPU's finish in seconds on two cores.
+struct SizeFlag {
+  const char* flag;
+  int workloads::Config::*field;
+  const char* help;
+};
+constexpr SizeFlag kSizeFlags[] = {
+    {"--d-model", &workloads::Config::d_model, "width of each layer's input and output (hidden size)"},
+    {"--heads", &workloads::Config::heads, "attention heads, dividing --d-model (transformer only)"},
+    {"--ff", &workloads::Config::ff, "hidden width of each layer's feed-forward part"},
+    {"--seq", &workloads::Config::seq, "tokens per sequence (the mlp's rows are --seq times --batch)"},
+    {"--batch", &workloads::Config::batch, "sequences per step"},
+    {"--steps", &workloads::Config::steps, "measured steps, after --warmup"},
 };
 
 // The steps a --record schedule records (indices as printed, warmup steps included).
@@ -83,20 +102,15 @@ StackCapture parse_capture(const std::string& s) {
 // Device auto-selection, and the small CPU defaults for every size the user did not set.
 workloads::Config resolve_config(const RunArgs& a) {
   workloads::Config c = a.config;
+  if (c.model == "mlp" && a.heads->count() > 0) throw Error("--heads is for the transformer: the mlp has no attention");
   c.device = a.device.empty() ? (workloads::cuda_available() ? "cuda" : "cpu") : a.device;
   if (c.device == "cpu") {
     workloads::Config small = workloads::cpu_defaults(c);
     bool shrunk = false;
-    for (CLI::Option* o : a.sizes) {
-      if (o->count() > 0) continue;
-      const std::string name = o->get_name(false, true);
-      auto pick = [&](int& field, int value) { shrunk |= field != value; field = value; };
-      if (name == "--d-model") pick(c.d_model, small.d_model);
-      if (name == "--heads") pick(c.heads, small.heads);
-      if (name == "--ff") pick(c.ff, small.ff);
-      if (name == "--seq") pick(c.seq, small.seq);
-      if (name == "--batch") pick(c.batch, small.batch);
-      if (name == "--steps") pick(c.steps, small.steps);
+    for (auto [option, field] : a.sizes) {
+      if (option->count() > 0) continue;
+      shrunk |= c.*field != small.*field;
+      c.*field = small.*field;
     }
     if (shrunk)
       fmt::print("note: running on CPU, so the sizes you did not set shrink to finish in seconds "
@@ -217,6 +231,7 @@ struct Ending {
 };
 
 void run(const RunArgs& a, const std::string& command_line) {
+  check_outputs({}, {{"-o", a.output}, {"--pickle", a.pickle}});
   workloads::Config c = resolve_config(a);
   catch_interrupts(a.output);
   RecorderOptions opt = recorder_options(a, c);
@@ -231,7 +246,15 @@ void run(const RunArgs& a, const std::string& command_line) {
   Recorder rec(opt);
   bool started = false;
   auto begin = [&] {
-    rec.start();
+    try {
+      rec.start();
+    } catch (const std::bad_alloc&) {
+      std::error_code ignored;
+      std::filesystem::remove(a.output, ignored);  // opened, but nothing recorded
+      std::string asked = a.buffer_mb > 0 ? fmt::format("--buffer-mb {:g}", a.buffer_mb) : "the default, about 40 MB";
+      throw Error(fmt::format("not enough host memory for the recorder's event buffer ({}): ask for less with "
+                              "--buffer-mb", asked));
+    }
     started = true;
     rec.set_metadata("command", command_line);
     rec.set_metadata("workload", workloads::describe(c));
@@ -274,24 +297,35 @@ void run(const RunArgs& a, const std::string& command_line) {
   }
 }
 
+// Registers the size flags; their defaults in --help are the ones this machine uses when --device is left out.
+void add_size_flags(CLI::App* cmd, RunArgs& args) {
+  const bool cuda = workloads::cuda_available();
+  const workloads::Config small = workloads::cpu_defaults(args.config);
+  for (const SizeFlag& s : kSizeFlags) {
+    int& value = args.config.*s.field;
+    CLI::Option* o = cmd->add_option(s.flag, value, fmt::format("{} (CUDA {}, CPU {})", s.help, value, small.*s.field))
+                         ->default_str(std::to_string(cuda ? value : small.*s.field))
+                         ->check(CLI::PositiveNumber);
+    args.sizes.emplace_back(o, s.field);
+    if (s.field == &workloads::Config::heads) args.heads = o;
+  }
+  cmd->footer(fmt::format("The sizes' defaults (after =) are this machine's, where the auto device is {}; CPU runs "
+                          "use small sizes to finish in seconds.",
+                          cuda ? "CUDA" : "the CPU"));
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "Record a libtorch training workload and show where memory goes");
+  auto* cmd = app.add_subcommand("run", kRunDescription);
   auto& c = args->config;
   cmd->add_option("workload", c.model, "transformer | mlp")->required()->check(CLI::IsMember({"transformer", "mlp"}));
   cmd->add_option("-o,--output", args->output, "the .memrec file to write")->capture_default_str();
   cmd->add_option("--pickle", args->pickle, "also export a PyTorch snapshot pickle (memory_viz)");
-  cmd->add_option("--layers", c.layers)->capture_default_str()->check(CLI::PositiveNumber);
-  args->sizes = {
-      cmd->add_option("--d-model", c.d_model)->capture_default_str()->check(CLI::PositiveNumber),
-      cmd->add_option("--heads", c.heads)->capture_default_str()->check(CLI::PositiveNumber),
-      cmd->add_option("--ff", c.ff)->capture_default_str()->check(CLI::PositiveNumber),
-      cmd->add_option("--seq", c.seq)->capture_default_str()->check(CLI::PositiveNumber),
-      cmd->add_option("--batch", c.batch)->capture_default_str()->check(CLI::PositiveNumber),
-      cmd->add_option("--steps", c.steps, "measured steps")->capture_default_str()->check(CLI::PositiveNumber),
-  };
+  cmd->add_option("--layers", c.layers, "layers (blocks) in the model")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_size_flags(cmd, *args);
   cmd->add_option("--warmup", c.warmup, "steps before the measured ones")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--checkpoint", args->checkpoint,
@@ -310,7 +344,7 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--max-events", args->max_events,
                   "keep at most this many allocator events; later events, scopes and kernels are dropped and counted "
-                  "(caps the recorder's memory; 0 = no cap)")->capture_default_str();
+                  "(caps the recorder's memory; 0 = no cap)")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--buffer-mb", args->buffer_mb,
                   "memory for events waiting to be written (default: 64k events, about 40 MB); more in one 0.5 s "
                   "interval are dropped and counted")->check(CLI::PositiveNumber);

@@ -1,10 +1,7 @@
-#include <cstdio>
-#include <exception>
-
-#include <fmt/core.h>
-
+// `memrec`: every command but `run`, which memrec-run carries out, so this executable links no libtorch.
+#include "app.h"
 #include "commands.h"
-#include "memrec/snapshot.h"
+#include "sibling.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"memrec: where your GPU memory goes"};
@@ -12,16 +9,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "memrec 0.1.0");
   memrec::cli::add_io_commands(app);
   memrec::cli::add_analysis_commands(app);
+#ifdef MEMREC_HAS_RUN
+  memrec::cli::add_sibling_command(app, "run", memrec::cli::kRunDescription, "memrec-run", argv);
+#else
   memrec::cli::add_run_command(app);
+#endif
   memrec::cli::add_view_command(app);
   memrec::cli::add_report_command(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Error& e) {  // parse errors, and RuntimeError for a chosen exit code
-    return app.exit(e);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "memrec: error: {}\n", e.what());
-    return 1;
-  }
-  return 0;
+  return memrec::cli::run_app(app, argc, argv);
 }

@@ -33,7 +33,9 @@ bool same_file(const std::string& a, const std::string& b) {
   auto ia = file_id(a), ib = file_id(b);
   if (ia && ib) return *ia == *ib;
   std::error_code ec;
-  return !ia && !ib && fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  // absolute() first: weakly_canonical leaves a relative path whose first part does not exist as it is, so
+  // "run.memrec" and "./run.memrec" would differ.
+  return !ia && !ib && fs::weakly_canonical(fs::absolute(a, ec), ec) == fs::weakly_canonical(fs::absolute(b, ec), ec);
 }
 
 void check_folder(const Output& o) {

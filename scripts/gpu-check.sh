@@ -43,7 +43,7 @@ configure() {
 }
 
 build() {
-  ninja -C "$BUILD" -j16 -k 0 memrec memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format bench_load \
+  ninja -C "$BUILD" -j16 -k 0 memrec memrec-run memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format bench_load \
     > "$OUT/build.log" 2>&1 ||
     { grep -E "error|FAILED" "$OUT/build.log" | head -40 | tee -a "$OUT/summary.txt"; return 1; }
 }
