@@ -69,7 +69,7 @@ void draw_inspector(const Document& doc, ViewState& state) {
     ImGui::Text("requested  %llu bytes, block %llu bytes", static_cast<unsigned long long>(e.size),
                 static_cast<unsigned long long>(e.block_size()));
   }
-  ImGui::Text("on         %s (handle 0x%llx)", stream_name(doc.snapshot, a.stream).c_str(),
+  ImGui::Text("on         %s, handle 0x%llx", stream_name(doc.snapshot, a.stream).c_str(),
               static_cast<unsigned long long>(a.stream < doc.snapshot.streams.size() ? doc.snapshot.streams[a.stream] : 0));
   draw_life(doc, a);
   if (ImGui::CollapsingHeader("stack", ImGuiTreeNodeFlags_DefaultOpen)) {
