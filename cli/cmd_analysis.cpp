@@ -2,9 +2,11 @@
 #include <memory>
 #include <string>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
+#include "memrec/devices.h"
 #include "memrec/load.h"
 #include "memrec/stats.h"
 #include "memrec/summary.h"
@@ -16,13 +18,12 @@ namespace {
 struct AnalysisOptions {
   std::string a, b, at = "peak", by = "stack";
   size_t top = 15;
-  int device = 0;
+  std::optional<uint8_t> device;
   bool json = false;
   bool kernels = false;
 
   StatsOptions stats() const {
-    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = static_cast<uint8_t>(device),
-            .kernels = kernels};
+    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = device, .kernels = kernels};
   }
 };
 
@@ -30,7 +31,7 @@ void add_common(CLI::App* cmd, AnalysisOptions& o) {
   cmd->add_option("--by", o.by, "group live memory by stack|op|module|phase|category|layer")
       ->check(CLI::IsMember({"stack", "op", "module", "phase", "category", "layer"}));
   cmd->add_option("--top", o.top, "rows per table")->check(CLI::Range(1, 100000));
-  cmd->add_option("--device", o.device, "device index")->check(CLI::Range(0, 255));
+  add_device_option(cmd, o.device);
   cmd->add_flag("--json", o.json, "print JSON for scripts");
 }
 
@@ -78,22 +79,24 @@ void add_whatif(CLI::App& app) {
   auto* checkpoint = cmd->add_subcommand("checkpoint", "Predict the allocated peak with activation checkpointing");
   struct Options {
     std::string file, layers = "all";
-    int device = 0;
+    std::optional<uint8_t> device;
     bool json = false;
   };
   auto o = std::make_shared<Options>();
   checkpoint->add_option("input", o->file, "a run recorded without checkpointing")->required()->check(CLI::ExistingFile);
   checkpoint->add_option("--layers", o->layers, "'all' or layer indices/paths: 0,3,5 or layers.3");
-  checkpoint->add_option("--device", o->device, "device index")->check(CLI::Range(0, 255));
+  add_device_option(checkpoint, o->device);
   checkpoint->add_flag("--json", o->json, "print JSON for scripts");
   checkpoint->callback([o] {
-    auto p = predict_checkpoint(load_snapshot(o->file), static_cast<uint8_t>(o->device), split_layers(o->layers));
-    nlohmann::json j = {{"recorded_peak", p.recorded_peak}, {"predicted_peak", p.predicted_peak},
+    Snapshot s = load_snapshot(o->file);
+    uint8_t device = choose_device(s, o->device);
+    auto p = predict_checkpoint(s, device, split_layers(o->layers));
+    nlohmann::json j = {{"device", device}, {"recorded_peak", p.recorded_peak}, {"predicted_peak", p.predicted_peak},
                         {"predicted_peak_ns", p.predicted_peak_ns}, {"layers", p.layers},
                         {"blocks_dropped", p.blocks_dropped}};
     if (o->json) return fmt::print("{}\n", j.dump(2));
-    fmt::print("checkpointing {} layers ({} .. {}), {} activation blocks freed after forward and recomputed:\n",
-               p.layers.size(), p.layers.front(), p.layers.back(), p.blocks_dropped);
+    fmt::print("checkpointing {} {} ({}), {} activation blocks freed after forward and recomputed:\n", p.layers.size(),
+               p.layers.size() == 1 ? "layer" : "layers", fmt::join(p.layers, ", "), p.blocks_dropped);
     fmt::print("  recorded peak allocated   {:>12}\n", format_bytes(p.recorded_peak));
     fmt::print("  predicted peak allocated  {:>12}  at +{}\n", format_bytes(p.predicted_peak), format_duration(p.predicted_peak_ns));
     fmt::print("  saving                    {:>12}  ({:.1f}%)\n", format_bytes(p.recorded_peak - std::min(p.recorded_peak, p.predicted_peak)),

@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "output.h"
 #include "memrec/load.h"
+#include "memrec/devices.h"
 #include "memrec/report.h"
 #include "memrec/summary.h"
 
@@ -36,7 +37,7 @@ namespace fs = std::filesystem;
 struct ReportArgs {
   std::string input, output, screenshot;
   bool no_screenshot = false;
-  int device = 0;
+  std::optional<uint8_t> device;  // chosen from the file before the picture is drawn
   size_t top = 15;
 };
 
@@ -124,7 +125,7 @@ Picture render_timeline([[maybe_unused]] const ReportArgs& a) {
   ScratchDir dir;
   fs::path png = dir.path / "timeline.png", log = dir.path / "view.log";
   std::vector<std::string> args = {fs::read_symlink("/proc/self/exe").string(), "view", a.input, "--screenshot",
-                                   png.string(), "--size", "1600x700", "--at", "peak", "--device", std::to_string(a.device)};
+                                   png.string(), "--size", "1600x700", "--at", "peak", "--device", std::to_string(*a.device)};
   auto xvfb = find_in_path("xvfb-run");
   if (!std::getenv("DISPLAY") && xvfb) args.insert(args.begin(), {*xvfb, "-a"});
   int rc = run_process(args, log, std::chrono::seconds(120));
@@ -144,14 +145,15 @@ Picture picture(const ReportArgs& a) {
   return {bytes, ""};
 }
 
-void write_report(const ReportArgs& a) {
+void write_report(ReportArgs a) {
   check_outputs({a.input, a.screenshot}, {{"-o", a.output}});
   Snapshot s = load_snapshot(a.input);  // bad input fails here, before the viewer runs
+  a.device = choose_device(s, a.device);  // the picture and the tables show the same device
   Picture pic = picture(a);
   if (pic.png.empty() && !a.no_screenshot)
     fmt::print(stderr, "memrec report: no timeline picture: {}; writing the report without it\n", pic.missing);
   std::string html = report_html(s, {.file_name = fs::path(a.input).filename().string(),
-                                     .device = static_cast<uint8_t>(a.device),
+                                     .device = *a.device,
                                      .top = a.top,
                                      .png = pic.png,
                                      .missing_png = pic.missing});
@@ -174,7 +176,7 @@ void add_report_command(CLI::App& app) {
   auto* shot = cmd->add_option("--screenshot", a->screenshot, "use this PNG as the timeline picture instead of rendering one")
                    ->check(CLI::ExistingFile);
   cmd->add_flag("--no-screenshot", a->no_screenshot, "leave the timeline picture out")->excludes(shot);
-  cmd->add_option("--device", a->device, "device index")->check(CLI::Range(0, 255));
+  add_device_option(cmd, a->device);
   cmd->add_option("--top", a->top, "rows per table")->check(CLI::Range(1, 100000));
   cmd->callback([a] { write_report(*a); });
 }

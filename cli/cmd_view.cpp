@@ -16,7 +16,7 @@ void add_view_command(CLI::App& app) {
   cmd->add_option("--screenshot", opts->screenshot, "Render off-screen, write this PNG and exit");
   cmd->add_option("--at", opts->at, "Instant to analyze: 'peak' (default) or a time after the start, e.g. 12ms");
   cmd->add_option("--size", *size, "Window or screenshot size, WxH (default 1600x900)");
-  cmd->add_option("--device", opts->device, "Device to show (default: the first with events)");
+  add_device_option(cmd, opts->device);
   cmd->callback([opts, size] {
     check_outputs({opts->path}, {{"--screenshot", opts->screenshot}});
     if (!size->empty()) {

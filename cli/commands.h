@@ -1,11 +1,20 @@
 // Each subcommand lives in its own file and registers itself on the app; main() only dispatches.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include <CLI/CLI.hpp>
 
 namespace memrec::cli {
 
 inline constexpr const char* kRunDescription = "Record a libtorch training workload and show where memory goes";
+// --device N: left unset, commands analyze memrec::choose_device's default, the first device with events.
+inline CLI::Option* add_device_option(CLI::App* cmd, std::optional<uint8_t>& device) {
+  return cmd->add_option_function<int>("--device", [&device](const int& d) { device = static_cast<uint8_t>(d); },
+                                       "device index (default: the first device with events)")
+      ->check(CLI::Range(0, 255));
+}
 
 void add_io_commands(CLI::App& app);        // import, export, info (cmd_io.cpp)
 void add_analysis_commands(CLI::App& app);  // stats, diff, whatif (cmd_analysis.cpp)

@@ -109,13 +109,13 @@ void run_size(size_t events, const std::string& dir) {
   auto alone = in_child<LoadAlone>([&] {
     uint64_t rss0 = rss_bytes();
     auto t = Clock::now();
-    auto doc = viewer::Document::open(path, -1);
+    auto doc = viewer::Document::open(path, std::nullopt);
     return LoadAlone{seconds_since(t), rss_bytes() - rss0};
   }, "load " + path);
   // Then as `memrec view` opens a file, in a process that has loaded nothing yet: loading on one thread while
   // the window opens on another.
   auto t = Clock::now();
-  viewer::App app(path, -1, 1280, 720, true);
+  viewer::App app(path, std::nullopt, 1280, 720, true);
   full_frame_ms(app, false, nullptr);
   double first_frame_s = seconds_since(t);
   uint64_t total_rss = rss_bytes();

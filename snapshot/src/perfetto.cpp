@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "memrec/devices.h"
 #include "memrec/replay.h"
 
 namespace memrec {
@@ -70,7 +71,7 @@ void write_kernels(TraceWriter& w, const Snapshot& s) {
   std::set<std::pair<int, int>> named;
   for (const Kernel& k : s.kernels) {
     if (named.insert({k.device, k.stream}).second)
-      w.name_thread(k.device, k.stream, fmt::format("stream {}", s.streams[k.stream]));
+      w.name_thread(k.device, k.stream, stream_name(s, k.stream));
     w.event({{"ph", "X"}, {"name", s.strings[k.name]}, {"cat", to_string(k.kind)}, {"pid", k.device},
              {"tid", k.stream}, {"ts", w.ts(k.start_ns)}, {"dur", double(k.end_ns - k.start_ns) / 1e3},
              {"args", {{"correlation", k.correlation}, {"bytes", k.bytes}}}});

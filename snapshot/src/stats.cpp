@@ -9,19 +9,13 @@
 
 #include <fmt/format.h>
 
+#include "memrec/devices.h"
 #include "memrec/summary.h"
 
 namespace memrec {
 namespace {
 
 using nlohmann::json;
-
-uint32_t step_at_offset(const Replay& r, int64_t offset_ns) {
-  int64_t t = r.time_of(kNoEvent) + offset_ns;
-  uint32_t step = kNoEvent;
-  for (uint32_t k = 0; k < r.steps() && r.time_of(k) <= t; ++k) step = k;
-  return step;
-}
 
 std::string training_step(const Snapshot& s, uint8_t device, int64_t t) {
   uint32_t id = scope_at(s, ScopeKind::step, device, t);
@@ -199,28 +193,57 @@ std::string peak_line(const char* what, const json& p) {
                      format_duration(p["time_ns"]), p["event"].get<int64_t>(), step.empty() ? "" : ", " + step);
 }
 
+// "the allocated peak (+1.2 ms)"; for a requested time, also the event whose state it shows.
+std::string instant_label(const json& at) {
+  std::string event = at["event"].get<int64_t>() < 0 ? "the start" : fmt::format("event {}", at["event"].get<int64_t>());
+  if (at["requested_ns"].is_null()) return fmt::format("the {} (+{})", at["label"].get<std::string>(), format_duration(at["time_ns"]));
+  return fmt::format("+{} (the state after {}, at +{})", format_duration(at["requested_ns"]), event,
+                     format_duration(at["time_ns"]));
+}
+
 }  // namespace
 
 std::optional<int64_t> parse_at(const std::string& text) {
   if (text == "peak") return std::nullopt;
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || !std::isfinite(value) || value < 0) throw Error("--at: expected 'peak' or a time like 1.5s, got '" + text + "'");
+  if (ec != std::errc() || !std::isfinite(value) || value < 0)
+    throw Error("--at wants 'peak' or a time after the start like 12ms, 1.5s, 300us: " + text);
   std::string unit(end, text.data() + text.size());
   static const std::map<std::string, double> scale = {{"", 1e9}, {"s", 1e9}, {"ms", 1e6}, {"us", 1e3}, {"ns", 1}};
   auto it = scale.find(unit);
-  if (it == scale.end()) throw Error("--at: unknown unit '" + unit + "' (use s, ms, us or ns)");
-  return static_cast<int64_t>(value * it->second);
+  if (it == scale.end()) throw Error("--at " + text + ": unknown unit '" + unit + "' (use s, ms, us or ns)");
+  double ns = std::round(value * it->second);
+  // 2^63 is the first double past int64's range; converting it or more is undefined.
+  if (ns >= 0x1p63) throw Error("--at " + text + " is too large: times up to 292 years (9223372036 s) are counted");
+  return static_cast<int64_t>(ns);
+}
+
+Instant instant_at(const Replay& r, std::optional<int64_t> at_ns) {
+  if (!at_ns) return {r.peak_allocated().step, ""};
+  if (r.steps() == 0) return {kNoEvent, "the device has no events; showing the state at the start"};
+  int64_t start = r.time_of(kNoEvent), duration = r.time_of(r.steps() - 1) - start;
+  if (*at_ns > duration)  // compared as offsets: start + a huge offset would overflow
+    return {r.steps() - 1, fmt::format("--at +{} is past the end of the recording (+{}); showing its last event",
+                                       format_duration(*at_ns), format_duration(duration))};
+  uint32_t lo = 0, hi = r.steps();  // the first step after the time; step 0 is at the start, so not it
+  while (hi - lo > 1) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    (r.time_of(mid) - start <= *at_ns ? lo : hi) = mid;
+  }
+  return {lo, ""};
 }
 
 nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
-  Replay r(s, o.device);
-  uint32_t step = o.at_ns ? step_at_offset(r, *o.at_ns) : r.peak_allocated().step;
+  uint8_t device = choose_device(s, o.device);
+  Replay r(s, device);
+  Instant instant = instant_at(r, o.at_ns);
+  uint32_t step = instant.step;
   const Totals& at = r.after(step);
   auto live = group_live(s, r, step, o.by);
   int64_t start = r.time_of(kNoEvent);
   int64_t end = r.steps() == 0 ? start : r.time_of(r.steps() - 1);
-  return {{"device", o.device},
+  return {{"device", device},
           {"events", r.steps()},
           {"complete", s.complete},
           {"dropped_events", s.dropped_events},
@@ -228,8 +251,10 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
           {"peak_allocated", peak_json(s, r, r.peak_allocated())},
           {"peak_reserved", peak_json(s, r, r.peak_reserved())},
           {"at", {{"label", o.at_ns ? "requested time" : "allocated peak"},
+                  {"requested_ns", o.at_ns ? json(*o.at_ns) : json(nullptr)},
                   {"time_ns", r.time_of(step) - start},
                   {"event", step == kNoEvent ? -1 : static_cast<int64_t>(step)},
+                  {"note", instant.note},
                   {"allocated", at.allocated},
                   {"reserved", at.reserved}}},
           {"by", to_string(o.by)},
@@ -238,21 +263,21 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
           {"size_histogram", size_histogram_json(r)},
           {"fragmentation", fragmentation_json(fragmentation_after(s, r, step))},
           {"ooms", ooms_json(s, r, o.top)},
-          {"kernels", o.kernels ? kernels_json(s, o.device, o.top) : json::array()}};
+          {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()}};
 }
 
 std::string stats_text(const nlohmann::json& j) {
   std::string out;
   if (!j["complete"].get<bool>()) out += "note: the recording was cut short; showing what was written\n";
   if (j["dropped_events"].get<uint64_t>()) out += fmt::format("warning: {} events were dropped while recording\n", j["dropped_events"].get<uint64_t>());
+  const json& at = j["at"];
+  if (!at["note"].get<std::string>().empty()) out += "note: " + at["note"].get<std::string>() + "\n";
   out += fmt::format("device {}: {} events over {}\n", j["device"].get<int>(), j["events"].get<uint64_t>(),
                      format_duration(j["duration_ns"]));
   out += peak_line("peak allocated", j["peak_allocated"]);
   out += peak_line("peak reserved", j["peak_reserved"]);
-  const json& at = j["at"];
-  out += fmt::format("\nlive at the {} (+{}): {} allocated, {} reserved, by {}:\n", at["label"].get<std::string>(),
-                     format_duration(at["time_ns"]), format_bytes(at["allocated"]), format_bytes(at["reserved"]),
-                     j["by"].get<std::string>());
+  out += fmt::format("\nlive at {}: {} allocated, {} reserved, by {}:\n", instant_label(at), format_bytes(at["allocated"]),
+                     format_bytes(at["reserved"]), j["by"].get<std::string>());
   std::string by = j["by"];
   render_groups(out, j["live"], "  ", by != "stack" && by != "category");
   out += "\ntop allocation sites by bytes allocated over the run:\n";
@@ -273,7 +298,7 @@ std::string stats_text(const nlohmann::json& j) {
 }
 
 nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOptions& o) {
-  Replay ra(a, o.device), rb(b, o.device);
+  Replay ra(a, choose_device(a, o.device)), rb(b, choose_device(b, o.device));
   auto ga = group_live(a, ra, ra.peak_allocated().step, o.by);
   auto gb = group_live(b, rb, rb.peak_allocated().step, o.by);
   std::map<std::string, std::pair<const Group*, const Group*>> rows;
@@ -292,10 +317,10 @@ nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOption
   size_t changed = std::count_if(out.begin(), out.end(), [](const json& r) { return r["delta"].get<int64_t>() != 0; });
   if (out.size() > o.top) out.erase(out.begin() + static_cast<std::ptrdiff_t>(o.top), out.end());
   auto side = [](const Replay& r) {
-    return json{{"peak_allocated", r.peak_allocated().bytes}, {"peak_reserved", r.peak_reserved().bytes},
-                {"events", r.steps()}};
+    return json{{"device", r.device()}, {"peak_allocated", r.peak_allocated().bytes},
+                {"peak_reserved", r.peak_reserved().bytes}, {"events", r.steps()}};
   };
-  return {{"by", to_string(o.by)}, {"device", o.device}, {"a", side(ra)}, {"b", side(rb)},
+  return {{"by", to_string(o.by)}, {"a", side(ra)}, {"b", side(rb)},
           {"delta_peak_allocated", int64_t(rb.peak_allocated().bytes) - int64_t(ra.peak_allocated().bytes)},
           {"delta_peak_reserved", int64_t(rb.peak_reserved().bytes) - int64_t(ra.peak_reserved().bytes)},
           {"groups_changed", changed}, {"rows", out}};
@@ -305,6 +330,7 @@ std::string diff_text(const nlohmann::json& d) {
   auto signed_bytes = [](int64_t v) { return (v < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(std::llabs(v))); };
   std::string out;
   out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "", "a", "b", "b - a");
+  out += fmt::format("{:<16} {:>12} {:>12}\n", "device", d["a"]["device"].get<int>(), d["b"]["device"].get<int>());
   out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "peak allocated", format_bytes(d["a"]["peak_allocated"]),
                      format_bytes(d["b"]["peak_allocated"]), signed_bytes(d["delta_peak_allocated"]));
   out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "peak reserved", format_bytes(d["a"]["peak_reserved"]),

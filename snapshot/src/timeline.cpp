@@ -1,5 +1,6 @@
 #include "memrec/timeline.h"
 
+#include "memrec/devices.h"
 #include "memrec/huge_pages.h"
 
 #include <algorithm>
@@ -261,7 +262,7 @@ std::vector<Lane> kernel_lanes(const Snapshot& s, uint8_t device) {
     const Kernel& k = s.kernels[i];
     if (k.device != device) continue;
     Lane& lane = by_stream[k.stream];
-    if (lane.ids.empty()) lane = Lane{.title = "stream " + std::to_string(k.stream), .s = &s, .kernels = true, .ids = {}};
+    if (lane.ids.empty()) lane = Lane{.title = stream_name(s, k.stream), .s = &s, .kernels = true, .ids = {}};
     lane.ids.push_back(i);
   }
   return sorted_lanes(by_stream);

@@ -55,6 +55,7 @@ std::vector<std::string> resolve_layers(const std::map<PassKey, LayerPass>& pass
       return is_index ? k.size() > w.size() && k.ends_with("." + w) : k == w;
     });
     if (match == known.end()) throw Error("unknown layer '" + w + "' (the run has " + *known.begin() + " .. " + *known.rbegin() + ")");
+    if (std::find(out.begin(), out.end(), *match) != out.end()) throw Error("layer " + *match + " is given twice");
     out.push_back(*match);
   }
   return out;

@@ -39,7 +39,7 @@ struct Mouse {
 class Driven {
  public:
   explicit Driven(const std::string& fixture) : Driven(std::string(MEMREC_TEST_DATA) + "/" + fixture, true) {}
-  Driven(const std::string& path, bool) : app_(path, -1, 1280, 720, true) {
+  Driven(const std::string& path, bool) : app_(path, std::nullopt, 1280, 720, true) {
     input_ = [this](ImGuiIO& io) {
       io.MousePos = mouse_.pos;
       io.MouseDown[0] = mouse_.down;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "memrec/stats.h"
 #include "memrec/viewer.h"
 #include "png.h"
 
@@ -51,7 +52,7 @@ struct FramebufferApi {
 
 }  // namespace
 
-App::App(const std::string& path, int device, int width, int height, bool offscreen)
+App::App(const std::string& path, std::optional<uint8_t> device, int width, int height, bool offscreen)
     : App(std::async(std::launch::async, Document::open, path, device), width, height, offscreen) {}
 
 App::App(std::future<std::unique_ptr<Document>> loading, int width, int height, bool offscreen)
@@ -183,20 +184,6 @@ void App::build_ui() {
 
 namespace {
 
-// What --at names: nullopt for the allocated peak, else a time after the recording's start. Checked before
-// anything opens.
-std::optional<int64_t> parse_at(const std::string& at) {
-  if (at.empty() || at == "peak") return std::nullopt;
-  auto offset = parse_duration(at);
-  if (!offset) throw Error("--at wants 'peak' or a time after the start like 12ms, 1.5s, 300us: " + at);
-  return offset;
-}
-
-uint32_t instant_for(const Document& doc, std::optional<int64_t> at) {
-  if (!at) return doc.replay->peak_allocated().step;
-  return doc.timeline->step_at(doc.timeline->begin_ns() + *at);
-}
-
 // The inspector starts on the biggest block live at the instant that has a stack: the usual first question.
 uint32_t largest_with_stack(const Document& doc, uint32_t step) {
   std::vector<uint32_t> live;
@@ -230,10 +217,12 @@ void print_layout(App& app, const std::string& png) {
 }  // namespace
 
 int run(const Options& options) {
-  std::optional<int64_t> at = parse_at(options.at);
+  std::optional<int64_t> at = options.at.empty() ? std::nullopt : parse_at(options.at);  // checked before anything opens
   bool offscreen = !options.screenshot.empty();
   App app(options.path, options.device, options.width, options.height, offscreen);
-  uint32_t instant = instant_for(app.doc(), at);
+  Instant found = instant_at(*app.doc().replay, at);
+  if (!found.note.empty()) fmt::print(stderr, "memrec view: note: {}\n", found.note);
+  uint32_t instant = found.step;
   app.state().set_instant(app.doc(), instant);
   app.state().selected_allocation = largest_with_stack(app.doc(), instant);
   if (offscreen) {

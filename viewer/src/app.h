@@ -20,7 +20,7 @@ class App {
   // own behind a hidden window, so the screen's size does not matter.
   App(std::future<std::unique_ptr<Document>> loading, int width, int height, bool offscreen);
   // Starts loading `path` on another thread and opens the window meanwhile.
-  App(const std::string& path, int device, int width, int height, bool offscreen);
+  App(const std::string& path, std::optional<uint8_t> device, int width, int height, bool offscreen);
   ~App();
   App(const App&) = delete;
   App& operator=(const App&) = delete;

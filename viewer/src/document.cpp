@@ -2,19 +2,18 @@
 
 #include <algorithm>
 
+#include "memrec/devices.h"
 #include "memrec/load.h"
 
 namespace memrec::viewer {
 
-std::unique_ptr<Document> Document::open(const std::string& path, int device) {
+std::unique_ptr<Document> Document::open(const std::string& path, std::optional<uint8_t> device) {
   auto doc = std::make_unique<Document>();
   doc->path = path;
   doc->snapshot = load_snapshot(path);
   doc->devices = devices_of(doc->snapshot);
   if (doc->devices.empty()) doc->devices.push_back(0);
-  if (device >= 0 && std::find(doc->devices.begin(), doc->devices.end(), device) == doc->devices.end())
-    throw Error(path + " has no device " + std::to_string(device));
-  doc->analyze(device >= 0 ? static_cast<uint8_t>(device) : doc->devices.front());
+  doc->analyze(choose_device(doc->snapshot, device));
   return doc;
 }
 

@@ -25,8 +25,8 @@ struct Document {
   std::vector<Lane> kernel_lanes;
   std::vector<Lane> scope_lanes;
 
-  // Loads the file and analyzes `device` (-1: the first one).
-  static std::unique_ptr<Document> open(const std::string& path, int device);
+  // Loads the file and analyzes `device` (unset: choose_device's default).
+  static std::unique_ptr<Document> open(const std::string& path, std::optional<uint8_t> device);
   // Builds the replay, timeline and lanes of one device.
   void analyze(uint8_t device);
   uint64_t device_events() const { return replay->steps(); }

@@ -2,6 +2,7 @@
 // while it was live.
 #include <algorithm>
 
+#include "memrec/devices.h"
 #include "units.h"
 #include "views.h"
 
@@ -68,7 +69,7 @@ void draw_inspector(const Document& doc, ViewState& state) {
     ImGui::Text("requested  %llu bytes, block %llu bytes", static_cast<unsigned long long>(e.size),
                 static_cast<unsigned long long>(e.block_size()));
   }
-  ImGui::Text("stream     %u (0x%llx)", a.stream,
+  ImGui::Text("on         %s, handle 0x%llx", stream_name(doc.snapshot, a.stream).c_str(),
               static_cast<unsigned long long>(a.stream < doc.snapshot.streams.size() ? doc.snapshot.streams[a.stream] : 0));
   draw_life(doc, a);
   if (ImGui::CollapsingHeader("stack", ImGuiTreeNodeFlags_DefaultOpen)) {

@@ -28,17 +28,6 @@ std::string human_duration(int64_t ns) {
   return fmt::format("{}{:.3g} s", sign, v / 1e9);
 }
 
-std::optional<int64_t> parse_duration(std::string_view text) {
-  std::string s(text);
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || !std::isfinite(v) || v < 0) return std::nullopt;
-  std::string_view unit(end);
-  double scale = unit == "" || unit == "ns" ? 1 : unit == "us" ? 1e3 : unit == "ms" ? 1e6 : unit == "s" ? 1e9 : 0;
-  if (scale == 0) return std::nullopt;
-  return static_cast<int64_t>(std::llround(v * scale));
-}
-
 std::optional<std::pair<int, int>> parse_size(std::string_view text) {
   int w = 0, h = 0;
   char x = 0, extra = 0;

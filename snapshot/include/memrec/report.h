@@ -13,7 +13,7 @@ namespace memrec {
 
 struct ReportOptions {
   std::string file_name;      // shown in the title
-  uint8_t device = 0;
+  uint8_t device = 0;         // the device shown (a command picks it with choose_device)
   size_t top = 15;            // rows per table (the per-layer table always shows every layer)
   std::string png;            // the timeline picture (PNG bytes); empty: the page says why it is missing
   std::string missing_png;    // why there is no picture, shown in its place

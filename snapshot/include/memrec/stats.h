@@ -15,12 +15,20 @@ struct StatsOptions {
   std::optional<int64_t> at_ns;  // offset from the first event; unset = the allocated peak
   GroupBy by = GroupBy::stack;
   size_t top = 15;
-  uint8_t device = 0;
+  std::optional<uint8_t> device;  // unset: choose_device's default
   bool kernels = false;  // add the top kernels by GPU time (torch.profiler's key_averages)
 };
 
-// Parses "peak", or a time since the start like "1.5s", "250ms", "40us", "1200ns" (plain numbers are seconds).
+// Parses "peak" (nullopt), or a time since the first event like "1.5s", "250ms", "40us", "1200ns" (a plain
+// number is seconds). Throws Error for anything else and for a time too large to count in int64 nanoseconds.
 std::optional<int64_t> parse_at(const std::string& text);
+
+// The instant `--at` names on one device: the last event at or before that time, or the allocated peak.
+struct Instant {
+  uint32_t step = kNoEvent;
+  std::string note;  // why the instant is not the time asked for (past the end, or no events); empty when it is
+};
+Instant instant_at(const Replay& r, std::optional<int64_t> at_ns);
 
 nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o);
 std::string stats_text(const nlohmann::json& stats);

@@ -20,7 +20,7 @@ struct CheckpointPrediction {
 // Predicts activation checkpointing of `layers` (empty = every layer found in the module scopes; a plain
 // number N means the layer whose path ends in ".N"): each layer's forward activations, except its output,
 // are freed when the layer's forward ends and allocated again when its backward starts, that is at the
-// first free of one of them. Throws Error when the history has no module scopes or a layer is unknown.
+// first free of one of them. Throws Error when the history has no module scopes, or a layer is unknown or given twice.
 CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const std::vector<std::string>& layers);
 
 }  // namespace memrec

@@ -12,17 +12,15 @@ namespace memrec::viewer {
 struct Options {
   std::string path;
   std::string screenshot;  // write this PNG after a few frames and exit; empty: interactive window
-  std::string at;          // instant to analyze: "peak" or a time after the start ("12ms", "1.5s", "300us", ns)
+  std::string at;          // instant to analyze: "peak" or a time after the start (memrec::parse_at)
   int width = 1600;
   int height = 900;
-  int device = -1;  // -1: the first device with events
+  std::optional<uint8_t> device;  // unset: the first device with events (memrec::choose_device)
 };
 
 // Opens the window (or renders the screenshot). Returns the process exit code; throws memrec::Error on bad input.
 int run(const Options& options);
 
-// "12ms", "1.5s", "300us", "250ns", "42" (ns); nullopt when malformed.
-std::optional<int64_t> parse_duration(std::string_view text);
 // "1600x900"; nullopt when malformed.
 std::optional<std::pair<int, int>> parse_size(std::string_view text);
 

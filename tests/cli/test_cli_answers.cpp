@@ -1,0 +1,177 @@
+// Every answer is right or an error (issue 12): which device a command shows, what `--at` shows when the time is
+// past the end or between events, and how `whatif --layers` names its layers.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/process.h"
+#include "memrec/format.h"
+
+namespace memrec {
+namespace {
+
+using nlohmann::json;
+using testing::quote;
+using testing::run_command;
+using testing::TempDir;
+
+const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+
+testing::CommandResult memrec(const std::string& args) { return run_command(quote(MEMREC_BINARY) + " " + args); }
+
+json json_of(const std::string& args) {
+  auto r = memrec(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.exit_code == 0 ? json::parse(r.output) : json::object();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// kAll as PyTorch writes a run on cuda:1: device_traces = [[], trace].
+std::string on_device_1(const TempDir& dir) {
+  std::string out = dir / "device1.pickle";
+  auto r = run_command("/usr/bin/python3 " + quote(std::string(MEMREC_SOURCE_DIR) + "/tests/scripts/on_device.py") + " " +
+                       quote(kAll) + " " + quote(out) + " 1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return out;
+}
+
+// Three transformer layers recorded on device 1 only: each layer's forward allocates a 1000-byte activation and a
+// 100-byte output; the backward frees each layer's output and then its activation, last layer first.
+std::string three_layers_on_device_1(const TempDir& dir) {
+  Snapshot s;
+  auto scope = [&](ScopeKind kind, const std::string& name, int64_t start, int64_t end, uint32_t parent) {
+    s.scopes.push_back(Scope{start, end, s.strings.intern(name), parent, kind, 1});
+    return static_cast<uint32_t>(s.scopes.size() - 1);
+  };
+  auto event = [&](int64_t t, Action a, uint64_t addr, uint64_t size, uint32_t in) {
+    s.events.push_back(Event{.time_ns = t, .addr = addr, .size = size, .scope = in, .action = a, .device = 1});
+  };
+  uint32_t forward = scope(ScopeKind::phase, "forward", 100, 400, 0);
+  scope(ScopeKind::phase, "backward", 400, 700, 0);
+  for (int l = 0; l < 3; ++l) {
+    int64_t start = 100 + 100 * l;
+    uint32_t layer = scope(ScopeKind::module, "layers." + std::to_string(l), start, start + 100, forward);
+    event(start + 10, Action::alloc, 0x1000 * (l + 1), 1000, layer);
+    event(start + 90, Action::alloc, 0x1000 * (l + 1) + 0x800, 100, layer);
+  }
+  auto free = [&](int64_t t, uint64_t addr, uint64_t size) {
+    event(t, Action::free_requested, addr, size, 0);
+    event(t, Action::free_completed, addr, size, 0);
+  };
+  for (int l = 2; l >= 0; --l) {
+    int64_t start = 400 + 100 * (2 - l);
+    free(start + 10, 0x1000 * (l + 1) + 0x800, 100);
+    free(start + 50, 0x1000 * (l + 1), 1000);
+  }
+  std::string path = dir / "three_layers.memrec";
+  write_file(s, path);
+  return path;
+}
+
+TEST(CliDevices, EveryCommandDefaultsToTheDeviceWithEvents) {
+  TempDir dir;
+  std::string file = on_device_1(dir);
+  auto info = memrec("info " + quote(file));
+  ASSERT_EQ(info.exit_code, 0) << info.output;
+  EXPECT_NE(info.output.find("device 1: 1025 events"), std::string::npos) << info.output;
+
+  json stats = json_of("stats " + quote(file));
+  EXPECT_EQ(stats["device"], 1);
+  EXPECT_EQ(stats["events"], 1025);
+  EXPECT_EQ(stats["peak_allocated"], json_of("stats " + quote(kAll))["peak_allocated"]);
+
+  json diff = json_of("diff " + quote(file) + " " + quote(kAll));
+  EXPECT_EQ(diff["a"]["device"], 1);
+  EXPECT_EQ(diff["b"]["device"], 0);
+  EXPECT_EQ(diff["delta_peak_allocated"], 0);
+  EXPECT_EQ(diff["groups_changed"], 0);
+
+  std::string html = dir / "report.html";
+  auto report = memrec("report " + quote(file) + " -o " + quote(html) + " --no-screenshot");
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_NE(read_text(html).find("device 1: 1025 events"), std::string::npos);
+
+  json whatif = json_of("whatif checkpoint " + quote(three_layers_on_device_1(dir)));
+  EXPECT_EQ(whatif["device"], 1);
+  EXPECT_EQ(whatif["layers"], json({"layers.0", "layers.1", "layers.2"}));
+}
+
+TEST(CliDevices, AnUnknownDeviceIsAnErrorInEveryCommand) {
+  TempDir dir;
+  std::string device1 = on_device_1(dir), layers = three_layers_on_device_1(dir);
+  std::string html = dir / "report.html";
+  for (const std::string& args :
+       {"stats " + quote(kAll) + " --device 3", "stats " + quote(device1) + " --device 0",
+        "diff " + quote(kAll) + " " + quote(device1) + " --device 0", "whatif checkpoint " + quote(layers) + " --device 0",
+        "report " + quote(kAll) + " -o " + quote(html) + " --no-screenshot --device 3"}) {
+    auto r = memrec(args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("the recording has nothing on device"), std::string::npos) << args << "\n" << r.output;
+  }
+  EXPECT_FALSE(std::ifstream(html).good()) << "no report for a device the file does not have";
+}
+
+TEST(CliAt, PastTheEndShowsTheLastEventAndSaysSo) {
+  json whole = json_of("stats " + quote(kAll));
+  uint64_t last = whole["events"].get<uint64_t>() - 1;
+  for (const char* at : {"5s", "8000000000s"}) {
+    json j = json_of("stats " + quote(kAll) + " --at " + at);
+    EXPECT_EQ(j["at"]["event"], last) << at;
+    EXPECT_EQ(j["at"]["time_ns"], whole["duration_ns"]) << at;
+    EXPECT_GT(j["at"]["allocated"].get<uint64_t>(), 0u) << at;
+    EXPECT_NE(j["at"]["note"].get<std::string>().find("past the end of the recording"), std::string::npos) << at;
+    auto text = memrec("stats " + quote(kAll) + " --at " + at);
+    EXPECT_NE(text.output.find("note: --at +"), std::string::npos) << text.output;
+    EXPECT_NE(text.output.find("; showing its last event"), std::string::npos) << text.output;
+  }
+}
+
+TEST(CliAt, ATimeTooLargeToCountIsAnError) {
+  TempDir dir;
+  std::string png = dir / "x.png";
+  for (const std::string& cmd : {"stats " + quote(kAll), "view " + quote(kAll) + " --screenshot " + quote(png)}) {
+    auto r = memrec(cmd + " --at 9223372036854775ms");
+    if (r.output.find("is unavailable") != std::string::npos) continue;  // a build without the viewer
+    EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.output;
+    EXPECT_NE(r.output.find("--at 9223372036854775ms is too large"), std::string::npos) << r.output;
+  }
+}
+
+TEST(CliAt, ATimeBetweenEventsNamesTheEventItShows) {
+  json j = json_of("stats " + quote(kAll) + " --at 40us");
+  EXPECT_EQ(j["at"]["requested_ns"], 40000);
+  EXPECT_LE(j["at"]["time_ns"].get<int64_t>(), 40000);
+  EXPECT_EQ(j["at"]["note"], "");
+  auto text = memrec("stats " + quote(kAll) + " --at 40us");
+  std::string want = "live at +40.0 us (the state after event " + std::to_string(j["at"]["event"].get<int64_t>()) + ", at +";
+  EXPECT_NE(text.output.find(want), std::string::npos) << text.output;
+}
+
+TEST(CliWhatif, LayersPrintAsTheListGivenAndDuplicatesAreRefused) {
+  TempDir dir;
+  std::string file = three_layers_on_device_1(dir);
+  auto two = memrec("whatif checkpoint " + quote(file) + " --device 1 --layers 0,2");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("checkpointing 2 layers (layers.0, layers.2),"), std::string::npos) << two.output;
+  auto one = memrec("whatif checkpoint " + quote(file) + " --device 1 --layers layers.1");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("checkpointing 1 layer (layers.1),"), std::string::npos) << one.output;
+  for (const char* twice : {"0,0", "1,layers.1"}) {
+    auto r = memrec("whatif checkpoint " + quote(file) + " --device 1 --layers " + twice);
+    EXPECT_EQ(r.exit_code, 1) << twice << "\n" << r.output;
+    EXPECT_NE(r.output.find("layer layers." + std::string(twice).substr(0, 1) + " is given twice"), std::string::npos)
+        << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace memrec
