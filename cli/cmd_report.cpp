@@ -146,7 +146,7 @@ Picture picture(const ReportArgs& a) {
 
 void write_report(const ReportArgs& a) {
   check_outputs({a.input, a.screenshot}, {{"-o", a.output}});
-  Snapshot s = load_snapshot(a.input);  // bad input fails here, before the viewer runs
+  Snapshot s = load_snapshot(a.input, stderr);  // bad input fails here, before the viewer runs
   Picture pic = picture(a);
   if (pic.png.empty() && !a.no_screenshot)
     fmt::print(stderr, "memrec report: no timeline picture: {}; writing the report without it\n", pic.missing);

@@ -106,7 +106,8 @@ json size_histogram_json(const Replay& r) {
 json fragmentation_json(const Fragmentation& f) {
   return {{"reserved", f.reserved},         {"allocated", f.allocated},     {"rounding", f.rounding},
           {"pending_free", f.pending_free}, {"split_free", f.split_free},   {"other_stream", f.other_stream},
-          {"cached_free", f.cached_free},   {"largest_free", f.largest_free}, {"segments", f.segments}};
+          {"cached_free", f.cached_free},   {"largest_free", f.largest_free}, {"segments", f.segments},
+          {"unplaced", f.unplaced},         {"why_no_segments", why_no_segments(f)}};
 }
 
 json ooms_json(const Snapshot& s, const Replay& r, size_t top) {
@@ -123,6 +124,14 @@ json ooms_json(const Snapshot& s, const Replay& r, size_t top) {
                    {"caused_by_fragmentation", o.caused_by_fragmentation},
                    {"top_sites", groups_json(o.top_sites, top, o.totals.allocated)}});
   }
+  return out;
+}
+
+// What the reader of the output must know about the inputs: that a file was cut short.
+json warnings_json(std::initializer_list<const Snapshot*> inputs) {
+  json out = json::array();
+  for (const Snapshot* s : inputs)
+    if (!s->cut_short_note.empty()) out.push_back(s->cut_short_note);
   return out;
 }
 
@@ -159,7 +168,7 @@ void render_kernels(std::string& out, const json& kernels) {
 
 void render_fragmentation(std::string& out, const json& f) {
   if (f["segments"].get<uint64_t>() == 0) {
-    out += "fragmentation: no reserved segments recorded (the CPU allocator keeps no cache)\n";
+    out += fmt::format("fragmentation: no reserved segments recorded ({})\n", f["why_no_segments"].get<std::string>());
     return;
   }
   auto line = [&](const char* what, const char* key) {
@@ -174,6 +183,8 @@ void render_fragmentation(std::string& out, const json& f) {
   line("free pieces of other streams' segments", "other_stream");
   line("cached, wholly free segments", "cached_free");
   line("largest contiguous free range", "largest_free");
+  if (f["unplaced"].get<uint64_t>())
+    out += fmt::format("  not counted: {} allocated in segments the recording does not hold\n", format_bytes(f["unplaced"]));
 }
 
 void render_oom(std::string& out, const json& o) {
@@ -223,6 +234,7 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
   return {{"device", o.device},
           {"events", r.steps()},
           {"complete", s.complete},
+          {"warnings", warnings_json({&s})},
           {"dropped_events", s.dropped_events},
           {"duration_ns", end - start},
           {"peak_allocated", peak_json(s, r, r.peak_allocated())},
@@ -243,7 +255,6 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
 
 std::string stats_text(const nlohmann::json& j) {
   std::string out;
-  if (!j["complete"].get<bool>()) out += "note: the recording was cut short; showing what was written\n";
   if (j["dropped_events"].get<uint64_t>()) out += fmt::format("warning: {} events were dropped while recording\n", j["dropped_events"].get<uint64_t>());
   out += fmt::format("device {}: {} events over {}\n", j["device"].get<int>(), j["events"].get<uint64_t>(),
                      format_duration(j["duration_ns"]));
@@ -295,7 +306,7 @@ nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOption
     return json{{"peak_allocated", r.peak_allocated().bytes}, {"peak_reserved", r.peak_reserved().bytes},
                 {"events", r.steps()}};
   };
-  return {{"by", to_string(o.by)}, {"device", o.device}, {"a", side(ra)}, {"b", side(rb)},
+  return {{"by", to_string(o.by)}, {"device", o.device}, {"warnings", warnings_json({&a, &b})}, {"a", side(ra)}, {"b", side(rb)},
           {"delta_peak_allocated", int64_t(rb.peak_allocated().bytes) - int64_t(ra.peak_allocated().bytes)},
           {"delta_peak_reserved", int64_t(rb.peak_reserved().bytes) - int64_t(ra.peak_reserved().bytes)},
           {"groups_changed", changed}, {"rows", out}};

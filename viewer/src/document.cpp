@@ -9,7 +9,7 @@ namespace memrec::viewer {
 std::unique_ptr<Document> Document::open(const std::string& path, int device) {
   auto doc = std::make_unique<Document>();
   doc->path = path;
-  doc->snapshot = load_snapshot(path);
+  doc->snapshot = load_snapshot(path, stderr);
   doc->devices = devices_of(doc->snapshot);
   if (doc->devices.empty()) doc->devices.push_back(0);
   if (device >= 0 && std::find(doc->devices.begin(), doc->devices.end(), device) == doc->devices.end())
