@@ -87,12 +87,21 @@ TEST(CliCut, EveryCommandSaysTheFileWasCutShort) {
     Output whatif = memrec(dir, "whatif checkpoint " + quote(cut));
     EXPECT_EQ(whatif.err.rfind("memrec: note: " + note + "\nmemrec: error: ", 0), 0u) << whatif.err;
     EXPECT_EQ(count(read(dir / "out.html"), note), 1u) << n;
+    EXPECT_EQ(count(read(dir / "out.pickle"), note), 1u) << n;
     EXPECT_EQ(nlohmann::json::parse(read(dir / "out.json"))["metadata"]["memrec_warning"], note) << n;
     Output stats = memrec(dir, "stats --json " + quote(cut));
     EXPECT_EQ(nlohmann::json::parse(stats.out)["warnings"], nlohmann::json::array({note})) << n;
     Output diff = memrec(dir, "diff --json " + quote(cut) + " " + quote(whole));
     EXPECT_EQ(nlohmann::json::parse(diff.out)["warnings"], nlohmann::json::array({note})) << n;
   }
+  // The last cut's pickle, as Python reads it.
+  CommandResult py = run_command("/usr/bin/python3 -c " +
+                                 quote("import pickle,sys; d = pickle.load(open(sys.argv[1], \"rb\")); "
+                                       "print(d[\"memrec_warnings\"], sum(map(len, d[\"device_traces\"])))") +
+                                 " " + quote(dir / "out.pickle"));
+  EXPECT_EQ(py.output, fmt::format("['{}'] {}\n", fmt::format("{} was cut short (no footer): {} events read; the rest is lost",
+                                                              cut, read_file(cut).events.size()),
+                                   read_file(cut).events.size()));
   Output full = memrec(dir, "stats --json " + quote(whole));
   EXPECT_EQ(full.err, "");
   EXPECT_TRUE(nlohmann::json::parse(full.out)["warnings"].empty());
