@@ -262,7 +262,11 @@ std::string fragmentation(const json& f) {
                              "</section>", f["why_no_segments"].get<std::string>());
   out += fmt::format("<p>Reserved − allocated = <b>{}</b> in {} segments:</p>",
                      format_bytes(reserved - std::min(reserved, allocated)), f["segments"].get<uint64_t>());
-  return out + fragmentation_rows(f) + "</section>";
+  out += fragmentation_rows(f);
+  if (uint64_t unplaced = f["unplaced"])
+    out += fmt::format("<p class=\"note\">Not counted: {} allocated in segments the recording does not hold.</p>",
+                       format_bytes(unplaced));
+  return out + "</section>";
 }
 
 std::string oom(const json& o) {

@@ -73,6 +73,7 @@ TEST(CliCut, EveryCommandSaysTheFileWasCutShort) {
       "export " + quote(cut) + " -o " + quote(dir / "out.pickle"),
       "export " + quote(cut) + " -o " + quote(dir / "out.json"),
   };
+  size_t unplaced_cuts = 0;  // cut after the events, before the end state: blocks in segments the file lost
   for (size_t n : cut_offsets(bytes)) {
     std::ofstream(cut, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(n));
     const std::string note = fmt::format("{} was cut short (no footer): {} events read; the rest is lost", cut,
@@ -90,10 +91,18 @@ TEST(CliCut, EveryCommandSaysTheFileWasCutShort) {
     EXPECT_EQ(count(read(dir / "out.pickle"), note), 1u) << n;
     EXPECT_EQ(nlohmann::json::parse(read(dir / "out.json"))["metadata"]["memrec_warning"], note) << n;
     Output stats = memrec(dir, "stats --json " + quote(cut));
-    EXPECT_EQ(nlohmann::json::parse(stats.out)["warnings"], nlohmann::json::array({note})) << n;
+    nlohmann::json j = nlohmann::json::parse(stats.out);
+    EXPECT_EQ(j["warnings"], nlohmann::json::array({note})) << n;
+    const nlohmann::json& f = j["fragmentation"];
+    uint64_t buckets = 0;
+    for (const char* key : {"rounding", "pending_free", "split_free", "other_stream", "cached_free"}) buckets += f[key].get<uint64_t>();
+    EXPECT_EQ(buckets, f["reserved"].get<uint64_t>() - f["allocated"].get<uint64_t>()) << n;
+    if (f["unplaced"].get<uint64_t>()) EXPECT_EQ(count(read(dir / "out.html"), "Not counted: "), 1u) << n;
+    unplaced_cuts += f["unplaced"].get<uint64_t>() > 0;
     Output diff = memrec(dir, "diff --json " + quote(cut) + " " + quote(whole));
     EXPECT_EQ(nlohmann::json::parse(diff.out)["warnings"], nlohmann::json::array({note})) << n;
   }
+  EXPECT_GT(unplaced_cuts, 0u);
   // The last cut's pickle, as Python reads it.
   CommandResult py = run_command("/usr/bin/python3 -c " +
                                  quote("import pickle,sys; d = pickle.load(open(sys.argv[1], \"rb\")); "
