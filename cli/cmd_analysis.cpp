@@ -87,8 +87,9 @@ void add_whatif(CLI::App& app) {
   checkpoint->add_option("--device", o->device, "device index")->check(CLI::Range(0, 255));
   checkpoint->add_flag("--json", o->json, "print JSON for scripts");
   checkpoint->callback([o] {
-    auto p = predict_checkpoint(load_snapshot(o->file, stderr), static_cast<uint8_t>(o->device), split_layers(o->layers));
-    nlohmann::json j = {{"recorded_peak", p.recorded_peak}, {"predicted_peak", p.predicted_peak},
+    Snapshot s = load_snapshot(o->file, stderr);
+    auto p = predict_checkpoint(s, static_cast<uint8_t>(o->device), split_layers(o->layers));
+    nlohmann::json j = {{"warnings", warnings_json({&s})}, {"recorded_peak", p.recorded_peak}, {"predicted_peak", p.predicted_peak},
                         {"predicted_peak_ns", p.predicted_peak_ns}, {"layers", p.layers},
                         {"blocks_dropped", p.blocks_dropped}};
     if (o->json) return fmt::print("{}\n", j.dump(2));

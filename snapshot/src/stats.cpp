@@ -127,14 +127,6 @@ json ooms_json(const Snapshot& s, const Replay& r, size_t top) {
   return out;
 }
 
-// What the reader of the output must know about the inputs: that a file was cut short.
-json warnings_json(std::initializer_list<const Snapshot*> inputs) {
-  json out = json::array();
-  for (const Snapshot* s : inputs)
-    if (!s->cut_short_note.empty()) out.push_back(s->cut_short_note);
-  return out;
-}
-
 json kernels_json(const Snapshot& s, uint8_t device, size_t top) {
   json out = json::array();
   for (const KernelStats& k : kernel_stats(s, device)) {
@@ -222,6 +214,13 @@ std::optional<int64_t> parse_at(const std::string& text) {
   auto it = scale.find(unit);
   if (it == scale.end()) throw Error("--at: unknown unit '" + unit + "' (use s, ms, us or ns)");
   return static_cast<int64_t>(value * it->second);
+}
+
+json warnings_json(std::initializer_list<const Snapshot*> inputs) {
+  json out = json::array();
+  for (const Snapshot* s : inputs)
+    if (!s->cut_short_note.empty()) out.push_back(s->cut_short_note);
+  return out;
 }
 
 nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {

@@ -116,6 +116,27 @@ TEST(CliCut, EveryCommandSaysTheFileWasCutShort) {
   EXPECT_TRUE(nlohmann::json::parse(full.out)["warnings"].empty());
 }
 
+// A writer that never closed its file (a killed run), with a layer to checkpoint.
+TEST(CliCut, WhatifJsonCarriesTheNote) {
+  TempDir dir;
+  std::string path = dir / "killed.memrec";
+  Snapshot s;
+  auto scope = [&](ScopeKind kind, const char* name, int64_t start, int64_t end, uint32_t parent) {
+    s.scopes.push_back(Scope{start, end, s.strings.intern(name), parent, kind, 0});
+    return static_cast<uint32_t>(s.scopes.size() - 1);
+  };
+  uint32_t layer = scope(ScopeKind::module, "layers.0", 100, 200, scope(ScopeKind::phase, "forward", 100, 200, 0));
+  scope(ScopeKind::phase, "backward", 200, 300, 0);
+  s.events.push_back(Event{.time_ns = 110, .addr = 0x10, .size = 4096, .scope = layer, .action = Action::alloc});
+  s.events.push_back(Event{.time_ns = 250, .addr = 0x10, .size = 4096, .action = Action::free_requested});
+  Writer(path).flush(s);
+  const std::string note = path + " was cut short (no footer): 2 events read; the rest is lost";
+  Output r = memrec(dir, "whatif checkpoint --json " + quote(path));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "memrec: note: " + note + "\n");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["warnings"], nlohmann::json::array({note}));
+}
+
 TEST(CliCut, ImportOfAMemrecFileSaysSo) {
   TempDir dir;
   std::string run = dir / "run.memrec";
