@@ -46,7 +46,7 @@ void add_stats(CLI::App& app) {
   cmd->add_option("--at", o->at, "'peak' (default) or a time since the start: 1.5s, 250ms, 40us");
   cmd->add_flag("--kernels", o->kernels, "add the top kernels by GPU time");
   add_common(cmd, *o);
-  cmd->callback([o] { print(stats_json(load_snapshot(o->a), o->stats()), o->json, stats_text); });
+  cmd->callback([o] { print(stats_json(load_snapshot(o->a, stderr), o->stats()), o->json, stats_text); });
 }
 
 void add_diff(CLI::App& app) {
@@ -55,7 +55,7 @@ void add_diff(CLI::App& app) {
   cmd->add_option("a", o->a, "first run")->required()->check(CLI::ExistingFile);
   cmd->add_option("b", o->b, "second run")->required()->check(CLI::ExistingFile);
   add_common(cmd, *o);
-  cmd->callback([o] { print(diff_json(load_snapshot(o->a), load_snapshot(o->b), o->stats()), o->json, diff_text); });
+  cmd->callback([o] { print(diff_json(load_snapshot(o->a, stderr), load_snapshot(o->b, stderr), o->stats()), o->json, diff_text); });
 }
 
 std::vector<std::string> split_layers(const std::string& text) {
@@ -88,10 +88,10 @@ void add_whatif(CLI::App& app) {
   add_device_option(checkpoint, o->device);
   checkpoint->add_flag("--json", o->json, "print JSON for scripts");
   checkpoint->callback([o] {
-    Snapshot s = load_snapshot(o->file);
+    Snapshot s = load_snapshot(o->file, stderr);
     uint8_t device = choose_device(s, o->device);
     auto p = predict_checkpoint(s, device, split_layers(o->layers));
-    nlohmann::json j = {{"device", device}, {"recorded_peak", p.recorded_peak}, {"predicted_peak", p.predicted_peak},
+    nlohmann::json j = {{"device", device}, {"warnings", warnings_json({&s})}, {"recorded_peak", p.recorded_peak}, {"predicted_peak", p.predicted_peak},
                         {"predicted_peak_ns", p.predicted_peak_ns}, {"layers", p.layers},
                         {"blocks_dropped", p.blocks_dropped}};
     if (o->json) return fmt::print("{}\n", j.dump(2));

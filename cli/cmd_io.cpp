@@ -37,6 +37,9 @@ void add_import(CLI::App& app) {
   cmd->add_option("-o,--output", p->out, "output .memrec file")->required();
   cmd->callback([p] {
     check_outputs({p->in}, {{"-o", p->out}});
+    if (is_memrec_file(p->in))
+      throw Error(fmt::format("{} is a .memrec file already: import reads PyTorch snapshot pickles; every other "
+                              "command reads .memrec files as they are", p->in));
     Snapshot s = import_pickle_file(p->in);
     write_output(p->out, [&](const std::string& path) { write_file(s, path); });
     fmt::print("imported {} events from {} into {}\n", s.events.size(), p->in, p->out);
@@ -53,7 +56,7 @@ void add_export(CLI::App& app) {
   cmd->callback([p] {
     check_outputs({p->in}, {{"-o", p->out}});
     const std::string format = export_format(*p);
-    Snapshot s = load_snapshot(p->in);
+    Snapshot s = load_snapshot(p->in, stderr);
     write_output(p->out, [&](const std::string& path) {
       if (format == "perfetto") export_perfetto_file(s, path);
       else export_pickle_file(s, path);
@@ -66,7 +69,7 @@ void add_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Summarize a snapshot: devices, duration, events, peaks");
   auto p = std::make_shared<Paths>();
   cmd->add_option("input", p->in, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
-  cmd->callback([p] { fmt::print("{}", info_report(load_snapshot(p->in))); });
+  cmd->callback([p] { fmt::print("{}", info_report(load_snapshot(p->in, stderr))); });
 }
 
 }  // namespace

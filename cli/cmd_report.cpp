@@ -147,7 +147,7 @@ Picture picture(const ReportArgs& a) {
 
 void write_report(ReportArgs a) {
   check_outputs({a.input, a.screenshot}, {{"-o", a.output}});
-  Snapshot s = load_snapshot(a.input);  // bad input fails here, before the viewer runs
+  Snapshot s = load_snapshot(a.input, stderr);  // bad input fails here, before the viewer runs
   a.device = choose_device(s, a.device);  // the picture and the tables show the same device
   Picture pic = picture(a);
   if (pic.png.empty() && !a.no_screenshot)

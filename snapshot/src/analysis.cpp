@@ -6,6 +6,8 @@
 #include <map>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "memrec/summary.h"
 
 namespace memrec {
@@ -303,6 +305,9 @@ uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t) 
 Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t step) {
   RangeSet set = segments_after(s, r, step);
   const auto& ranges = set.ranges();
+  Fragmentation f;
+  auto type = s.metadata.find(fmt::format("device.{}.type", r.device()));
+  f.cpu = type != s.metadata.end() && type->second == "cpu";
   std::map<uint64_t, std::vector<Piece>> pieces;  // segment addr -> blocks inside it
   for (uint32_t id = 0; id < r.alloc_steps().size(); ++id) {
     // Decided on the step arrays: most blocks are long gone, and only the others need their event.
@@ -313,13 +318,10 @@ Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t s
     if (!allocated && !pending) continue;
     Allocation a = r.allocation(id);
     auto it = ranges.upper_bound(a.addr);
-    if (it == ranges.begin()) continue;
-    --it;
-    if (a.addr >= it->first + it->second.size) continue;
-    pieces[it->first].push_back({a.addr, a.size, pending});
+    bool placed = it != ranges.begin() && a.addr < std::prev(it)->first + std::prev(it)->second.size;
+    if (allocated) (placed ? f.allocated : f.unplaced) += a.size;
+    if (placed) pieces[std::prev(it)->first].push_back({a.addr, a.size, pending});
   }
-  Fragmentation f;
-  f.allocated = r.after(step).allocated;
   uint16_t main = busiest_stream(ranges);
   for (const auto& [addr, range] : ranges) {
     f.reserved += range.size;
@@ -329,6 +331,10 @@ Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t s
     account_segment(addr, range, list, range.stream == main, f);
   }
   return f;
+}
+
+std::string_view why_no_segments(const Fragmentation& f) {
+  return f.cpu ? "the CPU allocator keeps no cache" : "the recording holds no segment events or end state";
 }
 
 std::vector<OomReport> explain_ooms(const Snapshot& s, const Replay& r) {

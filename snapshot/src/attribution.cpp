@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "memrec/summary.h"
+
 namespace memrec {
 namespace {
 
@@ -95,7 +97,7 @@ std::string Attribution::label(uint32_t node) const {
 
 std::string frame_label(const Snapshot& s, uint32_t frame) {
   const Frame& f = s.frames[frame];
-  std::string name = f.function ? s.strings[f.function] : fmt::format("0x{:x}", f.pc);
+  std::string name = f.function ? short_function(s.strings[f.function]) : fmt::format("0x{:x}", f.pc);
   if (!f.file) return name;
   return f.line ? fmt::format("{}  {}:{}", name, s.strings[f.file], f.line)
                 : fmt::format("{}  {}", name, s.strings[f.file]);

@@ -866,6 +866,9 @@ void Reader::finish() {
   if (!streams_.empty()) s_.streams = std::move(streams_);
   if (!scopes_.empty()) s_.scopes.assign(scopes_);
   s_.complete = footer_seen_;
+  if (!s_.complete)
+    s_.cut_short_note = fmt::format("{} was cut short (no footer): {} events read; the rest is lost", name_,
+                                    s_.events.size());
 }
 
 }  // namespace

@@ -20,10 +20,14 @@ int first_byte(const std::string& path) {
 
 }  // namespace
 
-Snapshot load_snapshot(const std::string& path) {
-  if (is_memrec_file(path)) return read_file(path);
-  if (first_byte(path) == kPickleProto) return import_pickle_file(path);
-  throw Error(path + " is neither a .memrec file nor a pickle snapshot");
+Snapshot load_snapshot(const std::string& path, std::FILE* notes) {
+  if (!is_memrec_file(path)) {
+    if (first_byte(path) == kPickleProto) return import_pickle_file(path);
+    throw Error(path + " is neither a .memrec file nor a pickle snapshot");
+  }
+  Snapshot s = read_file(path);
+  if (notes && !s.cut_short_note.empty()) std::fprintf(notes, "memrec: note: %s\n", s.cut_short_note.c_str());
+  return s;
 }
 
 }  // namespace memrec

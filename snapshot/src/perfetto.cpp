@@ -20,8 +20,16 @@ constexpr int kScopeLaneBase = 100000;
 
 class TraceWriter {
  public:
-  TraceWriter(std::ostream& out, int64_t origin_ns) : out_(out), origin_(origin_ns) { out_ << "{\"traceEvents\":[\n"; }
-  ~TraceWriter() { out_ << "\n],\"displayTimeUnit\":\"ns\"}\n"; }
+  TraceWriter(std::ostream& out, int64_t origin_ns, std::string warning)
+      : out_(out), origin_(origin_ns), warning_(std::move(warning)) {
+    out_ << "{\"traceEvents\":[\n";
+  }
+  // The trace's metadata (shown by the trace viewers) carries the warning that the recording was cut short.
+  ~TraceWriter() {
+    out_ << "\n],\"displayTimeUnit\":\"ns\"";
+    if (!warning_.empty()) out_ << ",\"metadata\":{\"memrec_warning\":" << nlohmann::json(warning_).dump() << "}";
+    out_ << "}\n";
+  }
 
   // Timestamps are microseconds from the first event, with nanosecond decimals.
   double ts(int64_t ns) const { return double(ns - origin_) / 1e3; }
@@ -41,6 +49,7 @@ class TraceWriter {
  private:
   std::ostream& out_;
   int64_t origin_;
+  std::string warning_;
   bool first_ = true;
 };
 
@@ -93,7 +102,7 @@ void write_scopes(TraceWriter& w, const Snapshot& s) {
 }  // namespace
 
 void export_perfetto(const Snapshot& s, std::ostream& out) {
-  TraceWriter w(out, origin_of(s));
+  TraceWriter w(out, origin_of(s), s.cut_short_note);
   for (uint8_t d : devices_of(s)) write_counters(w, s, d);
   write_kernels(w, s);
   write_scopes(w, s);

@@ -110,6 +110,10 @@ class Exporter {
     }
     word(kExternalAnnotations);
     annotations();
+    if (!s_.cut_short_note.empty()) {  // memory_viz and torch ignore keys they do not know
+      text("memrec_warnings");
+      list(1, [&](size_t) { text(s_.cut_short_note); });
+    }
     out_.byte(op::SETITEMS);
     out_.byte(op::STOP);
     return out_.take();

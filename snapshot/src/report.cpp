@@ -123,8 +123,7 @@ std::string header(const Snapshot& s, const ReportOptions& o, const json& stats)
   facts.push_back(fmt::format("device {}: {} events over {}", o.device, stats["events"].get<uint64_t>(),
                               format_duration(stats["duration_ns"])));
   out += "<p class=\"sub\">" + fmt::format("{}", fmt::join(facts, " · ")) + "</p></header>";
-  if (!stats["complete"].get<bool>())
-    out += "<p class=\"warn\">The recording was cut short; this report shows what was written.</p>";
+  for (const json& w : stats["warnings"]) out += "<p class=\"warn\">" + html_escape(w.get<std::string>()) + "</p>";
   if (uint64_t dropped = stats["dropped_events"])
     out += fmt::format("<p class=\"warn\">{} events were dropped while recording.</p>", dropped);
   return out;
@@ -259,11 +258,15 @@ std::string fragmentation(const json& f) {
   std::string out = "<section id=\"fragmentation\"><h2>Fragmentation at the peak</h2>";
   uint64_t reserved = f["reserved"], allocated = f["allocated"];
   if (f["segments"].get<uint64_t>() == 0)
-    return out + "<p class=\"note\">No reserved segments were recorded (a CPU run has no caching allocator), so "
-                 "there is nothing to split.</p></section>";
+    return out + fmt::format("<p class=\"note\">No reserved segments were recorded ({}), so there is nothing to split.</p>"
+                             "</section>", f["why_no_segments"].get<std::string>());
   out += fmt::format("<p>Reserved − allocated = <b>{}</b> in {} segments:</p>",
                      format_bytes(reserved - std::min(reserved, allocated)), f["segments"].get<uint64_t>());
-  return out + fragmentation_rows(f) + "</section>";
+  out += fragmentation_rows(f);
+  if (uint64_t unplaced = f["unplaced"])
+    out += fmt::format("<p class=\"note\">Not counted: {} allocated in segments the recording does not hold.</p>",
+                       format_bytes(unplaced));
+  return out + "</section>";
 }
 
 std::string oom(const json& o) {

@@ -100,7 +100,8 @@ json size_histogram_json(const Replay& r) {
 json fragmentation_json(const Fragmentation& f) {
   return {{"reserved", f.reserved},         {"allocated", f.allocated},     {"rounding", f.rounding},
           {"pending_free", f.pending_free}, {"split_free", f.split_free},   {"other_stream", f.other_stream},
-          {"cached_free", f.cached_free},   {"largest_free", f.largest_free}, {"segments", f.segments}};
+          {"cached_free", f.cached_free},   {"largest_free", f.largest_free}, {"segments", f.segments},
+          {"unplaced", f.unplaced},         {"why_no_segments", why_no_segments(f)}};
 }
 
 json ooms_json(const Snapshot& s, const Replay& r, size_t top) {
@@ -153,7 +154,7 @@ void render_kernels(std::string& out, const json& kernels) {
 
 void render_fragmentation(std::string& out, const json& f) {
   if (f["segments"].get<uint64_t>() == 0) {
-    out += "fragmentation: no reserved segments recorded (the CPU allocator keeps no cache)\n";
+    out += fmt::format("fragmentation: no reserved segments recorded ({})\n", f["why_no_segments"].get<std::string>());
     return;
   }
   auto line = [&](const char* what, const char* key) {
@@ -168,6 +169,8 @@ void render_fragmentation(std::string& out, const json& f) {
   line("free pieces of other streams' segments", "other_stream");
   line("cached, wholly free segments", "cached_free");
   line("largest contiguous free range", "largest_free");
+  if (f["unplaced"].get<uint64_t>())
+    out += fmt::format("  not counted: {} allocated in segments the recording does not hold\n", format_bytes(f["unplaced"]));
 }
 
 void render_oom(std::string& out, const json& o) {
@@ -234,6 +237,13 @@ Instant instant_at(const Replay& r, std::optional<int64_t> at_ns) {
   return {lo, ""};
 }
 
+json warnings_json(std::initializer_list<const Snapshot*> inputs) {
+  json out = json::array();
+  for (const Snapshot* s : inputs)
+    if (!s->cut_short_note.empty()) out.push_back(s->cut_short_note);
+  return out;
+}
+
 nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
   uint8_t device = choose_device(s, o.device);
   Replay r(s, device);
@@ -246,6 +256,7 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
   return {{"device", device},
           {"events", r.steps()},
           {"complete", s.complete},
+          {"warnings", warnings_json({&s})},
           {"dropped_events", s.dropped_events},
           {"duration_ns", end - start},
           {"peak_allocated", peak_json(s, r, r.peak_allocated())},
@@ -268,7 +279,6 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
 
 std::string stats_text(const nlohmann::json& j) {
   std::string out;
-  if (!j["complete"].get<bool>()) out += "note: the recording was cut short; showing what was written\n";
   if (j["dropped_events"].get<uint64_t>()) out += fmt::format("warning: {} events were dropped while recording\n", j["dropped_events"].get<uint64_t>());
   const json& at = j["at"];
   if (!at["note"].get<std::string>().empty()) out += "note: " + at["note"].get<std::string>() + "\n";
@@ -320,7 +330,7 @@ nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOption
     return json{{"device", r.device()}, {"peak_allocated", r.peak_allocated().bytes},
                 {"peak_reserved", r.peak_reserved().bytes}, {"events", r.steps()}};
   };
-  return {{"by", to_string(o.by)}, {"a", side(ra)}, {"b", side(rb)},
+  return {{"by", to_string(o.by)}, {"warnings", warnings_json({&a, &b})}, {"a", side(ra)}, {"b", side(rb)},
           {"delta_peak_allocated", int64_t(rb.peak_allocated().bytes) - int64_t(ra.peak_allocated().bytes)},
           {"delta_peak_reserved", int64_t(rb.peak_reserved().bytes) - int64_t(ra.peak_reserved().bytes)},
           {"groups_changed", changed}, {"rows", out}};

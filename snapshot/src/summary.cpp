@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -106,16 +107,86 @@ bool has_source(const Snapshot& s, const Frame& f) {
   return f.line > 0 && !file.empty() && file != "??";
 }
 
-// Drops bracketed text (template or argument lists), nested brackets included.
-std::string drop_brackets(std::string_view text, char open, char close) {
+// Suffixes the compiler adds to a function it cloned or split: GCC's "foo.isra.0", "foo.cold", and what the
+// demangler makes of them, " [clone .constprop.0] [clone .cold]".
+std::string_view drop_clone_suffixes(std::string_view name) {
+  for (bool again = true; again;) {
+    again = false;
+    while (name.ends_with(' ')) name.remove_suffix(1);
+    if (name.ends_with(']')) {
+      size_t open = name.rfind(" [clone .");
+      if (open != std::string_view::npos) name = name.substr(0, open), again = true;
+      continue;
+    }
+    for (std::string_view kind : {".isra.", ".constprop.", ".part.", ".lto_priv.", ".cold", ".localalias"}) {
+      size_t at = name.rfind(kind);
+      if (at == 0 || at == std::string_view::npos) continue;
+      std::string_view rest = name.substr(at + kind.size());
+      if (rest.find_first_not_of("0123456789") != std::string_view::npos) continue;
+      name = name.substr(0, at), again = true;
+    }
+  }
+  return name;
+}
+
+bool is_identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
+
+// The length of an operator's name starting at `at` ("operator()", "operator<<", "operator new[]"), or 0.
+size_t operator_length(std::string_view text, size_t at) {
+  constexpr std::string_view kOperator = "operator";
+  if (text.substr(at, kOperator.size()) != kOperator || (at > 0 && is_identifier_char(text[at - 1]))) return 0;
+  size_t end = at + kOperator.size();
+  if (end == text.size() || is_identifier_char(text[end])) return 0;  // "operator_foo"
+  std::string_view rest = text.substr(end);
+  if (rest.starts_with("()") || rest.starts_with("[]")) return end + 2 - at;
+  if (rest.starts_with("\"\"")) {  // a literal operator: operator""_kb
+    end += 2;
+    while (end < text.size() && is_identifier_char(text[end])) ++end;
+    return end - at;
+  }
+  if (rest.starts_with(' ')) {  // operator new, operator delete[], or a conversion: operator bool
+    size_t word = end + 1;
+    while (word < text.size() && (is_identifier_char(text[word]) || text[word] == ':')) ++word;
+    if (text.substr(word, 2) == "[]") word += 2;
+    return word - at;
+  }
+  size_t symbols = 0;  // "<<=", "->*", "<=>" are the longest
+  while (symbols < 3 && end + symbols < text.size() &&
+         std::string_view("+-*/%^&|~!=<>,").find(text[end + symbols]) != std::string_view::npos)
+    ++symbols;
+  return symbols ? end + symbols - at : 0;
+}
+
+// The name without its argument, template and [abi:...] lists (nested ones included); operator names are kept
+// whole, so "operator<<" and "operator()" do not open or close a list.
+std::string drop_lists(std::string_view text) {
   std::string out;
   int depth = 0;
-  for (char c : text) {
-    if (c == open) ++depth;
-    else if (c == close && depth > 0) --depth;
+  for (size_t i = 0; i < text.size();) {
+    if (size_t n = operator_length(text, i)) {
+      if (depth == 0) out += text.substr(i, n);
+      i += n;
+      continue;
+    }
+    char c = text[i++];
+    if (c == '(' || c == '<' || c == '[') ++depth;
+    else if ((c == ')' || c == '>' || c == ']') && depth > 0) --depth;
     else if (depth == 0) out += c;
   }
   return out;
+}
+
+// Where the qualified name starts: after a return type ("std::vector<at::Tensor> at::foo"), found as the last
+// space outside a "{lambda#1}" or "{unnamed type#1}" and not the one in "operator new".
+size_t name_start(std::string_view text) {
+  size_t start = 0;
+  int braces = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '{') ++braces;
+    else if (text[i] == '}' && braces > 0) --braces;
+    else if (text[i] == ' ' && braces == 0 && !text.substr(0, i).ends_with("operator")) start = i + 1;
+  }
+  return start;
 }
 
 std::string basename(const std::string& path) {
@@ -126,14 +197,19 @@ std::string basename(const std::string& path) {
 }  // namespace
 
 std::string short_function(std::string_view name) {
-  std::string text(name);
+  std::string text(drop_clone_suffixes(name));
   const std::string anonymous = "(anonymous namespace)::";
   for (size_t at; (at = text.find(anonymous)) != std::string::npos;) text.erase(at, anonymous.size());
-  text = drop_brackets(drop_brackets(text, '(', ')'), '<', '>');
-  for (std::string_view qualifier : {" const", " volatile", " &&", " &"})
-    if (text.ends_with(qualifier)) text.resize(text.size() - qualifier.size());
-  size_t space = text.rfind(' ');  // a return type in front
-  if (space != std::string::npos) text = text.substr(space + 1);
+  text = drop_lists(text);
+  for (bool again = true; again;) {
+    again = false;
+    while (text.ends_with(' ')) text.pop_back();  // "operator< <int>" leaves one
+    for (std::string_view qualifier : {" const", " volatile", " &&", " &", " noexcept"})
+      if (text.ends_with(qualifier)) text.resize(text.size() - qualifier.size()), again = true;
+  }
+  text = text.substr(name_start(text));
+  // A lambda's body is its operator(): "at::native::foo::{lambda#1}" says all there is.
+  if (text.ends_with("}::operator()")) text.resize(text.size() - std::string_view("::operator()").size());
   return text.empty() ? std::string(name) : text;
 }
 
@@ -191,7 +267,6 @@ std::vector<uint32_t> top_frames(const Snapshot& s, uint32_t stack, size_t n) {
 
 std::string info_report(const Snapshot& s) {
   std::string out;
-  if (!s.complete) out += "note: the recording was cut short (no footer); showing what was written\n";
   append_metadata(out, s);
   out += fmt::format("{} events, {} kernels, {} scopes, {} stacks, {} frames, {} dropped events\n",
                      s.events.size(), s.kernels.size(), s.scopes.size() - 1, s.stacks.size() - 1,

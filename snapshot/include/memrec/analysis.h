@@ -89,7 +89,9 @@ std::string layer_of(const std::string& module);
 // Each free byte of every segment lands in exactly one field, so the fields sum to reserved - allocated.
 struct Fragmentation {
   uint64_t reserved = 0;
-  uint64_t allocated = 0;
+  uint64_t allocated = 0;     // allocated bytes in the known segments
+  uint64_t unplaced = 0;      // allocated bytes outside every known segment (a file cut before its end state)
+  bool cpu = false;           // the device is the CPU (metadata device.N.type), whose allocator keeps no cache
   uint64_t rounding = 0;      // live blocks rounded up to the allocator's 512-byte granularity (estimated)
   uint64_t pending_free = 0;  // freed by the program but held until other streams finish (record_stream)
   uint64_t split_free = 0;    // free pieces of segments that also hold live blocks, on the busiest stream
@@ -99,6 +101,8 @@ struct Fragmentation {
   uint64_t segments = 0;
 };
 Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t step);
+// Why there are no segments to split (f.segments == 0), from the device's type, not from the missing state.
+std::string_view why_no_segments(const Fragmentation& f);
 
 struct OomReport {
   uint32_t step = kNoEvent;

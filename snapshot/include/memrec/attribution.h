@@ -62,7 +62,7 @@ class Attribution {
   std::vector<uint32_t> leaves_;
 };
 
-// "file:line  function" for a frame id (or the pc in hex when unsymbolized).
+// "function  file:line" for a frame id, the function shortened (short_function), or the pc in hex when unsymbolized.
 std::string frame_label(const Snapshot& s, uint32_t frame);
 // Label of one key under a grouping.
 std::string key_label(const Snapshot& s, Grouping g, uint32_t key);

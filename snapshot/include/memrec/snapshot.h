@@ -234,6 +234,8 @@ struct Snapshot {
   bool has_segments_start = false;
   uint64_t dropped_events = 0;  // events the recorder could not keep (buffer full, caps)
   bool complete = true;         // false when read from a file whose writer never closed it
+  // With complete = false, the one sentence every output shows: "run.memrec was cut short: ... the rest is lost".
+  std::string cut_short_note;
 
   uint16_t intern_stream(uint64_t raw);
   bool operator==(const Snapshot&) const = default;

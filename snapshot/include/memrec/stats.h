@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,8 @@ struct Instant {
 Instant instant_at(const Replay& r, std::optional<int64_t> at_ns);
 
 nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o);
+// What the reader of a JSON output must know about its inputs: the note of each file cut short.
+nlohmann::json warnings_json(std::initializer_list<const Snapshot*> inputs);
 std::string stats_text(const nlohmann::json& stats);
 
 // Peaks of two runs and what was live at each, matched by group key (frame and scope names, not addresses).

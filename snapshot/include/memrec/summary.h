@@ -15,7 +15,9 @@ std::string format_bytes(uint64_t bytes);
 std::string format_duration(int64_t ns);
 // A frame as "function (file:line)" or "function (library)" when no file is known.
 std::string format_frame(const Snapshot& s, uint32_t frame_id);
-// "std::vector<at::Tensor> at::native::foo<float>(at::Tensor const&)" -> "at::native::foo".
+// A demangled function name as sites print it: no return type, argument or template lists, clone suffixes
+// ([clone .isra.0], .cold) or qualifiers; "at::native::foo(...)::{lambda(int)#1}::operator()(int) const" ->
+// "at::native::foo::{lambda#1}"; operator names stay whole ("Node::operator()", "operator<<").
 std::string short_function(std::string_view name);
 // Where an allocation came from, in one line: the op that allocated and the first frame with source
 // (the caller's own code), e.g. "at::native::addmm < TransformerLayer::forward (transformer.cpp:42)".
