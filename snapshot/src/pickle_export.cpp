@@ -18,7 +18,6 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-
 #include <unordered_map>
 
 #include "memrec/pickle.h"
