@@ -41,6 +41,7 @@ void add_import(CLI::App& app) {
       throw Error(fmt::format("{} is a .memrec file already: import reads PyTorch snapshot pickles; every other "
                               "command reads .memrec files as they are", p->in));
     Snapshot s = import_pickle_file(p->in);
+    print_warnings(s, stderr);
     write_output(p->out, [&](const std::string& path) { write_file(s, path); });
     fmt::print("imported {} events from {} into {}\n", s.events.size(), p->in, p->out);
   });

@@ -39,11 +39,12 @@ constexpr int kZstdLevel = 3;
 
 enum class ChunkType : uint32_t {
   strings = 1, frames, stacks, streams, scopes, scope_ends, events, kernels, metadata, end_state, footer,
+  event_contexts,
 };
-constexpr uint32_t kChunkTypeCount = 11;
+constexpr uint32_t kChunkTypeCount = 12;
 constexpr std::array<std::string_view, kChunkTypeCount + 1> kChunkTypeNames = {
     "?",      "strings", "frames",  "stacks",   "streams",   "scopes",
-    "scope_ends", "events", "kernels", "metadata", "end_state", "footer"};
+    "scope_ends", "events", "kernels", "metadata", "end_state", "footer", "event_contexts"};
 
 template <class E> constexpr uint64_t kEnumCount = 0;
 template <> constexpr uint64_t kEnumCount<Action> = kActionCount;
@@ -168,6 +169,8 @@ template <class IO> void fields(IO& io, Segment& s) {
   io.flag(s.is_expandable);
   io.list(s.blocks);
 }
+
+template <class IO> void fields(IO& io, EventContext& c) { io(c.event, c.compile_context, c.user_metadata, c.extra); }
 
 struct ScopeEnd {
   uint32_t id = 0;
@@ -366,6 +369,7 @@ struct Writer::State {
   ColumnEncoder columns;
   uint64_t bytes = 0;
   Totals written;                        // rows of each table already in the file
+  uint64_t written_contexts = 0;         // of Snapshot::event_contexts; not in Totals, so the footer keeps its shape
   std::vector<uint32_t> open_scopes;     // written while end_ns == -1; ascending
   std::map<std::string, std::string> metadata;
   bool metadata_written = false;
@@ -391,6 +395,7 @@ struct Writer::State {
   void write_scope_ends(const Snapshot& s);
   template <class T> void write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows);
   void write_metadata(const Snapshot& s);
+  void write_event_contexts(const Snapshot& s);
   void flush(const Snapshot& s);
 };
 
@@ -487,6 +492,19 @@ void Writer::State::write_metadata(const Snapshot& s) {
   metadata_written = true;
 }
 
+// Only for snapshots that have any (imported pickles with compile_context, user_metadata, ...): files of recordings
+// hold no such chunk.
+void Writer::State::write_event_contexts(const Snapshot& s) {
+  const auto& all = s.event_contexts;
+  while (written_contexts < all.size()) {
+    size_t n = std::min(kRowsPerChunk, all.size() - written_contexts);
+    chunk(ChunkType::event_contexts, [&](Out& o) {
+      o.list(std::vector<EventContext>(all.begin() + written_contexts, all.begin() + written_contexts + n));
+    });
+    written_contexts += n;
+  }
+}
+
 void Writer::State::flush(const Snapshot& s) {
   if (closed) throw Error(fmt::format("{}: flush after close", path));
   if (failed) throw Error(fmt::format("{}: an earlier write failed; the file ends at its last whole chunk", path));
@@ -500,6 +518,7 @@ void Writer::State::flush(const Snapshot& s) {
     if (s.scopes[id].end_ns == -1) open_scopes.push_back(static_cast<uint32_t>(id));
   write_rows(ChunkType::events, s.events, written.events);
   write_rows(ChunkType::kernels, s.kernels, written.kernels);
+  write_event_contexts(s);
   write_metadata(s);
   if (std::fflush(file.get()) != 0) fail("write failed");
 }
@@ -570,6 +589,7 @@ class Reader {
   void parse_events(In& in);
   void parse_kernels(In& in);
   void parse_metadata(In& in);
+  void parse_event_contexts(In& in);
   void parse_end_state(In& in);
   void parse_footer(In& in);
   void check_id(uint64_t id, uint64_t size, std::string_view what) const;
@@ -700,6 +720,7 @@ void Reader::parse(ChunkType type, In& in) {
     case ChunkType::metadata: return parse_metadata(in);
     case ChunkType::end_state: return parse_end_state(in);
     case ChunkType::footer: return parse_footer(in);
+    case ChunkType::event_contexts: return parse_event_contexts(in);
   }
 }
 
@@ -819,6 +840,20 @@ void Reader::parse_metadata(In& in) {
   s_.metadata = std::move(m);
 }
 
+void Reader::parse_event_contexts(In& in) {
+  std::vector<EventContext> rows;
+  in.list(rows);
+  for (const EventContext& c : rows) {
+    check_id(c.event, s_.events.size(), "event context's event");
+    if (!s_.event_contexts.empty() && c.event <= s_.event_contexts.back().event)
+      throw Error(fmt::format("event context for event {} out of order", c.event));
+    check_id(c.compile_context, strings_.size(), "compile_context string");
+    check_id(c.user_metadata, strings_.size(), "user_metadata string");
+    check_id(c.extra, strings_.size(), "extra fields string");
+    s_.event_contexts.push_back(c);
+  }
+}
+
 void Reader::check_segments(const std::vector<Segment>& segments) const {
   uint64_t n_stacks = stack_offsets_.size() - 1;
   for (const Segment& seg : segments) {
@@ -867,7 +902,7 @@ void Reader::finish() {
   if (!scopes_.empty()) s_.scopes.assign(scopes_);
   s_.complete = footer_seen_;
   if (!s_.complete)
-    s_.cut_short_note = fmt::format("{} was cut short (no footer): {} events read; the rest is lost", name_,
+    s_.warnings.push_back(fmt::format("{} was cut short (no footer): {} events read; the rest is lost", name_,
                                     s_.events.size());
 }
 

@@ -18,15 +18,21 @@ int first_byte(const std::string& path) {
   return in.get();
 }
 
+Snapshot read_any(const std::string& path) {
+  if (is_memrec_file(path)) return read_file(path);
+  if (first_byte(path) == kPickleProto) return import_pickle_file(path);
+  throw Error(path + " is neither a .memrec file nor a pickle snapshot");
+}
+
 }  // namespace
 
+void print_warnings(const Snapshot& s, std::FILE* out) {
+  for (const std::string& w : s.warnings) std::fprintf(out, "memrec: note: %s\n", w.c_str());
+}
+
 Snapshot load_snapshot(const std::string& path, std::FILE* notes) {
-  if (!is_memrec_file(path)) {
-    if (first_byte(path) == kPickleProto) return import_pickle_file(path);
-    throw Error(path + " is neither a .memrec file nor a pickle snapshot");
-  }
-  Snapshot s = read_file(path);
-  if (notes && !s.cut_short_note.empty()) std::fprintf(notes, "memrec: note: %s\n", s.cut_short_note.c_str());
+  Snapshot s = read_any(path);
+  if (notes) print_warnings(s, notes);
   return s;
 }
 

@@ -20,14 +20,14 @@ constexpr int kScopeLaneBase = 100000;
 
 class TraceWriter {
  public:
-  TraceWriter(std::ostream& out, int64_t origin_ns, std::string warning)
-      : out_(out), origin_(origin_ns), warning_(std::move(warning)) {
+  TraceWriter(std::ostream& out, int64_t origin_ns, const std::vector<std::string>& warnings)
+      : out_(out), origin_(origin_ns), warnings_(warnings) {
     out_ << "{\"traceEvents\":[\n";
   }
-  // The trace's metadata (shown by the trace viewers) carries the warning that the recording was cut short.
+  // The trace's metadata (shown by the trace viewers) carries the input's warnings (a recording cut short).
   ~TraceWriter() {
     out_ << "\n],\"displayTimeUnit\":\"ns\"";
-    if (!warning_.empty()) out_ << ",\"metadata\":{\"memrec_warning\":" << nlohmann::json(warning_).dump() << "}";
+    if (!warnings_.empty()) out_ << ",\"metadata\":{\"memrec_warnings\":" << nlohmann::json(warnings_).dump() << "}";
     out_ << "}\n";
   }
 
@@ -49,7 +49,7 @@ class TraceWriter {
  private:
   std::ostream& out_;
   int64_t origin_;
-  std::string warning_;
+  const std::vector<std::string>& warnings_;
   bool first_ = true;
 };
 
@@ -102,7 +102,7 @@ void write_scopes(TraceWriter& w, const Snapshot& s) {
 }  // namespace
 
 void export_perfetto(const Snapshot& s, std::ostream& out) {
-  TraceWriter w(out, origin_of(s), s.cut_short_note);
+  TraceWriter w(out, origin_of(s), s.warnings);
   for (uint8_t d : devices_of(s)) write_counters(w, s, d);
   write_kernels(w, s);
   write_scopes(w, s);

@@ -2,6 +2,11 @@
 // pytorch.org/memory_viz's unpickler knows. Keys and order follow torch.cuda.memory._snapshot() of PyTorch 2.11,
 // minus `category` (memory_viz mishandles it) and with `device_free` in place of `addr` for oom entries.
 //
+// Per-entry compile_context, user_metadata and other keys come from Snapshot::event_contexts, other top-level keys
+// (host_segments, host_traces, ...) from metadata["pickle_extra"]. A device with allocations but no segments at all
+// (a CPU recording) gets one segment per block, allocated right before the block and freed right after it, and the
+// blocks live at the end in segments: memory_viz's Allocator State History needs every block inside a segment.
+//
 // Size: every repeated value is written once and referenced from the memo. Keys and other fixed words get memo
 // ids below 256 (2-byte BINGET); strings, frame dicts and whole frame lists get the ids after them. Only segments_end
 // is written (PyTorch pickles carry the state at dump time); scopes other than annotations have no place in it.
@@ -13,8 +18,10 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "memrec/pickle.h"
+#include "memrec/replay.h"
 #include "pickle_reader.h"
 
 namespace memrec {
@@ -100,19 +107,30 @@ class Exporter {
     out_.byte(4);
     out_.byte(op::EMPTY_DICT);
     out_.byte(op::MARK);
+    size_t devices = 1;
+    for (const Event& e : s_.events) devices = std::max<size_t>(devices, e.device + 1u);
+    for (const Segment& seg : s_.segments_end) devices = std::max<size_t>(devices, seg.device + 1u);
+    without_segments_ = devices_without_segments(devices);
+    std::vector<Segment> made = segments_of_live_blocks();
     word(kSegments);
-    list(s_.segments_end.size(), [&](size_t i) { segment(s_.segments_end[i]); });
+    list(s_.segments_end.size() + made.size(), [&](size_t i) {
+      segment(i < s_.segments_end.size() ? s_.segments_end[i] : made[i - s_.segments_end.size()]);
+    });
     word(kDeviceTraces);
-    device_traces();
+    device_traces(devices);
     if (auto it = s_.metadata.find("allocator_settings"); it != s_.metadata.end()) {
       word(kAllocatorSettings);
-      json(parse_settings(it->second));
+      json(parse_json("metadata allocator_settings", it->second));
     }
     word(kExternalAnnotations);
     annotations();
-    if (!s_.cut_short_note.empty()) {  // memory_viz and torch ignore keys they do not know
+    if (!s_.warnings.empty()) {  // memory_viz and torch ignore keys they do not know
       text("memrec_warnings");
-      list(1, [&](size_t) { text(s_.cut_short_note); });
+      list(s_.warnings.size(), [&](size_t i) { text(s_.warnings[i]); });
+    }
+    if (auto it = s_.metadata.find("pickle_extra"); it != s_.metadata.end()) {
+      nlohmann::ordered_json extra = parse_json("metadata pickle_extra", it->second);
+      for (const auto& [k, v] : extra.items()) text(k), json(v);
     }
     out_.byte(op::SETITEMS);
     out_.byte(op::STOP);
@@ -125,6 +143,8 @@ class Exporter {
   std::array<bool, kWordCount> word_done_;
   uint32_t next_memo_ = kWordCount;
   std::vector<uint32_t> string_memo_, frame_memo_, stack_memo_;
+  std::unordered_map<uint32_t, nlohmann::ordered_json> extra_cache_;  // EventContext::extra parsed, by string id
+  std::vector<bool> without_segments_;  // by device: allocations but no segments (a CPU recording)
 
   void put(uint32_t id) {
     if (id < 256) {
@@ -225,7 +245,9 @@ class Exporter {
       out_.byte(op::MARK);
       word(kName), string(f.function);
       word(kFilename), string(f.file);
-      word(kLine), integer(f.line);
+      word(kLine);
+      if (f.line == kUnknownLine) unsigned_integer(UINT64_MAX);
+      else integer(f.line);
       out_.byte(op::SETITEMS);
     });
   }
@@ -241,7 +263,8 @@ class Exporter {
     items(ids.size(), [&](size_t i) { frame(ids[i]); });
   }
 
-  void entry(const Event& e) {
+  // ctx: the event's EventContext, or null for PyTorch's defaults.
+  void entry(const Event& e, const EventContext* ctx) {
     out_.byte(op::EMPTY_DICT);
     out_.byte(op::MARK);
     word(kAction), word(kFirstAction + static_cast<uint32_t>(e.action));
@@ -249,27 +272,100 @@ class Exporter {
     word(kSize), unsigned_integer(e.size);
     word(kStream), unsigned_integer(s_.streams.at(e.stream));
     word(kTimeUs), integer(e.time_ns / 1000);
-    word(kCompileContext), word(kNotAvailable);
-    word(kUserMetadata), word(kEmpty);
+    const nlohmann::ordered_json* extra = ctx && ctx->extra ? &extra_json(ctx->extra) : nullptr;
+    if (!extra || !extra->contains("compile_context"))
+      word(kCompileContext), ctx && ctx->compile_context ? string(ctx->compile_context) : word(kNotAvailable);
+    if (!extra || !extra->contains("user_metadata"))
+      word(kUserMetadata), ctx && ctx->user_metadata ? string(ctx->user_metadata) : word(kEmpty);
     word(kFrames), frames(e.stack);
+    if (extra)
+      for (const auto& [k, v] : extra->items()) text(k), json(v);
     out_.byte(op::SETITEMS);
   }
+  const nlohmann::ordered_json& extra_json(uint32_t id) {
+    auto [it, added] = extra_cache_.try_emplace(id);
+    if (added) it->second = parse_json("an event's extra fields", s_.strings[id]);
+    return it->second;
+  }
 
-  void device_traces() {
-    size_t devices = 1;
-    for (const Event& e : s_.events) devices = std::max<size_t>(devices, e.device + 1u);
-    for (const Segment& seg : s_.segments_end) devices = std::max<size_t>(devices, seg.device + 1u);
+  // An entry memory_viz needs around a block of a device without segments (see the top of this file).
+  void segment_entry(const Event& block, Action action, uint64_t size) {
+    Event seg = block;
+    seg.action = action;
+    seg.size = size;
+    entry(seg, nullptr);
+  }
+
+  void device_traces(size_t devices) {
     list(devices, [&](size_t d) {
       out_.byte(op::EMPTY_LIST);
       size_t batch = 0;
-      for (const Event& e : s_.events) {
-        if (e.device != d) continue;
+      auto item = [&](auto&& write) {
         if (batch == 0) out_.byte(op::MARK);
-        entry(e);
+        write();
         if (++batch == kBatch) out_.byte(op::APPENDS), batch = 0;
+      };
+      auto ctx = s_.event_contexts.begin();
+      std::unordered_map<uint64_t, uint64_t> live;  // addr -> block size, for the segments of a device without any
+      for (size_t i = 0; i < s_.events.size(); ++i) {
+        const Event& e = s_.events[i];
+        if (e.device != d) continue;
+        while (ctx != s_.event_contexts.end() && ctx->event < i) ++ctx;
+        const EventContext* c = ctx != s_.event_contexts.end() && ctx->event == i ? &*ctx : nullptr;
+        if (without_segments_[d] && e.action == Action::alloc) {
+          live[e.addr] = e.block_size();
+          item([&] { segment_entry(e, Action::segment_alloc, e.block_size()); });
+        }
+        item([&] { entry(e, c); });
+        if (without_segments_[d] && e.action == Action::free_completed) {
+          auto it = live.find(e.addr);
+          item([&] { segment_entry(e, Action::segment_free, it != live.end() ? it->second : e.block_size()); });
+          if (it != live.end()) live.erase(it);
+        }
       }
       if (batch) out_.byte(op::APPENDS);
     });
+  }
+
+  // Devices with allocations and neither segment events nor segments.
+  std::vector<bool> devices_without_segments(size_t devices) const {
+    std::vector<bool> allocs(devices, false), segments(devices, false);
+    for (const Event& e : s_.events) {
+      if (e.action == Action::alloc) allocs[e.device] = true;
+      if (is_segment_grow(e.action) || is_segment_shrink(e.action)) segments[e.device] = true;
+    }
+    for (const Segment& seg : s_.segments_end) segments[seg.device] = true;
+    std::vector<bool> out(devices);
+    for (size_t d = 0; d < devices; ++d) out[d] = allocs[d] && !segments[d];
+    return out;
+  }
+
+  // For the devices without segments: one segment per block still allocated (or pending free) at the end.
+  std::vector<Segment> segments_of_live_blocks() const {
+    std::vector<std::unordered_map<uint64_t, Segment>> live(without_segments_.size());
+    for (const Event& e : s_.events) {
+      if (!without_segments_[e.device]) continue;
+      auto& on_device = live[e.device];
+      if (e.action == Action::alloc) {
+        Block b{e.addr, e.block_size(), e.size, e.stack, BlockState::active_allocated};
+        on_device[e.addr] = Segment{.addr = e.addr, .total_size = b.size, .allocated_size = b.size, .active_size = b.size,
+                                    .requested_size = e.size, .stream = e.stream, .device = e.device, .blocks = {b}};
+      } else if (auto it = on_device.find(e.addr); it != on_device.end()) {
+        if (e.action == Action::free_requested) {
+          it->second.allocated_size = 0;
+          it->second.blocks[0].state = BlockState::active_pending_free;
+        } else if (e.action == Action::free_completed) {
+          on_device.erase(it);
+        }
+      }
+    }
+    std::vector<Segment> out;
+    for (auto& on_device : live)
+      for (auto& [addr, seg] : on_device) out.push_back(std::move(seg));
+    std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) {
+      return std::pair(a.device, a.addr) < std::pair(b.device, b.addr);
+    });
+    return out;
   }
 
   void segment(const Segment& seg) {
@@ -328,11 +424,11 @@ class Exporter {
     });
   }
 
-  static nlohmann::ordered_json parse_settings(const std::string& text) {
+  static nlohmann::ordered_json parse_json(std::string_view what, const std::string& text) {
     try {
       return nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("metadata allocator_settings is not JSON: {}", e.what()));
+      throw Error(fmt::format("{} is not JSON: {}", what, e.what()));
     }
   }
   void json(const nlohmann::ordered_json& j) {
@@ -359,7 +455,7 @@ class Exporter {
         for (const auto& [k, v] : j.items()) text(k), json(v);
         return out_.byte(op::SETITEMS);
       }
-      default: throw Error("metadata allocator_settings holds a value pickles cannot carry");
+      default: throw Error("metadata holds a JSON value pickles cannot carry");
     }
   }
 };

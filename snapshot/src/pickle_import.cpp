@@ -1,12 +1,16 @@
 // PyTorch memory snapshot pickle -> Snapshot. Walks only where the snapshot schema says; any value of the wrong
 // type is an Error naming its path (e.g. "device_traces[0][12].size: expected int, got str").
 //
-// What is kept: every trace entry's action, addr (device_free for oom), size, stream, time and frames; segments
-// with their blocks (as segments_end: the allocator state at dump time); external_annotations as annotation
-// scopes; allocator_settings as JSON in metadata["allocator_settings"].
-// What is dropped: per-entry compile_context and user_metadata (PyTorch writes "N/A" and "" unless the user set
-// them, and Event has no room for them), unknown keys, and annotation ENDs with no START (the recording began
-// inside them).
+// What is kept: every trace entry's action, addr (device_free for oom), size, stream, time and frames; an entry's
+// compile_context and user_metadata where they differ from PyTorch's defaults, and its other keys
+// (forward_frames, ...) as JSON, in Snapshot::event_contexts; segments with their blocks (as segments_end: the
+// allocator state at dump time); external_annotations as annotation scopes; allocator_settings as JSON in
+// metadata["allocator_settings"]; other top-level keys (host_segments, host_traces of pinned memory, ...) as one
+// JSON object in metadata["pickle_extra"].
+// What is dropped: `category` (export leaves it out), annotation ENDs with no START (the recording began inside
+// them).
+// What is checked: inconsistencies that would make impossible totals (a zero-size segment, time going back,
+// more allocated than reserved at the start) become a warning in Snapshot::warnings naming the first of them.
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -18,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memrec/pickle.h"
+#include "memrec/replay.h"
 #include "pickle_reader.h"
 
 namespace memrec {
@@ -57,6 +62,7 @@ class Importer {
     Path root;
     expect(t_.root, Kind::dict, root);
     bool have_segments = false, have_traces = false;
+    nlohmann::ordered_json top_extra = nlohmann::ordered_json::object();
     for_each_pair(t_.root, root, [&](std::string_view key, uint32_t v, const Path& p) {
       if (key == "segments") {
         have_segments = true;
@@ -68,14 +74,22 @@ class Importer {
         s_.metadata["allocator_settings"] = to_json(v, p, 0).dump();
       } else if (key == "external_annotations") {
         for_each_item(v, Kind::list, p, [&](uint32_t a, const Path& ap) { annotation(a, ap); });
+      } else if (key == "memrec_warnings") {  // written by memrec's export: still true of this recording
+        for_each_item(v, Kind::list, p, [&](uint32_t w, const Path& wp) { s_.warnings.emplace_back(str_of(w, wp)); });
+      } else {
+        top_extra[std::string(key)] = to_json(v, p, 0);
       }
     });
     if (!have_segments) fail(root, "missing key 'segments'");
     if (!have_traces) fail(root, "missing key 'device_traces'");
+    if (!top_extra.empty()) s_.metadata["pickle_extra"] = top_extra.dump();
     s_.has_segments_start = false;
     assign_event_scopes();
     s_.events.assign(events_);
     s_.scopes.assign(scopes_);
+    check_start_totals();
+    for (Inconsistency* i : {&zero_segment_, &time_back_, &negative_time_})
+      if (i->count) s_.warnings.push_back(i->sentence());
   }
 
  private:
@@ -93,6 +107,20 @@ class Importer {
   // Open scopes by (device, name id), latest last: END closes the latest START of its name.
   std::map<std::pair<uint8_t, uint32_t>, std::vector<uint32_t>> open_by_name_;
   std::unordered_map<uint64_t, uint16_t> stream_ids_;
+  nlohmann::ordered_json extra_ = nlohmann::ordered_json::object();  // the current entry's other keys
+  // The first of each kind of inconsistency and how many there are; one warning each.
+  struct Inconsistency {
+    std::string first;
+    uint64_t count = 0;
+    void note(auto&& describe) {
+      if (count++ == 0) first = describe();
+    }
+    std::string sentence() const {
+      return count == 1 ? fmt::format("inconsistent pickle: {}", first)
+                        : fmt::format("inconsistent pickle: {} ({} more like it)", first, count - 1);
+    }
+  };
+  Inconsistency zero_segment_, time_back_, negative_time_;
   // Items the walk may still visit. A value shared through the memo is walked at each reference, so without this
   // a small pickle could expand exponentially (lists of lists of the same list). Legitimate sharing (frames) is
   // cached, so every visit is paid for by at least one input byte.
@@ -176,9 +204,18 @@ class Importer {
     for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
       if (key == "name") f.function = s_.strings.intern(str_of(v, vp));
       else if (key == "filename") f.file = s_.strings.intern(str_of(v, vp));
-      else if (key == "line") f.line = narrow<uint32_t>(v, vp);
+      else if (key == "line") f.line = line(v, vp);
     });
     return id_of_node_[id] = s_.frames.intern(f);
+  }
+
+  // PyTorch writes 2^64-1 (-1 as unsigned) for Python frames whose line it does not know.
+  uint32_t line(uint32_t id, const Path& p) const {
+    const auto& n = t_[id];
+    if ((n.kind == Kind::uinteger && n.u == UINT64_MAX) || (n.kind == Kind::integer && n.i == -1)) return kUnknownLine;
+    uint32_t v = narrow<uint32_t>(id, p);
+    if (v == kUnknownLine) fail(p, fmt::format("{} is out of range", v));
+    return v;
   }
 
   uint32_t stack(uint32_t id, const Path& p) {
@@ -203,14 +240,50 @@ class Importer {
       expect(trace, Kind::list, tp);
       events_.reserve(events_.size() + t_[trace].count);
       pickle::advise_huge_pages(events_);
-      for_each_item(trace, Kind::list, tp, [&](uint32_t e, const Path& ep) { events_.push_back(entry(e, ep, device)); });
+      int64_t prev_ns = INT64_MIN;
+      for_each_item(trace, Kind::list, tp, [&](uint32_t e, const Path& ep) {
+        events_.push_back(entry(e, ep, device));
+        check_entry(events_.back(), prev_ns, ep);
+        prev_ns = events_.back().time_ns;
+      });
     });
+  }
+
+  void check_entry(const Event& e, int64_t prev_ns, const Path& p) {
+    if (e.time_ns < 0)
+      negative_time_.note([&] { return fmt::format("{}.time_us is negative ({})", p.str(), e.time_ns / 1000); });
+    if (e.time_ns < prev_ns)
+      time_back_.note([&] {
+        return fmt::format("time goes back at {} ({} us < {} us)", p.str(), e.time_ns / 1000, prev_ns / 1000);
+      });
+    if ((is_segment_grow(e.action) || is_segment_shrink(e.action)) && e.size == 0)
+      zero_segment_.note([&] { return fmt::format("{} {} at {:#x} has size 0", p.str(), to_string(e.action), e.addr); });
+  }
+
+  // The state before the first event is the end state minus what the trace did: a trace that frees blocks it
+  // never saw into segments it never had leaves more allocated than reserved there.
+  void check_start_totals() {
+    size_t devices = 0;
+    for (const Event& e : events_) devices = std::max<size_t>(devices, e.device + 1u);
+    for (const Segment& seg : s_.segments_end) devices = std::max<size_t>(devices, seg.device + 1u);
+    for (size_t d = 0; d < devices; ++d) {
+      Totals start = Replay(s_, static_cast<uint8_t>(d)).initial();
+      if (start.allocated > start.reserved)
+        s_.warnings.push_back(fmt::format(
+            "inconsistent pickle: on device {} allocated {} exceeds reserved {} at the start of the trace", d,
+            bytes_text(start.allocated), bytes_text(start.reserved)));
+    }
+  }
+  static std::string bytes_text(uint64_t b) {
+    return b >= (1u << 20) ? fmt::format("{:.1f} MiB ({} bytes)", b / 1048576.0, b) : fmt::format("{} bytes", b);
   }
 
   Event entry(uint32_t id, const Path& p, uint8_t device) {
     Event e;
     e.device = device;
     bool have_action = false;
+    EventContext ctx{.event = events_.size()};
+    extra_.clear();
     for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
       if (key == "action") {
         auto a = action_from_string(str_of(v, vp));
@@ -227,9 +300,17 @@ class Importer {
         e.time_ns = time_ns_of(v, vp);
       } else if (key == "frames") {
         e.stack = stack(v, vp);
+      } else if (key == "compile_context" && t_[v].kind == Kind::string && t_.string(v) != "") {
+        if (t_.string(v) != "N/A") ctx.compile_context = s_.strings.intern(t_.string(v));
+      } else if (key == "user_metadata" && t_[v].kind == Kind::string) {
+        ctx.user_metadata = s_.strings.intern(t_.string(v));
+      } else if (key != "category") {  // anything else, including values the fields above cannot hold
+        extra_[std::string(key)] = to_json(v, vp, 0);
       }
     });
     if (!have_action) fail(p, "missing key 'action'");
+    if (!extra_.empty()) ctx.extra = s_.strings.intern(extra_.dump());
+    if (ctx.compile_context || ctx.user_metadata || ctx.extra) s_.event_contexts.push_back(ctx);
     return e;
   }
 
@@ -252,6 +333,7 @@ class Importer {
         for_each_item(v, Kind::list, vp, [&](uint32_t b, const Path& bp) { seg.blocks.push_back(block(b, bp)); });
     });
     if (!have_address) fail(p, "missing key 'address'");
+    if (seg.total_size == 0) zero_segment_.note([&] { return fmt::format("{} at {:#x} has size 0", p.str(), seg.addr); });
     return seg;
   }
 

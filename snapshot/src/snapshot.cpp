@@ -9,6 +9,7 @@ namespace {
 constexpr std::array<std::string_view, kActionCount> kActionNames = {
     "alloc",         "free_requested", "free_completed", "segment_alloc", "segment_free",
     "segment_map",   "segment_unmap",  "oom",            "snapshot",      "user_defined",
+    "annotate",
 };
 
 uint64_t mix(uint64_t h, uint64_t v) {

@@ -240,7 +240,7 @@ Instant instant_at(const Replay& r, std::optional<int64_t> at_ns) {
 json warnings_json(std::initializer_list<const Snapshot*> inputs) {
   json out = json::array();
   for (const Snapshot* s : inputs)
-    if (!s->cut_short_note.empty()) out.push_back(s->cut_short_note);
+    for (const std::string& w : s->warnings) out.push_back(w);
   return out;
 }
 

@@ -89,7 +89,7 @@ TEST(CliCut, EveryCommandSaysTheFileWasCutShort) {
     EXPECT_EQ(whatif.err.rfind("memrec: note: " + note + "\nmemrec: error: ", 0), 0u) << whatif.err;
     EXPECT_EQ(count(read(dir / "out.html"), note), 1u) << n;
     EXPECT_EQ(count(read(dir / "out.pickle"), note), 1u) << n;
-    EXPECT_EQ(nlohmann::json::parse(read(dir / "out.json"))["metadata"]["memrec_warning"], note) << n;
+    EXPECT_EQ(nlohmann::json::parse(read(dir / "out.json"))["metadata"]["memrec_warnings"], nlohmann::json::array({note})) << n;
     Output stats = memrec(dir, "stats --json " + quote(cut));
     nlohmann::json j = nlohmann::json::parse(stats.out);
     EXPECT_EQ(j["warnings"], nlohmann::json::array({note})) << n;

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes small fuzzing seeds: a PyTorch-shaped memory snapshot in pickle protocols 2, 4 and 5.
+"""Writes small fuzzing seeds: a PyTorch-shaped memory snapshot in pickle protocols 2, 4 and 5, and one with the
+fields of newer PyTorch versions (line 2^64-1, forward_frames, an annotate entry, host traces) in protocol 4.
 The .memrec and exported seeds are made from these with `memrec import` / `memrec export`."""
 import pickle
 import sys
@@ -35,3 +36,14 @@ out = sys.argv[1]
 for protocol in (2, 4, 5):
     with open(f"{out}/tiny_p{protocol}.pickle", "wb") as f:
         pickle.dump(snapshot, f, protocol=protocol)
+
+newer = dict(snapshot)
+newer["device_traces"] = [trace + [
+    {"action": "annotate", "addr": 0x7F0000000000, "size": 1024, "stream": 0, "time_us": 1795314799502001,
+     "compile_context": "Torch-Compiled Region: 0/0", "user_metadata": {"retained_by": "autograd"},
+     "frames": [{"name": "pack", "filename": "hooks.py", "line": 2**64 - 1}],
+     "forward_frames": ['  File "model.py", line 12, in forward\n']}]]
+newer["host_traces"] = [{"action": "alloc", "addr": 0x55000000, "size": 4096, "stream": 0, "time_us": 1795314799501899,
+                         "frames": frames}]
+with open(f"{out}/newer_p4.pickle", "wb") as f:
+    pickle.dump(newer, f, protocol=4)

@@ -60,11 +60,12 @@ TEST_F(CutFileTest, EveryCutReadsAsAPrefixWithOneNote) {
     ASSERT_FALSE(s.complete) << n;
     ASSERT_LE(s.events.size(), whole_.events.size()) << n;
     EXPECT_TRUE(std::equal(s.events.begin(), s.events.end(), whole_.events.begin())) << n;
-    EXPECT_EQ(s.cut_short_note, path("cut.memrec") + " was cut short (no footer): " + std::to_string(s.events.size()) +
+    ASSERT_EQ(s.warnings.size(), 1u);
+    EXPECT_EQ(s.warnings[0], path("cut.memrec") + " was cut short (no footer): " + std::to_string(s.events.size()) +
                                     " events read; the rest is lost")
         << n;
   }
-  EXPECT_TRUE(read_file(path("whole.memrec")).cut_short_note.empty());
+  EXPECT_TRUE(read_file(path("whole.memrec")).warnings.empty());
 }
 
 // Cut before the end state, the segments that held the blocks live before recording are unknown: those blocks

@@ -460,7 +460,7 @@ TEST_F(FormatTest, OutOfRangeIdsAreRefused) {
       {"event 3 stack id 99 out of range", [](Snapshot& s) { s.events.update(3, [&](auto& r) { r.stack = 99; }); }},
       {"event 4 scope id 50 out of range", [](Snapshot& s) { s.events.update(4, [&](auto& r) { r.scope = 50; }); }},
       {"event 5 stream id 9 out of range", [](Snapshot& s) { s.events.update(5, [&](auto& r) { r.stream = 9; }); }},
-      {"enum value 10 out of range", [](Snapshot& s) { s.events.update(1, [&](auto& r) { r.action = static_cast<Action>(10); }); }},
+      {"enum value 11 out of range", [](Snapshot& s) { s.events.update(1, [&](auto& r) { r.action = static_cast<Action>(11); }); }},
       {"enum value 7 out of range", [](Snapshot& s) { s.scopes.update(2, [&](auto& r) { r.kind = static_cast<ScopeKind>(7); }); }},
       {"kernel name string id 1000 out of range", [](Snapshot& s) { s.kernels.update(0, [&](auto& r) { r.name = 1000; }); }},
       {"scope 2 has parent 4", [](Snapshot& s) { s.scopes.update(2, [&](auto& r) { r.parent = 4; }); }},

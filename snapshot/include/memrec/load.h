@@ -9,7 +9,10 @@
 namespace memrec {
 
 // Reads a .memrec file or a PyTorch snapshot pickle, chosen by the file's first bytes. With `notes` (stderr for
-// a command), says there what the user must know about the input: "memrec: note: run.memrec was cut short: ...".
+// a command), prints the snapshot's warnings there: "memrec: note: run.memrec was cut short: ...".
 Snapshot load_snapshot(const std::string& path, std::FILE* notes = nullptr);
+
+// One "memrec: note: ..." line per Snapshot::warnings entry.
+void print_warnings(const Snapshot& s, std::FILE* out);
 
 }  // namespace memrec

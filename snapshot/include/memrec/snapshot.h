@@ -33,8 +33,9 @@ enum class Action : uint8_t {
   oom,
   snapshot,
   user_defined,
+  annotate,  // torch.cuda.memory._annotate_memory: metadata attached to a live block after its alloc
 };
-inline constexpr int kActionCount = 10;
+inline constexpr int kActionCount = 11;
 std::string_view to_string(Action a);
 std::optional<Action> action_from_string(std::string_view s);
 
@@ -86,6 +87,9 @@ class StringTable {
   std::vector<std::string> strings_;
   std::unordered_map<std::string, uint32_t> index_;
 };
+
+// Frame::line of a frame whose line PyTorch wrote as 2^64-1 (some Python frames, e.g. in compiled code).
+inline constexpr uint32_t kUnknownLine = UINT32_MAX;
 
 // A code location. pc is the raw return address (0 when unknown, e.g. imported from a pickle).
 struct Frame {
@@ -218,6 +222,18 @@ struct Segment {
   bool operator==(const Segment&) const = default;
 };
 
+// The fields of a PyTorch trace entry that Event has no room for, kept for the events that carry them.
+// compile_context and user_metadata are string ids, 0 = PyTorch's defaults ("N/A" and ""); an event without a row
+// has both defaults. extra is the string id of a JSON object with the entry's other keys (forward_frames, values the
+// two fields cannot hold, keys of newer PyTorch versions), 0 = none; its keys take precedence over the fields.
+struct EventContext {
+  uint64_t event = 0;  // index into Snapshot::events
+  uint32_t compile_context = 0;
+  uint32_t user_metadata = 0;
+  uint32_t extra = 0;
+  bool operator==(const EventContext&) const = default;
+};
+
 // A whole recording. Events of one device are in allocator order; devices may interleave.
 struct Snapshot {
   // Run metadata: "command", "workload", "torch_version", "allocator_settings" (JSON text), "device.0.name", ...
@@ -229,13 +245,15 @@ struct Snapshot {
   PackedVector<Scope> scopes{Scope{}};
   PackedVector<Event> events;
   PackedVector<Kernel> kernels;
+  std::vector<EventContext> event_contexts;  // by increasing event index; empty for most recordings
   std::vector<Segment> segments_start;  // allocator state when recording began (may be empty/unknown)
   std::vector<Segment> segments_end;    // allocator state when recording ended
   bool has_segments_start = false;
   uint64_t dropped_events = 0;  // events the recorder could not keep (buffer full, caps)
   bool complete = true;         // false when read from a file whose writer never closed it
-  // With complete = false, the one sentence every output shows: "run.memrec was cut short: ... the rest is lost".
-  std::string cut_short_note;
+  // What the user must know about the input, one sentence each: a .memrec cut short ("run.memrec was cut short:
+  // ... the rest is lost"), an inconsistent pickle. Every command shows them; not stored in .memrec files.
+  std::vector<std::string> warnings;
 
   uint16_t intern_stream(uint64_t raw);
   bool operator==(const Snapshot&) const = default;
