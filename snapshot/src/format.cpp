@@ -903,7 +903,7 @@ void Reader::finish() {
   s_.complete = footer_seen_;
   if (!s_.complete)
     s_.warnings.push_back(fmt::format("{} was cut short (no footer): {} events read; the rest is lost", name_,
-                                    s_.events.size());
+                                      s_.events.size()));
 }
 
 }  // namespace

@@ -46,7 +46,10 @@ std::string scope_path(const Snapshot& s, uint32_t scope) {
 
 void append_metadata(std::string& out, const Snapshot& s) {
   for (const auto& [key, value] : s.metadata) {
-    if (key == "allocator_settings") continue;  // long JSON; `memrec export` keeps it
+    if (key == "allocator_settings" || key == "pickle_extra") {  // long JSON; `memrec export` keeps it
+      out += fmt::format("  {:<22} ({} bytes of JSON, kept for export)\n", key, value.size());
+      continue;
+    }
     out += fmt::format("  {:<22} {}\n", key, value);
   }
 }
