@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   memrec::cli::add_run_command(app);
   memrec::cli::add_view_command(app);
   memrec::cli::add_report_command(app);
+  memrec::cli::add_record_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Error& e) {  // parse errors, and RuntimeError for a chosen exit code

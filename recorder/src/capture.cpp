@@ -93,7 +93,6 @@ HookConfig& hook_config() {
 
 namespace {
 bool wants_stack(const HookConfig& cfg, Action a) {
-  if (!cfg.stacks) return false;
   switch (a) {
     case Action::alloc:
     case Action::segment_alloc:
@@ -103,13 +102,24 @@ bool wants_stack(const HookConfig& cfg, Action a) {
     default: return false;
   }
 }
+
+// C++ frames, then the interpreter's frames tagged with kScriptFrameBit (the symbolizer joins them).
+int capture_all(const HookConfig& cfg, const Record& r, uint64_t* pcs, int max) {
+  int n = cfg.stacks ? capture_stack(cfg.capture, pcs, max) : 0;
+  if (cfg.script) {
+    int m = cfg.script->capture(pcs + n, max, /*may_block=*/!r.ticks);  // CUDA trace: under the allocator lock
+    for (int i = n; i < n + m; ++i) pcs[i] |= kScriptFrameBit;
+    n += m;
+  }
+  return n;
+}
 }  // namespace
 
 __attribute__((noinline)) void record_event(Record r) {
-  constexpr int kMaxFrames = 256;
+  constexpr int kMaxFrames = 128;  // each of the C++ and the interpreter's frames
   const HookConfig& cfg = hook_config();
-  uint64_t pcs[kMaxFrames];
-  int n = wants_stack(cfg, r.action) ? capture_stack(cfg.capture, pcs, std::min(cfg.max_frames, kMaxFrames)) : 0;
+  uint64_t pcs[2 * kMaxFrames];
+  int n = wants_stack(cfg, r.action) ? capture_all(cfg, r, pcs, std::min(cfg.max_frames, kMaxFrames)) : 0;
   r.scope = current_scope();
   EventBuffer::get().push_event(r, {pcs, static_cast<size_t>(n)});
 }

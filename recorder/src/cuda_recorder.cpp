@@ -141,6 +141,8 @@ void cuda_stop(Snapshot& s) {
   s.segments_end = segments(s, alloc::get()->snapshot());
 }
 
+void cuda_forget() { g_enabled = false; }
+
 void cuda_refresh_clock() { g_to_ns = g_clock->makeConverter(); }
 
 int64_t cuda_ticks_to_ns(int64_t ticks) { return static_cast<int64_t>(g_to_ns(static_cast<c10::approx_time_t>(ticks))); }

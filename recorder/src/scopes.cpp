@@ -2,7 +2,9 @@
 // recorded when an allocation happens inside them, so the RecordFunction callbacks stay a push and a pop.
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <atomic>
+#include <optional>
 
 #include "internal.h"
 
@@ -65,15 +67,25 @@ void push(Stack& s, const Entry& e) {
   ++s.depth;
 }
 
-// Pops the top entry; returns it (or nullptr past kMaxDepth) and closes its scope when one was recorded.
-const Entry* pop(Stack& s) {
-  if (s.depth == 0) return nullptr;
-  --s.depth;
-  if (s.recorded > s.depth) s.recorded = s.depth;
-  if (s.depth >= kMaxDepth) return nullptr;
-  const Entry& e = s.entries[s.depth];
-  if (e.id != 0) EventBuffer::get().push_scope_close(e.id, now_ns());
-  return &e;
+// Removes the innermost entry of one sort (user scope or op) and closes its scope when one was recorded. User
+// scopes and ops need not nest: a Python hook run inside an autograd op opens a module scope that outlives it.
+// Entries past kMaxDepth are not kept: the innermost of those goes, whatever its sort.
+std::optional<Entry> remove_innermost(Stack& s, bool user) {
+  if (s.depth == 0) return std::nullopt;
+  if (s.depth > kMaxDepth) {
+    --s.depth;
+    return std::nullopt;
+  }
+  for (int i = s.depth - 1; i >= 0; --i) {
+    if (s.entries[i].user != user) continue;
+    Entry e = s.entries[i];
+    std::copy(s.entries + i + 1, s.entries + s.depth, s.entries + i);
+    --s.depth;
+    if (s.recorded > i) --s.recorded;
+    if (e.id != 0) EventBuffer::get().push_scope_close(e.id, now_ns());
+    return e;
+  }
+  return std::nullopt;
 }
 
 // Registered only while recording; pushes unconditionally so that every end callback has its start.
@@ -82,10 +94,7 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   return nullptr;
 }
 
-void on_op_end(const at::RecordFunction&, at::ObserverContext*) {
-  Stack& s = stack();
-  if (s.depth > 0) pop(s);
-}
+void on_op_end(const at::RecordFunction&, at::ObserverContext*) { remove_innermost(stack(), false); }
 
 }  // namespace
 
@@ -108,6 +117,8 @@ void scopes_begin(bool ops) {
             .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
 }
 
+void scopes_forget() { g_active = false; }
+
 void scopes_end() {
   g_active = false;
   if (g_op_callback) {
@@ -121,9 +132,9 @@ void scopes_end() {
 
 namespace memrec {
 
-ScopeGuard::ScopeGuard(std::string_view name, ScopeKind kind) {
+bool open_scope(std::string_view name, ScopeKind kind) {
   using namespace detail;
-  if (!g_active.load(std::memory_order_relaxed)) return;
+  if (!g_active.load(std::memory_order_relaxed)) return false;
   Stack& s = stack();
   record_pending(s);
   int64_t t = now_ns();
@@ -132,23 +143,19 @@ ScopeGuard::ScopeGuard(std::string_view name, ScopeKind kind) {
   push(s, Entry{nullptr, t, id, parent, true});
   s.recorded = std::min(s.depth, kMaxDepth);
   if (id != 0) g_ambient = id;
-  pushed_ = true;
+  return true;
 }
 
-ScopeGuard::~ScopeGuard() {
+void close_scope() {
   using namespace detail;
-  if (!pushed_) return;
-  Stack& s = stack();
-  // Ops that started inside this scope and never ended (an exception unwound past them) go first.
-  while (s.depth > 0) {
-    int top = s.depth - 1;
-    bool user = top < kMaxDepth && s.entries[top].user;
-    const Entry* e = pop(s);
-    if (user) {
-      if (e && e->id != 0) g_ambient = e->parent;
-      break;
-    }
-  }
+  std::optional<Entry> e = remove_innermost(stack(), true);
+  if (e && e->id != 0) g_ambient = e->parent;
+}
+
+ScopeGuard::ScopeGuard(std::string_view name, ScopeKind kind) : pushed_(open_scope(name, kind)) {}
+
+ScopeGuard::~ScopeGuard() {
+  if (pushed_) close_scope();
 }
 
 }  // namespace memrec
