@@ -18,6 +18,8 @@ import torch
 from . import _C, _scopes
 
 _tls = threading.local()
+# Inside torch.compile's tracing the hooks do nothing (Dynamo folds this to True): they would break the graph.
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 _names = weakref.WeakKeyDictionary()  # module -> qualified name
 _installed = False
 _generation = 0  # backward passes started; stale module scopes on autograd threads close at the next one
@@ -91,7 +93,7 @@ class _BackwardCall:
 
 
 def _forward_pre(module, inputs):
-    if not _C.running():
+    if _compiling() or not _C.running():
         return None
     t = _thread()
     if not t.modules and _scopes.innermost("phase") is None:
@@ -105,6 +107,8 @@ def _forward_pre(module, inputs):
 
 
 def _forward_post(module, inputs, output):
+    if _compiling():
+        return None
     t = _thread()
     for i in range(len(t.modules) - 1, -1, -1):
         if t.modules[i][0] is module:

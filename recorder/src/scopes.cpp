@@ -114,7 +114,8 @@ void scopes_begin(bool ops) {
   if (ops && !g_op_callback)
     g_op_callback = at::addGlobalCallback(
         at::RecordFunctionCallback(&on_op_start, &on_op_end)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+            // USER_SCOPE: record_function() blocks, torch.compile's "Torch-Compiled Region: 0/0" among them.
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
 }
 
 void scopes_forget() { g_active = false; }

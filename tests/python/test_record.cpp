@@ -198,6 +198,8 @@ with memrec.record(sys.argv[1], stacks="python"):
         os._exit(0)
     os.waitpid(pid, 0)
     d = torch.ones(200)
+    with torch.autograd.profiler.record_function("Torch-Compiled Region: 0/0"):  # as torch.compile's frames run
+        e = torch.ones(77)
 print("running after stop:", memrec.running())
 )";
   std::ofstream(dir / "api.py") << script;
@@ -214,6 +216,11 @@ print("running after stop:", memrec.running())
   EXPECT_EQ(scope_of_size.at(1200), "load");
   EXPECT_EQ(scope_of_size.at(800), "");
   EXPECT_FALSE(scope_of_size.count(12345 * 4)) << "the forked child's allocation";
+  bool in_region = false;  // record_function blocks (user scopes) enclose the ops inside them
+  for (const Event& e : s.events)
+    for (uint32_t sc = e.scope; e.action == Action::alloc && e.size == 77 * 4 && sc != 0; sc = s.scopes[sc].parent)
+      in_region |= s.strings[s.scopes[sc].name] == "Torch-Compiled Region: 0/0";
+  EXPECT_TRUE(in_region);
   // stacks="python": Python frames only, the innermost the decorated function's line.
   for (const Event& e : s.events)
     if (e.action == Action::alloc && e.size == 1200)
