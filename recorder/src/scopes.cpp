@@ -96,6 +96,14 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
 
 void on_op_end(const at::RecordFunction&, at::ObserverContext*) { remove_innermost(stack(), false); }
 
+// The parent of a new user scope: the innermost user scope of this thread, else the ambient one. Not an op: a
+// scope opened by a hook inside an op outlives it, and belongs to the scopes the program opened.
+uint32_t innermost_user_scope(const Stack& s) {
+  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
+    if (s.entries[i].user && s.entries[i].id != 0) return s.entries[i].id;
+  return g_ambient.load(std::memory_order_relaxed);
+}
+
 }  // namespace
 
 uint32_t current_scope() {
@@ -139,7 +147,7 @@ bool open_scope(std::string_view name, ScopeKind kind) {
   Stack& s = stack();
   record_pending(s);
   int64_t t = now_ns();
-  uint32_t parent = current_scope();
+  uint32_t parent = innermost_user_scope(s);
   uint32_t id = EventBuffer::get().push_scope_open(t, name, kind, parent);
   push(s, Entry{nullptr, t, id, parent, true});
   s.recorded = std::min(s.depth, kMaxDepth);
