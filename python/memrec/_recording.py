@@ -8,6 +8,7 @@ import torch
 
 from . import _C, _hooks, _scopes
 
+_HIDE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # memrec's own frames stay out of the stacks
 _options = None          # the running recording's start() arguments
 _process_hooked = False  # atexit, fork and CUDA-init handlers are registered once per process
 
@@ -26,7 +27,7 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
         kernels = False
     meta = {"python.torch_version": torch.__version__}
     meta.update(metadata or {})
-    _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta)
+    _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE)
     _options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
                     metadata=meta, cuda=cuda)
     _hook_process()
@@ -100,7 +101,7 @@ def _switch_to_cuda():
     opened = _scopes.take_all()
     _C.stop()
     o["cuda"] = True
-    _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"])
+    _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE)
     _scopes.reopen(opened)
 
 

@@ -51,6 +51,9 @@ class PythonFrames final : public memrec::ScriptFrames {
     return n;
   }
 
+  // Frames of code in files under `prefix` (memrec's own hooks) are left out of every stack.
+  void hide(std::string prefix) { hidden_prefix_ = std::move(prefix); }
+
   void describe(uint64_t word, std::string& function, std::string& file, uint32_t& line) override {
     uint32_t id = static_cast<uint32_t>(word >> 32);
     std::lock_guard lock(mu_);
@@ -62,6 +65,7 @@ class PythonFrames final : public memrec::ScriptFrames {
   struct Code {
     std::string function, file;
   };
+  static constexpr uint32_t kHidden = UINT32_MAX;
 
   int walk(uint64_t* out, int max) {
     PyObject* error_type = nullptr, *error_value = nullptr, *error_trace = nullptr;
@@ -71,8 +75,11 @@ class PythonFrames final : public memrec::ScriptFrames {
     int n = 0;
     while (f && n < max) {
       PyCodeObject* code = PyFrame_GetCode(f);
-      int line = PyFrame_GetLineNumber(f);
-      out[n++] = (uint64_t(intern(code)) << 32) | uint32_t(line > 0 ? line : 0);
+      uint32_t id = intern(code);
+      if (id != kHidden) {
+        int line = PyFrame_GetLineNumber(f);
+        out[n++] = (uint64_t(id) << 32) | uint32_t(line > 0 ? line : 0);
+      }
       Py_DECREF(code);
       PyFrameObject* back = PyFrame_GetBack(f);
       Py_DECREF(f);
@@ -84,18 +91,25 @@ class PythonFrames final : public memrec::ScriptFrames {
   }
 
   uint32_t intern(PyCodeObject* code) {
-    auto [it, added] = ids_.try_emplace(code, static_cast<uint32_t>(ids_.size()));
+    auto [it, added] = ids_.try_emplace(code, 0);
     if (added) {
       Py_INCREF(code);
       PyObject* o = reinterpret_cast<PyObject*>(code);
       std::string function = utf8_attr(o, "co_qualname");  // Python >= 3.11
       if (function.empty()) function = utf8_attr(o, "co_name");
-      std::lock_guard lock(mu_);
-      codes_.push_back({std::move(function), utf8_attr(o, "co_filename")});
+      std::string file = utf8_attr(o, "co_filename");
+      if (!hidden_prefix_.empty() && file.starts_with(hidden_prefix_)) {
+        it->second = kHidden;
+      } else {
+        std::lock_guard lock(mu_);
+        it->second = static_cast<uint32_t>(codes_.size());
+        codes_.push_back({std::move(function), std::move(file)});
+      }
     }
     return it->second;
   }
 
+  std::string hidden_prefix_;
   std::unordered_map<PyCodeObject*, uint32_t> ids_;  // under the GIL
   std::mutex mu_;                                     // guards codes_ against the drain thread
   std::vector<Code> codes_;
@@ -121,14 +135,15 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 }
 
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"path", "stacks", "kernels", "max_events", "cuda", "metadata", nullptr};
+  static const char* names[] = {"path", "stacks", "kernels", "max_events", "cuda", "metadata", "hide", nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
   int kernels = 1, cuda = 0;
   unsigned long long max_events = 0;
   PyObject* metadata = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!", const_cast<char**>(names), &path, &stacks, &kernels,
-                                   &max_events, &cuda, &PyDict_Type, &metadata))
+  const char* hide = "";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!s", const_cast<char**>(names), &path, &stacks, &kernels,
+                                   &max_events, &cuda, &PyDict_Type, &metadata, &hide))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -144,6 +159,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_ValueError, "stacks must be all, python, cpp or off, not '%s'", stacks);
     return nullptr;
   }
+  if (g_frames) g_frames->hide(hide);  // the same folder every time: memrec's package
   try {
     delete g_recorder;
     g_recorder = new memrec::Recorder(opt);
@@ -212,7 +228,8 @@ PyObject* cuda_built(PyObject*, PyObject*) {
 
 PyMethodDef methods[] = {
     {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(start)), METH_VARARGS | METH_KEYWORDS,
-     "start(path, stacks='all', kernels=True, max_events=0, cuda=False, metadata=None)"},
+     "start(path, stacks='all', kernels=True, max_events=0, cuda=False, metadata=None, hide=''): hide leaves out "
+     "the frames of files under that prefix"},
     {"stop", stop, METH_NOARGS, "stop() -> (events, dropped) or None: writes the file"},
     {"running", running, METH_NOARGS, "whether this process records"},
     {"open_scope", open_scope, METH_VARARGS, "open_scope(name, kind) -> bool: False when nothing records"},

@@ -71,7 +71,8 @@ TEST(Record, TrainingScriptGetsModulePhaseAndStepScopesAndPythonFrames) {
 
   // Allocations carry their module in forward and in backward (the module whose backward runs).
   std::set<std::string> forward_modules, backward_modules;
-  bool optimizer_allocs = false;
+  bool optimizer_allocs = false, optimizer_site = false, memrec_frames = false;
+  std::string step_site = "main (train.py:" + std::to_string(line_of("optimizer.step()")) + ")";
   uint32_t scores_line = line_of("scores = (q @ k"), qkv_line = line_of("q, k, v = self.qkv(x)");
   bool scores_frame = false, qkv_frame = false, joined = false;
   for (const Event& e : s.events) {
@@ -82,6 +83,10 @@ TEST(Record, TrainingScriptGetsModulePhaseAndStepScopesAndPythonFrames) {
     if (phase == "backward") backward_modules.insert(module);
     optimizer_allocs |= phase == "optimizer" && enclosing_scope(s, e.scope, ScopeKind::step).starts_with("step ");
     if (!e.stack) continue;
+    // Sites lead with the user's own frame: Adam's state is allocated at train.py's optimizer.step() line, and
+    // memrec's own hooks (which wrap step on torch 1.13) stay out of the stacks.
+    optimizer_site |= phase == "optimizer" && allocation_site(s, e.stack).ends_with(step_site);
+    for (uint32_t f : s.stacks[e.stack]) memrec_frames |= s.strings[s.frames[f].file].find("/memrec/_") != std::string::npos;
     scores_frame |= has_frame(s, e.stack, "Attention.forward", "examples/train.py", scores_line);
     qkv_frame |= has_frame(s, e.stack, "Linear.forward", "linear.py", 0) ||
                  has_frame(s, e.stack, "Attention.forward", "examples/train.py", qkv_line);
@@ -97,6 +102,8 @@ TEST(Record, TrainingScriptGetsModulePhaseAndStepScopesAndPythonFrames) {
   EXPECT_TRUE(forward_modules.count("h.0.attn") && forward_modules.count("h.1.mlp.1"));
   EXPECT_TRUE(backward_modules.count("h.0.attn") && backward_modules.count("h.1.mlp")) << backward_modules.size();
   EXPECT_TRUE(optimizer_allocs);
+  EXPECT_TRUE(optimizer_site) << step_site;
+  EXPECT_FALSE(memrec_frames);
   EXPECT_TRUE(scores_frame) << "no allocation at train.py:" << scores_line;
   EXPECT_TRUE(qkv_frame);
   EXPECT_TRUE(joined);
