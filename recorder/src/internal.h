@@ -140,7 +140,8 @@ void scopes_end();
 void scopes_forget();  // after fork: stop recording scopes, touching no lock
 
 // Records one allocator action from the allocating thread: stack (if asked), scope, then the event.
-void record_event(Record r);
+// `script` (when given) holds the interpreter's frames already gathered for it, outside the allocator's lock.
+void record_event(Record r, const std::span<const uint64_t>* script = nullptr);
 
 // CPU allocator wrapper (cpu_allocator.cpp).
 struct CpuCounters {
@@ -153,7 +154,9 @@ CpuCounters cpu_counters();
 
 // CUDA caching allocator and CUPTI (cuda_recorder.cpp / cupti.cpp; cuda_none.cpp without CUDA).
 bool cuda_recordable();                   // built with CUDA and a device is present
-void cuda_start(Snapshot& s);             // hooks (once per process), segments_start, metadata
+// Hooks (once per process), segments_start, metadata. With `script`, the allocator gathers its frames for each
+// alloc through recordHistory's context function, which runs before the allocator's lock is taken.
+void cuda_start(Snapshot& s, ScriptFrames* script);
 void cuda_stop(Snapshot& s);              // synchronizes, segments_end
 void cuda_refresh_clock();                // call on the drain thread before converting ticks
 int64_t cuda_ticks_to_ns(int64_t ticks);

@@ -102,7 +102,7 @@ void Recorder::Impl::start() {
     detail::scopes_begin(opt.ops);
     cuda = opt.cuda && detail::cuda_recordable();
     if (cuda) {
-      detail::cuda_start(snap);
+      detail::cuda_start(snap, opt.script.get());
       snap.metadata["device.0.type"] = "cuda";
     } else {
       snap.metadata["device.0.type"] = "cpu";

@@ -134,8 +134,8 @@ TEST(Record, TwoRanksGiveTwoFiles) {
   TempDir dir;
   std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(20000 + getpid() % 20000);
   std::string rank = kPython + " " + kTrain + " --steps 2 --layers 1 --device cpu";
-  std::string script = "RANK=0 LOCAL_RANK=0 " + env + " " + rank + " & RANK=1 LOCAL_RANK=1 " + env + " " + rank +
-                       " & wait %1 && wait %2";
+  std::string script = "RANK=0 LOCAL_RANK=0 " + env + " " + rank + " & a=$!; RANK=1 LOCAL_RANK=1 " + env + " " +
+                       rank + " & b=$!; wait $a && wait $b";
   auto r = run_command(record("-o " + dir / "r.memrec", "/bin/bash -c " + quote(script)));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* name : {"r.rank0.memrec", "r.rank1.memrec"}) {
