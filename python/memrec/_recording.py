@@ -101,7 +101,11 @@ def _switch_to_cuda():
     opened = _scopes.take_all()
     _C.stop()
     o["cuda"] = True
-    _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE)
+    try:  # runs inside torch.cuda's lazy init: an error here must not become the program's
+        _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE)
+    except Exception as e:
+        print(f"memrec: cannot record the CUDA allocator, not recording: {e}", file=sys.stderr)
+        return
     _scopes.reopen(opened)
 
 
