@@ -136,8 +136,10 @@ TEST(Record, TwoRanksGiveTwoFiles) {
   std::string rank = kPython + " " + kTrain + " --steps 2 --layers 1 --device cpu";
   std::string script = "RANK=0 LOCAL_RANK=0 " + env + " " + rank + " & a=$!; RANK=1 LOCAL_RANK=1 " + env + " " +
                        rank + " & b=$!; wait $a && wait $b";
-  auto r = run_command(record("-o " + dir / "r.memrec", "/bin/bash -c " + quote(script)));
+  auto r = run_command(record("-o " + dir / "r.memrec --pickle " + dir / "r.pickle", "/bin/bash -c " + quote(script)));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(std::filesystem::file_size(dir / "r.rank0.pickle"), 0u) << "one pickle per file, named like it";
+  EXPECT_GT(std::filesystem::file_size(dir / "r.rank1.pickle"), 0u);
   for (const char* name : {"r.rank0.memrec", "r.rank1.memrec"}) {
     ASSERT_TRUE(std::filesystem::exists(dir / name)) << r.output;
     EXPECT_NE(r.output.find(dir / name), std::string::npos) << r.output;
