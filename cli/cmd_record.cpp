@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,6 +47,17 @@ fs::path python_dir() {
     if (!dir.empty() && fs::exists(dir / "memrec/_boot/sitecustomize.py", ec)) return dir;
   throw Error("memrec record needs memrec's Python module, and this memrec was built without it "
               "(configure with -DMEMREC_WITH_PYTHON=ON and a Python that imports torch; docs/python.md)");
+}
+
+// The preload library and the recorder library it loads into libtorch C++ programs (preload.cpp), installed
+// (<prefix>/lib/memrec) or in the build tree; none when memrec was built without libtorch.
+std::optional<std::pair<fs::path, fs::path>> preload_libraries() {
+  std::error_code ec;
+  fs::path installed = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "lib/memrec";
+  for (const fs::path& dir : {installed, fs::path(MEMREC_PRELOAD_BUILD_DIR)})
+    if (!dir.empty() && fs::exists(dir / "libmemrec_preload.so", ec) && fs::exists(dir / "libmemrec_autorecord.so", ec))
+      return std::pair{dir / "libmemrec_preload.so", dir / "libmemrec_autorecord.so"};
+  return std::nullopt;
 }
 
 // Checks torch.profiler's schedule syntax: wait=W,warmup=N,active=A (each at most once, active at least 1).
@@ -178,6 +190,11 @@ int record(const RecordArgs& a, const std::vector<std::string>& program) {
   setenv("MEMREC_RECORD_MAX_EVENTS", std::to_string(a.max_events).c_str(), 1);
   setenv("MEMREC_RECORD_COMMAND", command.c_str(), 1);
   if (!a.window.empty()) setenv("MEMREC_RECORD_WINDOW", a.window.c_str(), 1);
+  if (auto libs = preload_libraries()) {
+    const char* preload = getenv("LD_PRELOAD");
+    setenv("LD_PRELOAD", (libs->first.string() + (preload && *preload ? std::string(":") + preload : "")).c_str(), 1);
+    setenv("MEMREC_RECORD_LIBRARY", libs->second.c_str(), 1);
+  }
   unsetenv("MEMREC_RECORD_PARENT");
 
   int status = run_program(program);

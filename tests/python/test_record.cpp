@@ -148,6 +148,28 @@ TEST(Record, TwoRanksGiveTwoFiles) {
     EXPECT_TRUE(scope_names(s, ScopeKind::module).count("module.h.0")) << "DDP wraps the model as `module`";
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "r.memrec"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path))
+    EXPECT_EQ(entry.path().filename().string().find(".pid"), std::string::npos) << "bash recorded: " << entry.path();
+}
+
+// A libtorch C++ program that knows nothing of memrec: the preload library loads the recorder into it.
+TEST(Record, LibtorchProgramIsRecorded) {
+  TempDir dir;
+  auto r = run_command(record("-o " + dir / "c.memrec", std::string(MEMREC_C10_ALLOCATIONS) + " 25 1234"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Snapshot s = load_snapshot(dir / "c.memrec");
+  int allocs = 0, frees = 0;
+  bool main_frame = false;
+  for (const Event& e : s.events) {
+    if (e.size != 1234) continue;
+    allocs += e.action == Action::alloc;
+    frees += e.action == Action::free_completed;
+    for (uint32_t f : e.stack ? s.stacks[e.stack] : std::span<const uint32_t>{})
+      main_frame |= s.strings[s.frames[f].function] == "main" && s.strings[s.frames[f].file].ends_with("c10_allocations.cpp");
+  }
+  EXPECT_EQ(allocs, 25);
+  EXPECT_EQ(frees, 25);
+  EXPECT_TRUE(main_frame) << "C++ frames of the program";
 }
 
 TEST(Record, RecordWindowCountsTheProgramsOptimizerSteps) {
