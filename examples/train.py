@@ -64,6 +64,22 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
+def train(a, distributed):
+    torch.manual_seed(0)
+    model = GPT(a.vocab, a.seq, a.d_model, a.heads, a.layers).to(a.device)
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model)
+    step_model = torch.compile(model) if a.compile else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step in range(a.steps):
+        tokens = torch.randint(0, a.vocab, (a.batch, a.seq), device=a.device)
+        loss = step_model(tokens, tokens.roll(-1, 1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        print(f"step {step} loss {loss.item():.3f}", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--layers", type=int, default=4)
@@ -84,20 +100,8 @@ def main():
         dist.init_process_group("nccl" if a.device == "cuda" else "gloo")
         if a.device == "cuda":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    torch.manual_seed(0)
-    model = GPT(a.vocab, a.seq, a.d_model, a.heads, a.layers).to(a.device)
-    if distributed:
-        model = nn.parallel.DistributedDataParallel(model)
-    step_model = torch.compile(model) if a.compile else model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for step in range(a.steps):
-        tokens = torch.randint(0, a.vocab, (a.batch, a.seq), device=a.device)
-        loss = step_model(tokens, tokens.roll(-1, 1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        print(f"step {step} loss {loss.item():.3f}", flush=True)
-    if a.device == "cuda":
+    train(a, distributed)
+    if a.device == "cuda":  # after train() returned: everything it allocated is freed, as in the recording
         torch.cuda.synchronize()
         keys = ("allocation.all.allocated", "allocation.all.freed", "segment.all.allocated", "segment.all.freed",
                 "allocated_bytes.all.peak", "reserved_bytes.all.peak")

@@ -72,7 +72,7 @@ TEST(Record, TrainingScriptGetsModulePhaseAndStepScopesAndPythonFrames) {
   // Allocations carry their module in forward and in backward (the module whose backward runs).
   std::set<std::string> forward_modules, backward_modules;
   bool optimizer_allocs = false, optimizer_site = false, memrec_frames = false;
-  std::string step_site = "main (train.py:" + std::to_string(line_of("optimizer.step()")) + ")";
+  std::string step_site = "train (train.py:" + std::to_string(line_of("optimizer.step()")) + ")";
   uint32_t scores_line = line_of("scores = (q @ k"), qkv_line = line_of("q, k, v = self.qkv(x)");
   bool scores_frame = false, qkv_frame = false, joined = false;
   for (const Event& e : s.events) {
