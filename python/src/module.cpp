@@ -155,6 +155,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   opt.cuda = cuda;
   opt.cpu = !cuda;
   opt.max_events = max_events;
+  opt.user_ops = true;  // torch.compile's regions, DDP's and the optimizer's record_function blocks
   if (!parse_stacks(stacks, opt)) {
     PyErr_Format(PyExc_ValueError, "stacks must be all, python, cpp or off, not '%s'", stacks);
     return nullptr;

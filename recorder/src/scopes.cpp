@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <unordered_set>
 
 #include "internal.h"
 
@@ -115,15 +116,16 @@ uint32_t current_scope() {
   return g_ambient.load(std::memory_order_relaxed);
 }
 
-void scopes_begin(bool ops) {
+void scopes_begin(bool ops, bool user_ops) {
   g_generation.fetch_add(1);
   g_ambient = 0;
   g_active = true;
+  // USER_SCOPE: record_function() blocks, torch.compile's "Torch-Compiled Region: 0/0" among them.
+  std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes{at::RecordScope::FUNCTION,
+                                                                         at::RecordScope::BACKWARD_FUNCTION};
+  if (user_ops) scopes.insert(at::RecordScope::USER_SCOPE);
   if (ops && !g_op_callback)
-    g_op_callback = at::addGlobalCallback(
-        at::RecordFunctionCallback(&on_op_start, &on_op_end)
-            // USER_SCOPE: record_function() blocks, torch.compile's "Torch-Compiled Region: 0/0" among them.
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+    g_op_callback = at::addGlobalCallback(at::RecordFunctionCallback(&on_op_start, &on_op_end).scopes(scopes));
 }
 
 void scopes_forget() { g_active = false; }

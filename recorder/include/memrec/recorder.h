@@ -44,6 +44,7 @@ struct RecorderOptions {
   bool cpu = true;             // wrap libtorch's CPU allocator when the CUDA allocator is not recorded (device 0)
   bool cuda = true;            // hook the CUDA caching allocator (CUDA builds, when a GPU is present)
   bool ops = true;             // aten op scopes through at::RecordFunction
+  bool user_ops = false;       // ... and record_function() blocks (torch.compile's "Torch-Compiled Region: 0/0")
   StackCapture capture = StackCapture::automatic;
   size_t buffer_events = 1 << 16;  // events buffered between drains; more in one interval are dropped (counted)
   uint64_t max_events = 0;     // keep at most this many allocator events (0 = no cap); later events, scopes and
