@@ -21,5 +21,6 @@ void add_analysis_commands(CLI::App& app);  // stats, diff, whatif (cmd_analysis
 void add_run_command(CLI::App& app);    // run (cmd_run.cpp in memrec-run, built with MEMREC_WITH_TORCH)
 void add_view_command(CLI::App& app);   // view (cmd_view.cpp, built with MEMREC_WITH_VIEWER)
 void add_report_command(CLI::App& app); // report (cmd_report.cpp)
+void add_record_command(CLI::App& app); // record (cmd_record.cpp)
 
 }  // namespace memrec::cli

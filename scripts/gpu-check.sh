@@ -43,7 +43,10 @@ configure() {
 }
 
 build() {
+  local python=()  # configured only where the Python with torch has its headers
+  ninja -C "$BUILD" -t targets all | grep -q "^memrec_python_tests:" && python=(memrec_python memrec_python_tests)
   ninja -C "$BUILD" -j16 -k 0 memrec memrec-run memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format bench_load \
+    "${python[@]}" \
     > "$OUT/build.log" 2>&1 ||
     { grep -E "error|FAILED" "$OUT/build.log" | head -40 | tee -a "$OUT/summary.txt"; return 1; }
 }
@@ -106,6 +109,48 @@ oom() {
   grep -A14 "^OOM at" /tmp/oom-stats.txt | tee -a "$OUT/summary.txt"
 }
 
+# Issue 13: `memrec record` on Python programs (the python3 on PATH, whose torch the build used). The module's
+# tests (the example trains on the GPU there), then the example on CUDA against its own memory_stats(), torch.compile,
+# PyTorch's _record_memory_history alongside memrec in one process (entry for entry), and torchrun with 2 ranks.
+python_record() {
+  (cd /tmp && timeout 300 "$OLDPWD/$BUILD/tests/memrec_python_tests" --gtest_color=no) > /tmp/python.log 2>&1 ||
+    { grep -E "^\[ *(OK|FAILED) *\]|Failure|Expected|Which is" /tmp/python.log | head -40; return 1; }
+  grep -E "^\[ *(OK|FAILED|PASSED) *\]" /tmp/python.log
+  "$MEMREC" record -o /tmp/py.memrec --pickle /tmp/py.pickle -- python3 examples/train.py --steps 4 --layers 4 \
+    > /tmp/py.log 2>&1 || { tail -30 /tmp/py.log; return 1; }
+  tail -4 /tmp/py.log
+  # memrec records from CUDA's initialization, after which memrec itself makes one tiny allocation before its
+  # hook is on: the program's counters are the recording's plus that one (and its 2 MiB segment).
+  "$MEMREC" export /tmp/py.memrec -o /tmp/py-export.pickle
+  python3 - /tmp/py.log /tmp/py-export.pickle "$("$MEMREC" stats /tmp/py.memrec --json)" <<'PYEOF'
+import json, pickle, sys
+stats = json.loads(next(l for l in open(sys.argv[1]) if l.startswith("memory_stats "))[len("memory_stats "):])
+trace = pickle.load(open(sys.argv[2], "rb"))["device_traces"][0]
+count = lambda a: sum(e["action"] == a for e in trace)
+rows = [("allocs", count("alloc") + 1, stats["allocation.all.allocated"]),
+        ("frees", count("free_completed") + 1, stats["allocation.all.freed"]),
+        ("segments", count("segment_alloc") + 1, stats["segment.all.allocated"]),
+        ("peak allocated", json.loads(sys.argv[3])["peak_allocated"]["bytes"], stats["allocated_bytes.all.peak"])]
+for name, ours, theirs in rows:
+    print(f"{name:<16} memrec {ours:>14}  memory_stats {theirs:>14}  {'ok' if ours == theirs else 'DIFFERENT'}")
+sys.exit(any(o != t for _, o, t in rows))
+PYEOF
+  "$MEMREC" stats /tmp/py.memrec --by module | head -12
+  "$MEMREC" stats /tmp/py.memrec --by stack | head -12
+  "$MEMREC" record -o /tmp/pyc.memrec -- python3 examples/train.py --steps 3 --compile > /tmp/pyc.log 2>&1 ||
+    { tail -30 /tmp/pyc.log; return 1; }
+  "$MEMREC" stats /tmp/pyc.memrec --by op | head -12
+  "$MEMREC" export /tmp/pyc.memrec --format perfetto -o /tmp/pyc.json
+  grep -o "Torch-Compiled Region: [0-9/]*" /tmp/pyc.json | sort | uniq -c
+  "$MEMREC" record -o /tmp/hist.memrec -- python3 tests/scripts/torch_history.py train --dump /tmp/torch-hist.pickle \
+    > /tmp/hist.log 2>&1 || { tail -30 /tmp/hist.log; return 1; }
+  "$MEMREC" export /tmp/hist.memrec -o /tmp/hist-memrec.pickle
+  python3 tests/scripts/torch_history.py compare /tmp/torch-hist.pickle /tmp/hist-memrec.pickle
+  "$MEMREC" record -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \
+    > /tmp/ranks.log 2>&1 || { tail -30 /tmp/ranks.log; return 1; }
+  grep "wrote" /tmp/ranks.log
+}
+
 example() {
   "$BUILD/recorder/example/memrec_example" /tmp/example.memrec 2>&1 | tee -a "$OUT/summary.txt"
 }
@@ -134,6 +179,7 @@ section tests tests
 section run12 run12
 section checkpoint checkpoint
 section oom oom
+section python python_record
 section example example
 section benchmarks benchmarks
 section analysis_bench analysis_bench

@@ -77,6 +77,7 @@ void EventBuffer::note_fill() {
 }
 
 bool EventBuffer::push_event(const Record& r, std::span<const uint64_t> pcs) {
+  if (!enabled_flag_) return false;
   std::lock_guard lock(mu_);
   if (!enabled_) return false;
   bool capped = capped_locked();
@@ -97,6 +98,7 @@ bool EventBuffer::push_event(const Record& r, std::span<const uint64_t> pcs) {
 uint32_t EventBuffer::push_scope_open(int64_t start, std::string_view name, ScopeKind kind, uint32_t parent) {
   name = name.substr(0, 255);
   size_t words = (name.size() + 7) / 8;
+  if (!enabled_flag_) return 0;
   std::lock_guard lock(mu_);
   if (!enabled_) return 0;
   if (capped_locked() || !has_room(words)) {
@@ -118,7 +120,7 @@ uint32_t EventBuffer::push_scope_open(int64_t start, std::string_view name, Scop
 }
 
 void EventBuffer::push_scope_close(uint32_t id, int64_t end) {
-  if (id == 0) return;
+  if (id == 0 || !enabled_flag_) return;
   std::lock_guard lock(mu_);
   if (!enabled_) return;
   if (!has_room(0)) {  // closes of kept scopes are kept past the cap: they cost no memory in the snapshot

@@ -1,6 +1,8 @@
 // Raw stack capture on the allocating thread. Symbolization happens later, once per unique frame.
 #include <unwind.h>
 
+#include <algorithm>
+
 #include <boost/stacktrace/safe_dump_to.hpp>
 #include <torch/version.h>
 
@@ -93,7 +95,6 @@ HookConfig& hook_config() {
 
 namespace {
 bool wants_stack(const HookConfig& cfg, Action a) {
-  if (!cfg.stacks) return false;
   switch (a) {
     case Action::alloc:
     case Action::segment_alloc:
@@ -103,13 +104,28 @@ bool wants_stack(const HookConfig& cfg, Action a) {
     default: return false;
   }
 }
+
+// C++ frames, then the interpreter's frames tagged with kScriptFrameBit (the symbolizer joins them).
+int capture_all(const HookConfig& cfg, const Record& r, const std::span<const uint64_t>* script, uint64_t* pcs,
+                int max) {
+  int n = cfg.stacks ? capture_stack(cfg.capture, pcs, max) : 0;
+  int m = 0;
+  if (script) {
+    m = static_cast<int>(std::min<size_t>(script->size(), max));
+    std::copy(script->begin(), script->begin() + m, pcs + n);
+  } else if (cfg.script) {
+    m = cfg.script->capture(pcs + n, max, /*may_block=*/!r.ticks);  // CUDA trace: under the allocator lock
+  }
+  for (int i = n; i < n + m; ++i) pcs[i] |= kScriptFrameBit;
+  return n + m;
+}
 }  // namespace
 
-__attribute__((noinline)) void record_event(Record r) {
-  constexpr int kMaxFrames = 256;
+__attribute__((noinline)) void record_event(Record r, const std::span<const uint64_t>* script) {
+  constexpr int kMaxFrames = 128;  // each of the C++ and the interpreter's frames
   const HookConfig& cfg = hook_config();
-  uint64_t pcs[kMaxFrames];
-  int n = wants_stack(cfg, r.action) ? capture_stack(cfg.capture, pcs, std::min(cfg.max_frames, kMaxFrames)) : 0;
+  uint64_t pcs[2 * kMaxFrames];
+  int n = wants_stack(cfg, r.action) ? capture_all(cfg, r, script, pcs, std::min(cfg.max_frames, kMaxFrames)) : 0;
   r.scope = current_scope();
   EventBuffer::get().push_event(r, {pcs, static_cast<size_t>(n)});
 }

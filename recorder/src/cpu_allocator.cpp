@@ -111,6 +111,8 @@ void cpu_uninstall() {
     c10::SetAllocator(c10::DeviceType::CPU, g_base.load(), kPriority);
 }
 
+void cpu_forget() { g_recording = false; }  // blocks keep the recording deleter, which forwards
+
 CpuCounters cpu_counters() { return {g_allocs.load(), g_zero.load(), g_unwrapped.load()}; }
 
 }  // namespace memrec::detail

@@ -4,8 +4,9 @@
 namespace memrec::detail {
 
 bool cuda_recordable() { return false; }
-void cuda_start(Snapshot&) { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
+void cuda_start(Snapshot&, ScriptFrames*) { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
 void cuda_stop(Snapshot&) {}
+void cuda_forget() {}
 void cuda_refresh_clock() {}
 int64_t cuda_ticks_to_ns(int64_t ticks) { return ticks; }
 void cupti_start() { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }

@@ -23,6 +23,43 @@ namespace {
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
 std::atomic<bool> g_enabled{false};
+
+// Interpreter frames gathered by the allocator's context function (outside its lock, where taking the
+// interpreter's lock is safe, as PyTorch's own recorder does) and handed to on_trace with the trace entry.
+constexpr int kScriptFrames = 128;
+struct ScriptContext final : c10::GatheredContext {
+  uint64_t words[kScriptFrames];
+  int count = 0;
+};
+std::atomic<ScriptFrames*> g_script{nullptr};
+bool g_history = false;  // recordHistory was turned on by us
+
+std::shared_ptr<c10::GatheredContext> gather_script() {
+  auto ctx = std::make_shared<ScriptContext>();
+  if (ScriptFrames* script = g_script.load()) ctx->count = script->capture(ctx->words, kScriptFrames, true);
+  return ctx;
+}
+
+template <class A>
+bool history_enabled(A* a) {
+  if constexpr (requires { a->isHistoryEnabled(); }) return a->isHistoryEnabled();
+  else return false;
+}
+
+// recordHistory's arguments grew over libtorch versions (clearHistory, then skip_actions).
+template <class A>
+void record_history(A* a, bool on) {
+  using alloc::RecordContext;
+  c10::cuda::CUDACachingAllocator::CreateContextFn fn = on ? &gather_script : nullptr;
+  RecordContext when = on ? RecordContext::ALLOC : RecordContext::NEVER;
+  size_t entries = on ? 1 : 0;  // PyTorch's own ring of entries: we read ours through the tracker
+  if constexpr (requires { a->recordHistory(on, fn, entries, when, false, std::vector<std::string>{}); })
+    a->recordHistory(on, fn, entries, when, false, std::vector<std::string>{});
+  else if constexpr (requires { a->recordHistory(on, fn, entries, when, false); })
+    a->recordHistory(on, fn, entries, when, false);
+  else
+    a->recordHistory(on, fn, entries, when);
+}
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 std::function<c10::time_t(c10::approx_time_t)> g_to_ns;
 
@@ -58,7 +95,12 @@ void on_trace(const alloc::TraceEntry& te) {
   r.stream = raw_stream(te.stream_);
   r.device = static_cast<uint8_t>(te.device_);
   r.action = action_of(te.action_);
-  record_event(r);
+  if (auto* ctx = dynamic_cast<const ScriptContext*>(te.context_.get())) {
+    std::span<const uint64_t> words(ctx->words, ctx->count);
+    record_event(r, &words);
+  } else {
+    record_event(r);  // someone else's context (their own _record_memory_history), or none
+  }
 }
 
 void on_oom(int64_t, size_t, size_t, size_t) { EventBuffer::get().wake(); }
@@ -118,7 +160,7 @@ void describe_devices(Snapshot& s, const alloc::SnapshotInfo& info) {
 
 bool cuda_recordable() { return c10::cuda::device_count() > 0; }
 
-void cuda_start(Snapshot& s) {
+void cuda_start(Snapshot& s, ScriptFrames* script) {
   // The per-device allocators exist only after CUDA's lazy init: one tiny tensor does it.
   (void)at::empty({1}, at::TensorOptions().device(at::kCUDA));
   static std::once_flag attached;  // trackers cannot be detached: attach once, gate with g_enabled
@@ -126,6 +168,9 @@ void cuda_start(Snapshot& s) {
     alloc::get()->attachAllocatorTraceTracker(&on_trace);
     alloc::get()->attachOutOfMemoryObserver(&on_oom);
   });
+  g_script = script;
+  g_history = script && !history_enabled(alloc::get());  // never take over a history the program records
+  if (g_history) record_history(alloc::get(), true);
   g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
   g_to_ns = g_clock->makeConverter();
   alloc::SnapshotInfo info = alloc::get()->snapshot();
@@ -138,8 +183,13 @@ void cuda_start(Snapshot& s) {
 void cuda_stop(Snapshot& s) {
   c10::cuda::device_synchronize();
   g_enabled = false;
+  if (g_history && history_enabled(alloc::get())) record_history(alloc::get(), false);
+  g_history = false;
+  g_script = nullptr;
   s.segments_end = segments(s, alloc::get()->snapshot());
 }
+
+void cuda_forget() { g_enabled = false; }
 
 void cuda_refresh_clock() { g_to_ns = g_clock->makeConverter(); }
 

@@ -118,7 +118,12 @@ void cupti_start() {
     g_new_names.clear();
     g_dropped = 0;
   }
-  for (auto kind : kKinds) check(cuptiActivityEnable(kind), "enable");
+  try {
+    for (auto kind : kKinds) check(cuptiActivityEnable(kind), "enable");
+  } catch (...) {  // leave nothing half-enabled
+    for (auto kind : kKinds) cuptiActivityDisable(kind);
+    throw;
+  }
 }
 
 void cupti_flush() { cuptiActivityFlushAll(0); }

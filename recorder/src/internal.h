@@ -84,6 +84,8 @@ class EventBuffer {
   // Starts a recording: empties, resets ids and drops. max_events 0 = no cap.
   void enable(size_t records_cap, size_t payload_words, uint64_t max_events);
   void disable();
+  // After fork: refuse everything from now on without taking the lock (another thread may have held it).
+  void forget() { enabled_flag_ = false; }
   bool enabled() const { return enabled_flag_; }
 
   bool push_event(const Record& r, std::span<const uint64_t> pcs);
@@ -116,12 +118,16 @@ class EventBuffer {
 
 // Recording state read by the hooks on every allocation.
 struct HookConfig {
-  bool stacks = false;
+  bool stacks = false;       // C++ frames
   bool free_stacks = false;
+  ScriptFrames* script = nullptr;  // interpreter frames (owned by the Recorder's options)
   StackCapture capture = StackCapture::unwind_backtrace;
   int max_frames = 64;
 };
 HookConfig& hook_config();
+
+// Stack words with this bit set are ScriptFrames words; the others are return addresses.
+inline constexpr uint64_t kScriptFrameBit = uint64_t(1) << 63;
 
 // Raw return addresses of the calling thread, innermost first. Returns how many were written.
 int capture_stack(StackCapture method, uint64_t* out, int max);
@@ -129,11 +135,13 @@ int capture_stack(StackCapture method, uint64_t* out, int max);
 // The innermost scope of this thread (materializing lazily-recorded op scopes), or the ambient user scope.
 uint32_t current_scope();
 // Starts a new scope generation (on Recorder::start) and registers/unregisters the aten op callbacks.
-void scopes_begin(bool ops);
+void scopes_begin(bool ops, bool user_ops);
 void scopes_end();
+void scopes_forget();  // after fork: stop recording scopes, touching no lock
 
 // Records one allocator action from the allocating thread: stack (if asked), scope, then the event.
-void record_event(Record r);
+// `script` (when given) holds the interpreter's frames already gathered for it, outside the allocator's lock.
+void record_event(Record r, const std::span<const uint64_t>* script = nullptr);
 
 // CPU allocator wrapper (cpu_allocator.cpp).
 struct CpuCounters {
@@ -141,14 +149,18 @@ struct CpuCounters {
 };
 void cpu_install();
 void cpu_uninstall();
+void cpu_forget();  // after fork: stop recording, touching no lock
 CpuCounters cpu_counters();
 
 // CUDA caching allocator and CUPTI (cuda_recorder.cpp / cupti.cpp; cuda_none.cpp without CUDA).
 bool cuda_recordable();                   // built with CUDA and a device is present
-void cuda_start(Snapshot& s);             // hooks (once per process), segments_start, metadata
+// Hooks (once per process), segments_start, metadata. With `script`, the allocator gathers its frames for each
+// alloc through recordHistory's context function, which runs before the allocator's lock is taken.
+void cuda_start(Snapshot& s, ScriptFrames* script);
 void cuda_stop(Snapshot& s);              // synchronizes, segments_end
 void cuda_refresh_clock();                // call on the drain thread before converting ticks
 int64_t cuda_ticks_to_ns(int64_t ticks);
+void cuda_forget();                       // after fork: stop recording, touching no lock
 
 // A CUPTI activity record; `name` indexes the CUPTI module's own name list, handed over by cupti_take.
 struct KernelRecord {

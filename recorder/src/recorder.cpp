@@ -64,6 +64,7 @@ struct Recorder::Impl {
   uint64_t cpu_unmatched_frees = 0;
 
   void start();
+  void start_cupti();
   void stop();
   void drain_loop();
   void drain_once();
@@ -77,9 +78,12 @@ void Recorder::Impl::start() {
   if (g_running.exchange(true)) throw Error("another memrec::Recorder is already recording in this process");
   try {
     auto& cfg = detail::hook_config();
-    cfg = {opt.stacks, opt.stacks && opt.free_stacks, resolve_capture(opt.capture), opt.max_frames};
+    cfg = {opt.stacks, (opt.stacks || opt.script) && opt.free_stacks, opt.script.get(), resolve_capture(opt.capture),
+           opt.max_frames};
+    symbolizer.set_script(opt.script.get());
     snap = Snapshot{};
     snap.metadata["recorder.stacks"] = opt.stacks ? to_string(cfg.capture) : "off";
+    snap.metadata["recorder.script_frames"] = opt.script ? "on" : "off";
     snap.metadata["recorder.free_stacks"] = cfg.free_stacks ? "on" : "off";
     snap.metadata["torch_version"] = TORCH_VERSION;
     snap.metadata["clock"] = "CLOCK_REALTIME ns";
@@ -95,10 +99,10 @@ void Recorder::Impl::start() {
     kernels_over_cap = 0;
     cpu_unmatched_frees = 0;
     if (opt.max_events) snap.metadata["recorder.max_events"] = std::to_string(opt.max_events);
-    detail::scopes_begin(opt.ops);
+    detail::scopes_begin(opt.ops, opt.user_ops);
     cuda = opt.cuda && detail::cuda_recordable();
     if (cuda) {
-      detail::cuda_start(snap);
+      detail::cuda_start(snap, opt.script.get());
       snap.metadata["device.0.type"] = "cuda";
     } else {
       snap.metadata["device.0.type"] = "cpu";
@@ -106,7 +110,7 @@ void Recorder::Impl::start() {
       if (opt.cpu) detail::cpu_install();
     }
     cupti = cuda && opt.kernels;
-    if (cupti) detail::cupti_start();
+    if (cupti) start_cupti();
   } catch (...) {
     detail::scopes_end();
     detail::EventBuffer::get().disable();
@@ -116,6 +120,18 @@ void Recorder::Impl::start() {
   }
   running = true;
   drain_thread = std::thread([this] { drain_loop(); });
+}
+
+// Another CUPTI activity user (torch.profiler's Kineto) makes this fail: record on, without kernels.
+void Recorder::Impl::start_cupti() {
+  try {
+    detail::cupti_start();
+  } catch (const Error& e) {
+    cupti = false;
+    snap.metadata["recorder.kernels"] = std::string("off: ") + e.what();
+    fmt::print(stderr, "memrec: recording without kernels: {} (is torch.profiler or another CUPTI user active?)\n",
+               e.what());
+  }
 }
 
 void Recorder::Impl::stop() {
@@ -284,6 +300,13 @@ RecorderStats Recorder::stats() const {
   st.symbolize_ms = impl_->symbolizer.seconds() * 1e3;
   st.bytes_written = impl_->writer ? impl_->writer->bytes_written() : 0;
   return st;
+}
+
+void forget_recording_after_fork() {
+  detail::EventBuffer::get().forget();
+  detail::cpu_forget();
+  detail::cuda_forget();
+  detail::scopes_forget();
 }
 
 }  // namespace memrec

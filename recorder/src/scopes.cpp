@@ -2,7 +2,10 @@
 // recorded when an allocation happens inside them, so the RecordFunction callbacks stay a push and a pop.
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <atomic>
+#include <optional>
+#include <unordered_set>
 
 #include "internal.h"
 
@@ -65,15 +68,25 @@ void push(Stack& s, const Entry& e) {
   ++s.depth;
 }
 
-// Pops the top entry; returns it (or nullptr past kMaxDepth) and closes its scope when one was recorded.
-const Entry* pop(Stack& s) {
-  if (s.depth == 0) return nullptr;
-  --s.depth;
-  if (s.recorded > s.depth) s.recorded = s.depth;
-  if (s.depth >= kMaxDepth) return nullptr;
-  const Entry& e = s.entries[s.depth];
-  if (e.id != 0) EventBuffer::get().push_scope_close(e.id, now_ns());
-  return &e;
+// Removes the innermost entry of one sort (user scope or op) and closes its scope when one was recorded. User
+// scopes and ops need not nest: a Python hook run inside an autograd op opens a module scope that outlives it.
+// Entries past kMaxDepth are not kept: the innermost of those goes, whatever its sort.
+std::optional<Entry> remove_innermost(Stack& s, bool user) {
+  if (s.depth == 0) return std::nullopt;
+  if (s.depth > kMaxDepth) {
+    --s.depth;
+    return std::nullopt;
+  }
+  for (int i = s.depth - 1; i >= 0; --i) {
+    if (s.entries[i].user != user) continue;
+    Entry e = s.entries[i];
+    std::copy(s.entries + i + 1, s.entries + s.depth, s.entries + i);
+    --s.depth;
+    if (s.recorded > i) --s.recorded;
+    if (e.id != 0) EventBuffer::get().push_scope_close(e.id, now_ns());
+    return e;
+  }
+  return std::nullopt;
 }
 
 // Registered only while recording; pushes unconditionally so that every end callback has its start.
@@ -82,9 +95,14 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   return nullptr;
 }
 
-void on_op_end(const at::RecordFunction&, at::ObserverContext*) {
-  Stack& s = stack();
-  if (s.depth > 0) pop(s);
+void on_op_end(const at::RecordFunction&, at::ObserverContext*) { remove_innermost(stack(), false); }
+
+// The parent of a new user scope: the innermost user scope of this thread, else the ambient one. Not an op: a
+// scope opened by a hook inside an op outlives it, and belongs to the scopes the program opened.
+uint32_t innermost_user_scope(const Stack& s) {
+  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
+    if (s.entries[i].user && s.entries[i].id != 0) return s.entries[i].id;
+  return g_ambient.load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -98,15 +116,19 @@ uint32_t current_scope() {
   return g_ambient.load(std::memory_order_relaxed);
 }
 
-void scopes_begin(bool ops) {
+void scopes_begin(bool ops, bool user_ops) {
   g_generation.fetch_add(1);
   g_ambient = 0;
   g_active = true;
+  // USER_SCOPE: record_function() blocks, torch.compile's "Torch-Compiled Region: 0/0" among them.
+  std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes{at::RecordScope::FUNCTION,
+                                                                         at::RecordScope::BACKWARD_FUNCTION};
+  if (user_ops) scopes.insert(at::RecordScope::USER_SCOPE);
   if (ops && !g_op_callback)
-    g_op_callback = at::addGlobalCallback(
-        at::RecordFunctionCallback(&on_op_start, &on_op_end)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    g_op_callback = at::addGlobalCallback(at::RecordFunctionCallback(&on_op_start, &on_op_end).scopes(scopes));
 }
+
+void scopes_forget() { g_active = false; }
 
 void scopes_end() {
   g_active = false;
@@ -121,34 +143,30 @@ void scopes_end() {
 
 namespace memrec {
 
-ScopeGuard::ScopeGuard(std::string_view name, ScopeKind kind) {
+bool open_scope(std::string_view name, ScopeKind kind) {
   using namespace detail;
-  if (!g_active.load(std::memory_order_relaxed)) return;
+  if (!g_active.load(std::memory_order_relaxed)) return false;
   Stack& s = stack();
   record_pending(s);
   int64_t t = now_ns();
-  uint32_t parent = current_scope();
+  uint32_t parent = innermost_user_scope(s);
   uint32_t id = EventBuffer::get().push_scope_open(t, name, kind, parent);
   push(s, Entry{nullptr, t, id, parent, true});
   s.recorded = std::min(s.depth, kMaxDepth);
   if (id != 0) g_ambient = id;
-  pushed_ = true;
+  return true;
 }
 
-ScopeGuard::~ScopeGuard() {
+void close_scope() {
   using namespace detail;
-  if (!pushed_) return;
-  Stack& s = stack();
-  // Ops that started inside this scope and never ended (an exception unwound past them) go first.
-  while (s.depth > 0) {
-    int top = s.depth - 1;
-    bool user = top < kMaxDepth && s.entries[top].user;
-    const Entry* e = pop(s);
-    if (user) {
-      if (e && e->id != 0) g_ambient = e->parent;
-      break;
-    }
-  }
+  std::optional<Entry> e = remove_innermost(stack(), true);
+  if (e && e->id != 0) g_ambient = e->parent;
+}
+
+ScopeGuard::ScopeGuard(std::string_view name, ScopeKind kind) : pushed_(open_scope(name, kind)) {}
+
+ScopeGuard::~ScopeGuard() {
+  if (pushed_) close_scope();
 }
 
 }  // namespace memrec

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "internal.h"
+
 namespace memrec::detail {
 namespace {
 
@@ -50,6 +52,9 @@ bool is_internal(std::string_view function) {
   return function.find("memrec::detail::") != std::string_view::npos || function.starts_with("_Unwind_") ||
          function.starts_with("torch::unwind::") || function.starts_with("boost::stacktrace::");
 }
+
+// CPython's frame-evaluation loop (_PyEval_EvalFrameDefault, PyEval_EvalFrameEx, ...).
+bool is_interpreter(std::string_view function) { return function.find("PyEval_EvalFrame") != std::string_view::npos; }
 
 }  // namespace
 
@@ -128,7 +133,10 @@ const Symbolizer::Resolved& Symbolizer::resolve(uint64_t pc, Snapshot& s) {
   const auto* module = modules_->lookup(pc);
   std::string library = module ? module->path : "";
   Resolved r{static_cast<uint32_t>(ids_.size()), 0, false};
-  for (const RawFrame& f : raw) r.internal = r.internal || is_internal(f.function);
+  for (const RawFrame& f : raw) {
+    r.internal = r.internal || is_internal(f.function);
+    r.interpreter = r.interpreter || is_interpreter(f.function);
+  }
   for (RawFrame& f : raw) {
     if (r.internal) break;  // the recorder's and unwinders' frames never enter the snapshot
     if (f.function.empty()) {  // nothing names it: say where it is rather than leave it blank
@@ -145,11 +153,37 @@ const Symbolizer::Resolved& Symbolizer::resolve(uint64_t pc, Snapshot& s) {
   return cache_.emplace(pc, r).first->second;
 }
 
+uint32_t Symbolizer::script_frame(uint64_t word, Snapshot& s) {
+  if (auto it = script_cache_.find(word); it != script_cache_.end()) return it->second;
+  std::string function, file;
+  uint32_t line = 0;
+  if (script_) script_->describe(word & ~kScriptFrameBit, function, file, line);
+  Frame frame{0, s.strings.intern(function), s.strings.intern(file), 0, line};
+  return script_cache_.emplace(word, s.frames.intern(frame)).first->second;
+}
+
 void Symbolizer::frames_of(std::span<const uint64_t> pcs, Snapshot& s, std::vector<uint32_t>& out) {
-  for (uint64_t pc : pcs) {
-    const Resolved& r = resolve(pc, s);
+  auto first_script = std::find_if(pcs.begin(), pcs.end(), [](uint64_t w) { return w & kScriptFrameBit; });
+  size_t join = SIZE_MAX, resume = SIZE_MAX;  // out positions: first interpreter frame, just after the last
+  for (auto it = pcs.begin(); it != first_script; ++it) {
+    const Resolved& r = resolve(*it, s);
+    if (r.interpreter) {
+      if (join == SIZE_MAX) join = out.size();
+      resume = out.size() + r.count;
+    }
     out.insert(out.end(), ids_.begin() + r.first, ids_.begin() + r.first + r.count);
   }
+  if (first_script == pcs.end()) return;
+  std::vector<uint32_t> script;
+  for (auto it = first_script; it != pcs.end(); ++it) script.push_back(script_frame(*it, s));
+  if (join == SIZE_MAX) {
+    out.insert(out.end(), script.begin(), script.end());
+    return;
+  }
+  std::vector<uint32_t> outer(out.begin() + resume, out.end());
+  out.resize(join);
+  out.insert(out.end(), script.begin(), script.end());
+  out.insert(out.end(), outer.begin(), outer.end());
 }
 
 }  // namespace memrec::detail

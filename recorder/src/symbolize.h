@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "memrec/recorder.h"
 #include "memrec/snapshot.h"
 
 namespace memrec::detail {
@@ -17,11 +18,14 @@ class Symbolizer {
   Symbolizer();
   ~Symbolizer();
   // Appends the frame ids of `pcs` (innermost first, inlined frames expanded) to `out`, leaving out the frames
-  // of the recorder and the unwinders (they never enter the snapshot).
+  // of the recorder and the unwinders (they never enter the snapshot). Words with kScriptFrameBit are the
+  // interpreter's frames: they replace the C++ frames from the innermost to the outermost frame-evaluation
+  // function (the interpreter's own machinery), or follow the C++ frames when there is none.
   void frames_of(std::span<const uint64_t> pcs, Snapshot& s, std::vector<uint32_t>& out);
   // Loads the symbol tables and debug info of every loaded object (libbacktrace's one-time cost, about 0.3-0.7 s
   // with libtorch), so that later lookups are microseconds. Called on the drain thread as recording starts.
   void warm_up();
+  void set_script(ScriptFrames* script) { script_ = script; }
   size_t unique_pcs() const { return cache_.size(); }
   double seconds() const { return seconds_; }
 
@@ -30,13 +34,17 @@ class Symbolizer {
     uint32_t first = 0;  // into ids_
     uint16_t count = 0;     // 0 for internal frames
     bool internal = false;
+    bool interpreter = false;  // the interpreter's frame-evaluation function
   };
   const Resolved& resolve(uint64_t pc, Snapshot& s);
+  uint32_t script_frame(uint64_t word, Snapshot& s);
 
   struct Modules;
   std::unique_ptr<Modules> modules_;
   std::unordered_map<uint64_t, Resolved> cache_;
   std::vector<uint32_t> ids_;
+  ScriptFrames* script_ = nullptr;
+  std::unordered_map<uint64_t, uint32_t> script_cache_;  // word -> frame id
   double seconds_ = 0;
 };
 

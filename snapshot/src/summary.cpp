@@ -110,6 +110,12 @@ bool has_source(const Snapshot& s, const Frame& f) {
   return f.line > 0 && !file.empty() && file != "??";
 }
 
+// Python files of installed packages and of the standard library (torch's own modules among them).
+bool is_library_source(const std::string& file) {
+  return file.find("/site-packages/") != std::string::npos || file.find("/dist-packages/") != std::string::npos ||
+         file.find("/lib/python3") != std::string::npos;
+}
+
 // Suffixes the compiler adds to a function it cloned or split: GCC's "foo.isra.0", "foo.cold", and what the
 // demangler makes of them, " [clone .constprop.0] [clone .cold]".
 std::string_view drop_clone_suffixes(std::string_view name) {
@@ -220,7 +226,12 @@ std::string allocation_site(const Snapshot& s, uint32_t stack) {
   auto frames = top_frames(s, stack, SIZE_MAX);
   if (frames.empty()) return "<no stack>";
   const Frame& op = s.frames[frames[0]];
-  auto user = std::find_if(frames.begin(), frames.end(), [&](uint32_t f) { return has_source(s, s.frames[f]); });
+  // The user's own code where the stack has it (Python frames outside installed packages), else the first source.
+  auto user = std::find_if(frames.begin(), frames.end(), [&](uint32_t f) {
+    return has_source(s, s.frames[f]) && !is_library_source(s.strings[s.frames[f].file]);
+  });
+  if (user == frames.end())
+    user = std::find_if(frames.begin(), frames.end(), [&](uint32_t f) { return has_source(s, s.frames[f]); });
   std::string site = op.function ? short_function(s.strings[op.function]) : format_frame(s, frames[0]);
   if (user == frames.end()) {
     for (size_t i = 1; i < frames.size() && i < 3; ++i)

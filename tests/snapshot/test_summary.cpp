@@ -30,7 +30,7 @@ TEST(Summary, SiteIsTheOpAndTheFirstFrameWithSource) {
       frame("at::native::zeros_like(at::Tensor const&)", "??", 0),
       frame("torch::autograd::THPVariable_zeros_like(_object*)", "python_torch_functions_0.cpp", 0),
       frame("_init_group", "/venv/lib/python3.12/site-packages/torch/optim/adam.py", 182),
-      frame("step", "/venv/torch/optim/adam.py", 238)};
+      frame("step", "/venv/lib/python3.12/site-packages/torch/optim/adam.py", 238)};
   uint32_t stack = s.stacks.intern(frames);
   EXPECT_EQ(allocation_site(s, stack), "at::native::zeros_like < _init_group (adam.py:182)");
   EXPECT_EQ(allocation_site(s, 0), "<no stack>");

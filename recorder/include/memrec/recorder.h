@@ -22,14 +22,29 @@ enum class StackCapture : uint8_t {
 std::string_view to_string(StackCapture c);
 bool stack_capture_available(StackCapture c);
 
+// Frames of an interpreter running on the allocating thread (the Python module supplies one), joined with the
+// C++ frames where the interpreter's frame-evaluation function appears, as PyTorch's stacks="all" does.
+class ScriptFrames {
+ public:
+  virtual ~ScriptFrames() = default;
+  // On the allocating thread: up to `max` frames, innermost first, as opaque words below 2^63. `may_block`
+  // is false where the caller holds a lock another thread may wait for under the interpreter's lock
+  // (the CUDA allocator's): then only a thread already holding the interpreter lock gives frames.
+  virtual int capture(uint64_t* out, int max, bool may_block) = 0;
+  // On the drain thread, once per distinct word: what the frame shows.
+  virtual void describe(uint64_t word, std::string& function, std::string& file, uint32_t& line) = 0;
+};
+
 struct RecorderOptions {
   std::string output;          // .memrec path; empty = keep in memory only (Recorder::snapshot())
   bool stacks = true;          // C++ stack for every alloc
+  std::shared_ptr<ScriptFrames> script;  // interpreter frames for every alloc (also when `stacks` is off)
   bool free_stacks = false;    // ... and for every free
   bool kernels = true;         // CUPTI kernel/memcpy/memset timeline (CUDA builds only)
   bool cpu = true;             // wrap libtorch's CPU allocator when the CUDA allocator is not recorded (device 0)
   bool cuda = true;            // hook the CUDA caching allocator (CUDA builds, when a GPU is present)
   bool ops = true;             // aten op scopes through at::RecordFunction
+  bool user_ops = false;       // ... and record_function() blocks (torch.compile's "Torch-Compiled Region: 0/0")
   StackCapture capture = StackCapture::automatic;
   size_t buffer_events = 1 << 16;  // events buffered between drains; more in one interval are dropped (counted)
   uint64_t max_events = 0;     // keep at most this many allocator events (0 = no cap); later events, scopes and
@@ -86,7 +101,16 @@ class Recorder {
   std::unique_ptr<Impl> impl_;
 };
 
-// Scopes on the recording's clock. Cheap no-ops when nothing records.
+// Scopes on the recording's clock, opened and closed on the calling thread in stack order. open_scope returns
+// false (and records nothing) when nothing records; call close_scope only after an open that returned true.
+bool open_scope(std::string_view name, ScopeKind kind = ScopeKind::annotation);
+void close_scope();
+
+// Stops recording in a child process made by fork() without touching the parent's drain thread, file or locks
+// (none of them exist in the child): the hooks stop recording, nothing is written, the recorder is leaked.
+void forget_recording_after_fork();
+
+// open_scope/close_scope for a block. Cheap no-ops when nothing records.
 class ScopeGuard {
  public:
   explicit ScopeGuard(std::string_view name, ScopeKind kind = ScopeKind::annotation);

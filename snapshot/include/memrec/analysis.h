@@ -82,7 +82,8 @@ uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t);
 std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind);
 // Orders names with embedded numbers as people do: "layers.2" < "layers.10".
 bool natural_less(std::string_view a, std::string_view b);
-// "layers.3.self_attn.out_proj" -> "layers.3": a module path's first two components.
+// The repeated block a module belongs to: its path up to the first numeric component ("layers.3.self_attn" ->
+// "layers.3", "transformer.h.11.attn" -> "transformer.h.11"), else its first two components.
 std::string layer_of(const std::string& module);
 
 // Reserved bytes minus allocated bytes, split into the causes the caching allocator's rules explain.

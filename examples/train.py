@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""A GPT-style decoder trained on random tokens: the program `memrec record` is tested on (CPU and CUDA).
+
+    memrec record -o train.memrec -- python examples/train.py --steps 4
+    memrec record -- torchrun --nproc-per-node 2 examples/train.py     # one file per rank (gloo or NCCL)
+
+Prints torch.cuda.memory_stats() counters at the end (CUDA), to compare with the recording.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        y = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = Attention(d, heads)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, seq, d, heads, layers):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+        self.h = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, tokens, targets):
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.wte(tokens) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def train(a, distributed):
+    torch.manual_seed(0)
+    model = GPT(a.vocab, a.seq, a.d_model, a.heads, a.layers).to(a.device)
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model)
+    step_model = torch.compile(model) if a.compile else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step in range(a.steps):
+        tokens = torch.randint(0, a.vocab, (a.batch, a.seq), device=a.device)
+        loss = step_model(tokens, tokens.roll(-1, 1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        print(f"step {step} loss {loss.item():.3f}", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (torch >= 2.0)")
+    p.add_argument("--exit-code", type=int, default=0, help="exit with this status after training")
+    a = p.parse_args()
+
+    distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    if distributed:
+        import torch.distributed as dist
+        dist.init_process_group("nccl" if a.device == "cuda" else "gloo")
+        if a.device == "cuda":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    train(a, distributed)
+    if a.device == "cuda":  # after train() returned: everything it allocated is freed, as in the recording
+        torch.cuda.synchronize()
+        keys = ("allocation.all.allocated", "allocation.all.freed", "segment.all.allocated", "segment.all.freed",
+                "allocated_bytes.all.peak", "reserved_bytes.all.peak")
+        stats = torch.cuda.memory_stats()
+        print("memory_stats " + json.dumps({k: stats.get(k, 0) for k in keys}), flush=True)
+    if distributed:
+        dist.destroy_process_group()
+    sys.exit(a.exit_code)
+
+
+if __name__ == "__main__":
+    main()

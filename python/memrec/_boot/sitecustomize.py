@@ -1,0 +1,52 @@
+# Put on PYTHONPATH by `memrec record`: records a Python process from the moment it imports torch (processes
+# that never import torch record nothing), then runs the sitecustomize this one hides, if any.
+import importlib
+import importlib.abc
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+
+
+class _TorchWatcher(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when torch is imported, starts the recorder right after torch's __init__ ran."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = next(filter(None, (f.find_spec(name, path, target) for f in sys.meta_path)), None)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_record(module):
+            exec_module(module)
+            try:
+                from memrec import _autostart
+                _autostart.main()
+            except Exception as e:  # the program runs on unrecorded rather than fail because of memrec
+                print(f"memrec: not recording this process (pid {os.getpid()}): {e}", file=sys.stderr)
+
+        spec.loader.exec_module = exec_then_record
+        return spec
+
+
+def _chain():
+    """Imports the next sitecustomize on sys.path (Debian has one), as if ours were not there."""
+    ours = sys.modules.pop("sitecustomize", None)
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+    try:
+        importlib.import_module("sitecustomize")
+    except ImportError as e:
+        if e.name != "sitecustomize":
+            raise
+    finally:
+        sys.path[:] = saved
+        sys.modules.setdefault("sitecustomize", ours)
+
+
+if "torch" not in sys.modules:
+    sys.meta_path.insert(0, _TorchWatcher())
+_chain()

@@ -1,0 +1,129 @@
+"""start/stop/record/scope/mark: one recording at a time per process."""
+import atexit
+import contextlib
+import os
+import sys
+
+import torch
+
+from . import _C, _hooks, _scopes
+
+_HIDE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # memrec's own frames stay out of the stacks
+_options = None          # the running recording's start() arguments
+_process_hooked = False  # atexit, fork and CUDA-init handlers are registered once per process
+
+
+def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes=True, metadata=None):
+    """Starts recording this process into `path`.
+
+    stacks: "all" (Python and C++ frames), "python", "cpp" or "off". scopes: module, phase and step scopes from
+    global hooks. A program that initializes CUDA is recorded on the CUDA caching allocator from then on (the
+    file restarts there); one that never does is recorded on the CPU allocator.
+    """
+    global _options
+    cuda = _C.cuda_built() and torch.cuda.is_initialized()
+    if kernels and _C.cuda_built() and _profiler_active():
+        print("memrec: torch.profiler is active and uses CUPTI: recording without kernels", file=sys.stderr)
+        kernels = False
+    meta = {"python.torch_version": torch.__version__}
+    meta.update(metadata or {})
+    _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE)
+    _options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
+                    metadata=meta, cuda=cuda)
+    _hook_process()
+    if scopes:
+        _hooks.install()
+        _hooks.open_step()
+
+
+def stop():
+    """Stops recording and writes the file. Returns (events, dropped), or None when nothing was recording."""
+    global _options
+    if not _C.running():
+        return None
+    _scopes.close_to(0)
+    _hooks.forget_step()
+    _options = None
+    return _C.stop()
+
+
+def running():
+    return bool(_C.running())
+
+
+@contextlib.contextmanager
+def record(path="run.memrec", **options):
+    """with memrec.record("run.memrec"): ... records the block (options as for start())."""
+    start(path, **options)
+    try:
+        yield
+    finally:
+        stop()
+
+
+class scope(contextlib.ContextDecorator):
+    """A named scope: `with memrec.scope("data"):` or `@memrec.scope("data")`."""
+
+    def __init__(self, name):
+        self.name = str(name)
+        self._level = None
+
+    def _recreate_cm(self):  # each decorated call gets its own level (threads, recursion)
+        return scope(self.name)
+
+    def __enter__(self):
+        self._level = _scopes.depth()
+        _scopes.open(self.name, "annotation")
+        return self
+
+    def __exit__(self, *exc):
+        _scopes.close_to(self._level)
+        return False
+
+
+def mark(text):
+    """An instant annotation (a scope with no duration) at this point of the recording."""
+    level = _scopes.depth()
+    if _scopes.open(str(text), "annotation"):
+        _scopes.close_to(level)
+
+
+def _profiler_active():
+    enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
+    return bool(enabled and enabled())
+
+
+def _switch_to_cuda():
+    """CUDA has just been initialized: record its caching allocator from here on, in the same file."""
+    o = _options
+    if o is None or o["cuda"] or not _C.running() or not torch.cuda.is_available():
+        return
+    opened = _scopes.take_all()
+    _C.stop()
+    o["cuda"] = True
+    try:  # runs inside torch.cuda's lazy init: an error here must not become the program's
+        _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE)
+    except Exception as e:
+        print(f"memrec: cannot record the CUDA allocator, not recording: {e}", file=sys.stderr)
+        return
+    _scopes.reopen(opened)
+
+
+def _after_fork_in_child():
+    global _options
+    if _C.running():
+        _C.forget_after_fork()
+    _scopes.forget()
+    _hooks.forget_step()
+    _options = None
+
+
+def _hook_process():
+    global _process_hooked
+    if _process_hooked:
+        return
+    _process_hooked = True
+    atexit.register(stop)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    if _C.cuda_built():
+        torch.cuda._lazy_call(_switch_to_cuda)

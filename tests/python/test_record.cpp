@@ -1,0 +1,262 @@
+// `memrec record -- PROGRAM` and the memrec Python module on real Python programs (Debian's torch 1.13 on CPU in
+// CI; the same tests run against a CUDA torch, where the example trains on the GPU).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "common/process.h"
+#include "memrec/analysis.h"
+#include "memrec/load.h"
+#include "memrec/summary.h"
+
+namespace memrec {
+namespace {
+
+using testing::quote;
+using testing::run_command;
+using testing::TempDir;
+
+const std::string kMemrec = MEMREC_BINARY;
+const std::string kPython = MEMREC_TEST_PYTHON;
+const std::string kTrain = std::string(MEMREC_SOURCE_DIR) + "/examples/train.py";
+
+std::string record(const std::string& options, const std::string& program) {
+  return kMemrec + " record " + options + " -- " + program;
+}
+
+// The 1-based line of train.py that contains `text`.
+uint32_t line_of(const std::string& text) {
+  std::ifstream in(kTrain);
+  std::string line;
+  for (uint32_t n = 1; std::getline(in, line); ++n)
+    if (line.find(text) != std::string::npos) return n;
+  ADD_FAILURE() << "no line with " << text;
+  return 0;
+}
+
+std::set<std::string> scope_names(const Snapshot& s, ScopeKind kind) {
+  std::set<std::string> out;
+  for (uint32_t id = 1; id < s.scopes.size(); ++id)
+    if (s.scopes[id].kind == kind) out.insert(s.strings[s.scopes[id].name]);
+  return out;
+}
+
+bool has_frame(const Snapshot& s, uint32_t stack, const std::string& function, const std::string& file_end,
+               uint32_t line) {
+  for (uint32_t f : s.stacks[stack]) {
+    const Frame& fr = s.frames[f];
+    if (s.strings[fr.function] == function && s.strings[fr.file].ends_with(file_end) && fr.line == line) return true;
+  }
+  return false;
+}
+
+TEST(Record, TrainingScriptGetsModulePhaseAndStepScopesAndPythonFrames) {
+  TempDir dir;
+  auto r = run_command(record("-o " + dir / "t.memrec", kPython + " " + kTrain + " --steps 3 --layers 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("wrote " + dir / "t.memrec"), std::string::npos) << r.output;
+  Snapshot s = load_snapshot(dir / "t.memrec");
+
+  // Steps are the program's optimizer steps; the last one runs until the program exits.
+  EXPECT_EQ(scope_names(s, ScopeKind::step), (std::set<std::string>{"step 0", "step 1", "step 2", "step 3"}));
+  EXPECT_EQ(scope_names(s, ScopeKind::phase), (std::set<std::string>{"forward", "backward", "optimizer"}));
+  std::set<std::string> modules = scope_names(s, ScopeKind::module);
+  for (const char* m : {"GPT", "h.0", "h.1", "h.0.attn", "h.1.attn.qkv", "h.1.mlp.0", "lm_head"})
+    EXPECT_TRUE(modules.count(m)) << m;
+
+  // Allocations carry their module in forward and in backward (the module whose backward runs).
+  std::set<std::string> forward_modules, backward_modules;
+  bool optimizer_allocs = false, optimizer_site = false, memrec_frames = false;
+  std::string step_site = "train (train.py:" + std::to_string(line_of("optimizer.step()")) + ")";
+  uint32_t scores_line = line_of("scores = (q @ k"), qkv_line = line_of("q, k, v = self.qkv(x)");
+  bool scores_frame = false, qkv_frame = false, joined = false;
+  for (const Event& e : s.events) {
+    if (e.action != Action::alloc) continue;
+    std::string phase = enclosing_scope(s, e.scope, ScopeKind::phase);
+    std::string module = enclosing_scope(s, e.scope, ScopeKind::module);
+    if (phase == "forward") forward_modules.insert(module);
+    if (phase == "backward") backward_modules.insert(module);
+    optimizer_allocs |= phase == "optimizer" && enclosing_scope(s, e.scope, ScopeKind::step).starts_with("step ");
+    if (!e.stack) continue;
+    // Sites lead with the user's own frame: Adam's state is allocated at train.py's optimizer.step() line, and
+    // memrec's own hooks (which wrap step on torch 1.13) stay out of the stacks.
+    optimizer_site |= phase == "optimizer" && allocation_site(s, e.stack).ends_with(step_site);
+    for (uint32_t f : s.stacks[e.stack]) memrec_frames |= s.strings[s.frames[f].file].find("/memrec/_") != std::string::npos;
+    scores_frame |= has_frame(s, e.stack, "Attention.forward", "examples/train.py", scores_line);
+    qkv_frame |= has_frame(s, e.stack, "Linear.forward", "linear.py", 0) ||
+                 has_frame(s, e.stack, "Attention.forward", "examples/train.py", qkv_line);
+    // C++ frames (innermost) then Python frames in place of the interpreter's own, as PyTorch's stacks="all".
+    auto frames = s.stacks[e.stack];
+    bool python = false, interpreter = false;
+    for (uint32_t f : frames) {
+      python |= s.frames[f].pc == 0 && s.strings[s.frames[f].file].ends_with(".py");
+      interpreter |= s.strings[s.frames[f].function].find("PyEval_EvalFrame") != std::string::npos;
+    }
+    joined |= s.frames[frames.front()].pc != 0 && python && !interpreter;
+  }
+  EXPECT_TRUE(forward_modules.count("h.0.attn") && forward_modules.count("h.1.mlp.1"));
+  EXPECT_TRUE(backward_modules.count("h.0.attn") && backward_modules.count("h.1.mlp")) << backward_modules.size();
+  EXPECT_TRUE(optimizer_allocs);
+  EXPECT_TRUE(optimizer_site) << step_site;
+  EXPECT_FALSE(memrec_frames);
+  EXPECT_TRUE(scores_frame) << "no allocation at train.py:" << scores_line;
+  EXPECT_TRUE(qkv_frame);
+  EXPECT_TRUE(joined);
+}
+
+TEST(Record, ExitStatusPassesThroughAndTheFileIsComplete) {
+  TempDir dir;
+  auto r = run_command(record("-o " + dir / "x.memrec",
+                              kPython + " -c " + quote("import sys, torch; a = torch.ones(1000); sys.exit(3)")));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  Snapshot s = load_snapshot(dir / "x.memrec");
+  bool found = false;
+  for (const Event& e : s.events) found |= e.action == Action::alloc && e.size == 4000;
+  EXPECT_TRUE(found);
+}
+
+TEST(Record, ProcessesWithoutTorchRecordNothing) {
+  TempDir dir;
+  auto r = run_command(record("-o " + dir / "n.memrec", kPython + " -c " + quote("print(1)")));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing recorded"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "n.memrec"));
+}
+
+// Two ranks started from a shell script the way torchrun starts them (Debian's torchrun 1.13 fails on Python
+// 3.11): one file per rank, named by RANK; the shell itself records nothing.
+TEST(Record, TwoRanksGiveTwoFiles) {
+  TempDir dir;
+  std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(20000 + getpid() % 20000);
+  std::string rank = kPython + " " + kTrain + " --steps 2 --layers 1 --device cpu";
+  std::string script = "RANK=0 LOCAL_RANK=0 " + env + " " + rank + " & a=$!; RANK=1 LOCAL_RANK=1 " + env + " " +
+                       rank + " & b=$!; wait $a && wait $b";
+  auto r = run_command(record("-o " + dir / "r.memrec --pickle " + dir / "r.pickle", "/bin/bash -c " + quote(script)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(std::filesystem::file_size(dir / "r.rank0.pickle"), 0u) << "one pickle per file, named like it";
+  EXPECT_GT(std::filesystem::file_size(dir / "r.rank1.pickle"), 0u);
+  for (const char* name : {"r.rank0.memrec", "r.rank1.memrec"}) {
+    ASSERT_TRUE(std::filesystem::exists(dir / name)) << r.output;
+    EXPECT_NE(r.output.find(dir / name), std::string::npos) << r.output;
+    Snapshot s = load_snapshot(dir / name);
+    EXPECT_EQ(scope_names(s, ScopeKind::step), (std::set<std::string>{"step 0", "step 1", "step 2"}));
+    EXPECT_TRUE(scope_names(s, ScopeKind::module).count("module.h.0")) << "DDP wraps the model as `module`";
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "r.memrec"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path))
+    EXPECT_EQ(entry.path().filename().string().find(".pid"), std::string::npos) << "bash recorded: " << entry.path();
+}
+
+// A libtorch C++ program that knows nothing of memrec: the preload library loads the recorder into it.
+TEST(Record, LibtorchProgramIsRecorded) {
+  TempDir dir;
+  auto r = run_command(record("-o " + dir / "c.memrec", std::string(MEMREC_C10_ALLOCATIONS) + " 25 1234"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Snapshot s = load_snapshot(dir / "c.memrec");
+  int allocs = 0, frees = 0;
+  bool main_frame = false;
+  for (const Event& e : s.events) {
+    if (e.size != 1234) continue;
+    allocs += e.action == Action::alloc;
+    frees += e.action == Action::free_completed;
+    for (uint32_t f : e.stack ? s.stacks[e.stack] : std::span<const uint32_t>{})
+      main_frame |= s.strings[s.frames[f].function] == "main" && s.strings[s.frames[f].file].ends_with("c10_allocations.cpp");
+  }
+  EXPECT_EQ(allocs, 25);
+  EXPECT_EQ(frees, 25);
+  EXPECT_TRUE(main_frame) << "C++ frames of the program";
+}
+
+TEST(Record, RecordWindowCountsTheProgramsOptimizerSteps) {
+  TempDir dir;
+  auto r = run_command(record("-o " + dir / "w.memrec --record wait=1,warmup=1,active=1",
+                              kPython + " " + kTrain + " --steps 4 --layers 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Snapshot s = load_snapshot(dir / "w.memrec");
+  EXPECT_EQ(scope_names(s, ScopeKind::step), (std::set<std::string>{"step 2"}));
+  EXPECT_EQ(scope_names(s, ScopeKind::phase), (std::set<std::string>{"forward", "backward", "optimizer"}));
+
+  auto bad = run_command(record("--record wait=1", kPython + " -c pass"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--record 'wait=1'"), std::string::npos) << bad.output;
+}
+
+// SIGINT sent to memrec reaches the program (KeyboardInterrupt), whose file is then complete; SIGTERM kills it,
+// and its file stays readable up to the recorder's last flush.
+TEST(Record, SignalsReachTheProgramAndFilesStayReadable) {
+  TempDir dir;
+  std::string loop = "import time, torch\nprint('ready', flush=True)\nwhile True:\n    x = torch.ones(256)\n"
+                     "    time.sleep(0.001)\n";
+  for (int sig : {SIGINT, SIGTERM}) {
+    std::string file = dir / ("s" + std::to_string(sig) + ".memrec");
+    testing::Child child({kMemrec, "record", "-o", file, "--", kPython, "-c", loop}, dir / "log");
+    for (int i = 0; i < 300; ++i) {
+      std::ifstream log(dir / "log");
+      std::string text((std::istreambuf_iterator<char>(log)), {});
+      if (text.find("ready") != std::string::npos) break;
+      usleep(50'000);
+    }
+    usleep(1'200'000);  // past the recorder's first flush
+    child.signal(sig);
+    EXPECT_EQ(child.wait(std::chrono::seconds(60)), 128 + sig) << sig;
+    Snapshot s = load_snapshot(file);
+    EXPECT_GT(s.events.size(), 10u) << sig;
+  }
+}
+
+// The module API in a program of its own: record(), scope() as context manager and decorator, mark(); a forked
+// child (as a DataLoader worker) records nothing and leaves the parent's file intact.
+TEST(Record, PythonModuleApi) {
+  TempDir dir;
+  std::string script = R"(
+import os, sys, torch, memrec
+@memrec.scope("load")
+def load():
+    return torch.zeros(300)
+with memrec.record(sys.argv[1], stacks="python"):
+    with memrec.scope("prepare"):
+        a = torch.ones(100)
+    b = load()
+    memrec.mark("checkpoint")
+    pid = os.fork()
+    if pid == 0:
+        c = torch.ones(12345)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    d = torch.ones(200)
+    with torch.autograd.profiler.record_function("Torch-Compiled Region: 0/0"):  # as torch.compile's frames run
+        e = torch.ones(77)
+print("running after stop:", memrec.running())
+)";
+  std::ofstream(dir / "api.py") << script;
+  auto r = run_command("PYTHONPATH=" + std::string(MEMREC_PYTHON_PACKAGE_DIR) + " " + kPython + " " + dir / "api.py" +
+                       " " + dir / "api.memrec");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("running after stop: False"), std::string::npos) << r.output;
+  Snapshot s = load_snapshot(dir / "api.memrec");
+  EXPECT_EQ(scope_names(s, ScopeKind::annotation), (std::set<std::string>{"prepare", "load", "checkpoint"}));
+  std::map<uint64_t, std::string> scope_of_size;
+  for (const Event& e : s.events)
+    if (e.action == Action::alloc) scope_of_size[e.size] = enclosing_scope(s, e.scope, ScopeKind::annotation);
+  EXPECT_EQ(scope_of_size.at(400), "prepare");
+  EXPECT_EQ(scope_of_size.at(1200), "load");
+  EXPECT_EQ(scope_of_size.at(800), "");
+  EXPECT_FALSE(scope_of_size.count(12345 * 4)) << "the forked child's allocation";
+  bool in_region = false;  // record_function blocks (user scopes) enclose the ops inside them
+  for (const Event& e : s.events)
+    for (uint32_t sc = e.scope; e.action == Action::alloc && e.size == 77 * 4 && sc != 0; sc = s.scopes[sc].parent)
+      in_region |= s.strings[s.scopes[sc].name] == "Torch-Compiled Region: 0/0";
+  EXPECT_TRUE(in_region);
+  // stacks="python": Python frames only, the innermost the decorated function's line.
+  for (const Event& e : s.events)
+    if (e.action == Action::alloc && e.size == 1200)
+      EXPECT_TRUE(has_frame(s, e.stack, "load", "api.py", 5)) << allocation_site(s, e.stack);
+}
+
+}  // namespace
+}  // namespace memrec

@@ -1,0 +1,35 @@
+// Names from recorded Python programs: the layer of any model's module path, and sites that lead to user code.
+#include <gtest/gtest.h>
+
+#include "memrec/analysis.h"
+#include "memrec/summary.h"
+
+namespace memrec {
+namespace {
+
+TEST(PythonNames, LayerIsThePathUpToTheFirstNumericComponent) {
+  EXPECT_EQ(layer_of("layers.3.self_attn.out_proj"), "layers.3");
+  EXPECT_EQ(layer_of("transformer.h.11.attn.c_attn"), "transformer.h.11");
+  EXPECT_EQ(layer_of("module.blocks.2.mlp.0"), "module.blocks.2");  // DDP's wrapper; the Sequential index is inner
+  EXPECT_EQ(layer_of("h.0"), "h.0");
+  EXPECT_EQ(layer_of("encoder.attn.proj"), "encoder.attn");  // nothing repeated: the first two components
+  EXPECT_EQ(layer_of("lm_head"), "lm_head");
+  EXPECT_EQ(layer_of(""), "");
+}
+
+TEST(PythonNames, SiteSkipsInstalledPackagesForTheUsersFrame) {
+  Snapshot s;
+  auto frame = [&](const char* fn, const char* file, uint32_t line) {
+    return s.frames.intern(Frame{.function = s.strings.intern(fn), .file = s.strings.intern(file), .line = line});
+  };
+  std::vector<uint32_t> frames = {
+      frame("at::native::addmm", "", 0),
+      frame("Linear.forward", "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", 114),
+      frame("Module._call_impl", "/venv/lib/python3.12/site-packages/torch/nn/modules/module.py", 1190),
+      frame("Attention.forward", "/home/me/train.py", 29),
+      frame("_run_module_as_main", "/usr/lib/python3.11/runpy.py", 198)};
+  EXPECT_EQ(allocation_site(s, s.stacks.intern(frames)), "at::native::addmm < Attention.forward (train.py:29)");
+}
+
+}  // namespace
+}  // namespace memrec
