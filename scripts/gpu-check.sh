@@ -63,12 +63,13 @@ run12() {
   "$MEMREC" run transformer --layers 12 -o /tmp/run12.memrec --pickle /tmp/run12.pickle > "$OUT/run12.log" 2>&1 ||
     { cat "$OUT/run12.log"; return 1; }
   cat "$OUT/run12.log"
+  "$MEMREC" stats /tmp/run12.memrec --top 5 | head -30
 }
 
 peak_of() { "$MEMREC" stats "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_allocated"]["bytes"])'; }
 
 # The 12-layer GPU transformer plain and with three checkpointing choices; memrec whatif on the plain run predicts
-# each measured peak (issue 7's acceptance: within 5%). One warmup step, so the measured ones have Adam's state.
+# each measured peak within 5%. One warmup step, so the measured ones have Adam's state.
 # No stacks or kernels: the prediction needs only events and scopes, and the runs stay short.
 checkpoint() {
   local table=$OUT/checkpoint.txt base="$MEMREC run transformer --layers 12 --warmup 1 --steps 2 --kernels off --stacks off"
@@ -95,7 +96,7 @@ EOF
   [ $failed = 0 ] || { say "   a prediction is off by 5% or more"; return 1; }
 }
 
-# Issue 6's OOM forensics: a batch no GPU here holds. The run must fail with one message and leave a complete
+# OOM forensics: a batch no GPU here holds. The run must fail with one message and leave a complete
 # file with the OOM event, the live blocks and the segments; stats must explain it.
 oom() {
   local rc=0
@@ -109,7 +110,7 @@ oom() {
   grep -A14 "^OOM at" /tmp/oom-stats.txt | tee -a "$OUT/summary.txt"
 }
 
-# Issue 13: `memrec record` on Python programs (the python3 on PATH, whose torch the build used). The module's
+# `memrec record` on Python programs (the python3 on PATH, whose torch the build used). The module's
 # tests (the example trains on the GPU there), then the example on CUDA against its own memory_stats(), torch.compile,
 # PyTorch's _record_memory_history alongside memrec in one process (entry for entry), and torchrun with 2 ranks.
 python_record() {

@@ -1,4 +1,4 @@
-// Every answer is right or an error (issue 12): which device a command shows, what `--at` shows when the time is
+// Every answer is right or an error: which device a command shows, what `--at` shows when the time is
 // past the end or between events, and how `whatif --layers` names its layers.
 #include <gtest/gtest.h>
 

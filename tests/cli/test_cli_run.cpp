@@ -45,8 +45,8 @@ TEST(CliRun, MemrecLinksNoLibtorch) {
   EXPECT_EQ(r.output.find("libtorch"), std::string::npos) << r.output;
 }
 
-// Issue 12's target for a small file is 40 MB; with libtorch loaded it was 165 MB. Measured by a python3 parent,
-// whose only child is memrec, so no other process's peak counts.
+// The start-up target for a small file is 40 MB (a memrec that loads libtorch takes 165 MB). Measured by a
+// python3 parent, whose only child is memrec, so no other process's peak counts.
 TEST(CliRun, InfoOfASmallFileStaysUnder40MB) {
 #ifdef MEMREC_TEST_ASAN
   GTEST_SKIP() << "ASan's shadow memory and quarantine count in the RSS";

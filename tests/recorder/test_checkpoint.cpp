@@ -1,5 +1,5 @@
 // Activation checkpointing in the C++ workload on Debian's libtorch (CPU): it changes no gradient, and
-// `memrec whatif checkpoint` on a plain run predicts the peaks measured with --checkpoint within 5% (issue 7).
+// `memrec whatif checkpoint` on a plain run predicts the peaks measured with --checkpoint within 5%.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// `memrec view` answers as `memrec stats` does (issue 12): the same instant for an `--at` past the end, said so,
+// `memrec view` answers as `memrec stats` does: the same instant for an `--at` past the end, said so,
 // and the same default device for a pickle whose device 0 trace is empty.
 #include <gtest/gtest.h>
 
