@@ -7,12 +7,10 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +22,7 @@
 #include "memrec/replay.h"
 #include "memrec/summary.h"
 #include "output.h"
+#include "schedule.h"
 
 namespace fs = std::filesystem;
 
@@ -58,29 +57,6 @@ std::optional<std::pair<fs::path, fs::path>> preload_libraries() {
     if (!dir.empty() && fs::exists(dir / "libmemrec_preload.so", ec) && fs::exists(dir / "libmemrec_autorecord.so", ec))
       return std::pair{dir / "libmemrec_preload.so", dir / "libmemrec_autorecord.so"};
   return std::nullopt;
-}
-
-// Checks torch.profiler's schedule syntax: wait=W,warmup=N,active=A (each at most once, active at least 1).
-void check_window(const std::string& spec) {
-  std::set<std::string> seen;
-  int active = 0;
-  std::string_view rest = spec;
-  while (!rest.empty() || seen.empty()) {
-    std::string_view item = rest.substr(0, rest.find(','));
-    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
-    size_t eq = item.find('=');
-    std::string key(item.substr(0, eq));
-    std::string_view num = eq == std::string_view::npos ? "" : item.substr(eq + 1);
-    int value = -1;
-    auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
-    bool known = key == "wait" || key == "warmup" || key == "active";
-    if (!known || num.empty() || ec != std::errc() || end != num.data() + num.size() || value < 0 ||
-        !seen.insert(key).second)
-      throw Error(fmt::format("--record '{}': expected wait=W,warmup=N,active=A (non-negative numbers, each once)",
-                              spec));
-    if (key == "active") active = value;
-  }
-  if (active < 1) throw Error(fmt::format("--record '{}': needs active=A with A at least 1", spec));
 }
 
 std::string prepend_path(const std::string& dirs, const char* existing) {
@@ -172,7 +148,7 @@ int record(const RecordArgs& a, const std::vector<std::string>& program) {
   std::vector<Output> outputs{{"-o", a.output}};
   if (!a.pickle.empty()) outputs.push_back({"--pickle", a.pickle});
   check_outputs({}, outputs);
-  if (!a.window.empty()) check_window(a.window);
+  if (!a.window.empty()) parse_schedule(a.window);  // refused before the program starts
   fs::path dir = python_dir();
   std::string output = fs::absolute(a.output).string();
 

@@ -3,10 +3,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <new>
 #include <string>
@@ -16,6 +14,7 @@
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "schedule.h"
 #include "output.h"
 #include "memrec/analysis.h"
 #include "memrec/pickle.h"
@@ -62,35 +61,12 @@ struct Window {
   int first = 0, last = 0;
 };
 
-// torch.profiler's schedule(wait, warmup, active) without repeat. The profiler traces its warmup steps to
-// absorb its own start-up cost; memrec's recorder has none on the training thread, so warmup steps are skipped
-// like wait steps and the recorder runs from just before the first active step to just after the last.
 Window parse_window(const std::string& spec, int total_steps) {
-  std::map<std::string, int> v{{"wait", 0}, {"warmup", 0}, {"active", 0}};
-  auto bad = [&](const std::string& why) {
-    return Error(fmt::format("--record '{}': {} (expected wait=W,warmup=N,active=A with active at least 1)", spec, why));
-  };
-  std::string_view rest = spec;
-  std::map<std::string, bool> seen;
-  for (bool last = false; !last;) {
-    std::string_view item = rest.substr(0, rest.find(','));
-    last = item.size() == rest.size();
-    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
-    size_t eq = item.find('=');
-    std::string key(item.substr(0, eq));
-    if (eq == std::string_view::npos || !v.count(key)) throw bad(fmt::format("'{}' is not wait=, warmup= or active=", item));
-    if (seen[key]) throw bad(key + " given twice");
-    seen[key] = true;
-    std::string_view num = item.substr(eq + 1);
-    auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), v[key]);
-    if (num.empty() || ec != std::errc() || end != num.data() + num.size() || v[key] < 0)
-      throw bad(fmt::format("'{}' is not a non-negative number", num));
-  }
-  if (v["active"] < 1) throw bad("no active steps");
-  int needed = v["wait"] + v["warmup"] + v["active"];
-  if (needed > total_steps)
-    throw bad(fmt::format("needs {} steps but the run has {} (--warmup plus --steps)", needed, total_steps));
-  return {v["wait"] + v["warmup"], needed - 1};
+  Schedule w = parse_schedule(spec);
+  if (w.last() >= total_steps)
+    throw Error(fmt::format("--record '{}': needs {} steps but the run has {} (--warmup plus --steps)", spec,
+                            w.last() + 1, total_steps));
+  return {w.first(), w.last()};
 }
 
 StackCapture parse_capture(const std::string& s) {
