@@ -40,6 +40,8 @@ struct AutoRecord {
     options.stacks = stacks == "all" || stacks == "cpp";
     options.kernels = env("MEMREC_RECORD_KERNELS", "on") == "on";
     options.max_events = std::strtoull(env("MEMREC_RECORD_MAX_EVENTS", "0").c_str(), nullptr, 10);
+    options.cuda = env("MEMREC_RECORD_CUDA", "1") != "0";  // the preload library's finding, for this process only
+    unsetenv("MEMREC_RECORD_CUDA");
     if (std::string session = env("MEMREC_RECORD_SESSION"); !session.empty())
       std::ofstream(session, std::ios::app) << options.output << "\n";
     try {

@@ -15,20 +15,27 @@ using Main = int (*)(int, char**, char**);
 using StartMain = int (*)(Main, int, char**, void (*)(), void (*)(), void (*)(), void*);
 Main g_main = nullptr;
 
-bool libc10_loaded() {
+// Whether a library whose file name starts with `prefix` ("libc10.so") is loaded in this process.
+bool loaded(const char* prefix) {
   return dl_iterate_phdr(
-             [](dl_phdr_info* info, size_t, void*) {
+             [](dl_phdr_info* info, size_t, void* wanted) {
                const char* slash = info->dlpi_name ? std::strrchr(info->dlpi_name, '/') : nullptr;
                const char* base = slash ? slash + 1 : info->dlpi_name;
-               return base && std::strncmp(base, "libc10.so", 9) == 0 ? 1 : 0;
+               const char* prefix = static_cast<const char*>(wanted);
+               return base && std::strncmp(base, prefix, std::strlen(prefix)) == 0 ? 1 : 0;
              },
-             nullptr) != 0;
+             const_cast<char*>(prefix)) != 0;
 }
 
 int main_with_recorder(int argc, char** argv, char** envp) {
   const char* library = std::getenv("MEMREC_RECORD_LIBRARY");
-  if (library && *library && libc10_loaded() && !dlopen(library, RTLD_NOW | RTLD_GLOBAL))
-    std::fprintf(stderr, "memrec: not recording this process: %s\n", dlerror());
+  if (library && *library && loaded("libc10.so")) {
+    // A program without libc10_cuda allocates on the CPU only: the recorder (which links CUDA's libtorch where
+    // there is one) must then record the CPU allocator, and not start a CUDA context the program never asked for.
+    if (!loaded("libc10_cuda.so")) setenv("MEMREC_RECORD_CUDA", "0", 1);
+    if (!dlopen(library, RTLD_NOW | RTLD_GLOBAL))
+      std::fprintf(stderr, "memrec: not recording this process: %s\n", dlerror());
+  }
   return g_main(argc, argv, envp);
 }
 

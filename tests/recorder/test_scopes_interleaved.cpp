@@ -34,6 +34,7 @@ std::map<uint64_t, std::string> chains(const Snapshot& s) {
 TEST(InterleavedScopes, AUserScopeOpenedInsideAnOpOutlivesIt) {
   RecorderOptions options;
   options.stacks = false;
+  options.cuda = false;  // the CPU allocator's blocks, also where a GPU is
   Recorder rec(options);
   rec.start();
   {
