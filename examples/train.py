@@ -10,7 +10,9 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -71,13 +73,18 @@ def train(a, distributed):
         model = nn.parallel.DistributedDataParallel(model)
     step_model = torch.compile(model) if a.compile else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    times = []
     for step in range(a.steps):
+        start = time.perf_counter()
         tokens = torch.randint(0, a.vocab, (a.batch, a.seq), device=a.device)
         loss = step_model(tokens, tokens.roll(-1, 1))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        print(f"step {step} loss {loss.item():.3f}", flush=True)
+        print(f"step {step} loss {loss.item():.3f}", flush=True)  # .item() waits for the GPU
+        times.append(1000 * (time.perf_counter() - start))
+    if a.steps > 2:  # the first steps build the caches (and compile): left out
+        print(f"median step ms {statistics.median(times[2:]):.2f}", flush=True)
 
 
 def main():
@@ -92,7 +99,11 @@ def main():
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (torch >= 2.0)")
     p.add_argument("--exit-code", type=int, default=0, help="exit with this status after training")
+    p.add_argument("--torch-history", choices=("python", "all"),
+                   help="also record with PyTorch's _record_memory_history(stacks=...), to compare costs")
     a = p.parse_args()
+    if a.torch_history:
+        torch.cuda.memory._record_memory_history(max_entries=10_000_000, stacks=a.torch_history)
 
     distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     if distributed:

@@ -152,6 +152,17 @@ PYEOF
   grep "wrote" /tmp/ranks.log
 }
 
+# Step-time cost of recording a Python program (GPT-2-small size), eager and torch.compile: bench/python_record.sh.
+python_bench() {
+  bench/python_record.sh "$MEMREC" 12 | tee -a "$OUT/summary.txt"
+  say "torch.compile:"
+  local train=(python3 examples/train.py --layers 12 --d-model 768 --heads 12 --seq 1024 --vocab 50257 --batch 8
+               --steps 12 --compile)
+  say "none $("${train[@]}" 2>&1 | grep -o 'median step ms [0-9.]*')"
+  say "memrec stacks=all kernels=on $("$MEMREC" record -o /tmp/bench-compile.memrec -- "${train[@]}" 2>&1 |
+    grep -o 'median step ms [0-9.]*')"
+}
+
 example() {
   "$BUILD/recorder/example/memrec_example" /tmp/example.memrec 2>&1 | tee -a "$OUT/summary.txt"
 }
@@ -181,6 +192,7 @@ section run12 run12
 section checkpoint checkpoint
 section oom oom
 section python python_record
+section python_bench python_bench
 section example example
 section benchmarks benchmarks
 section analysis_bench analysis_bench
