@@ -12,10 +12,10 @@ median() { grep -o "median step ms [0-9.]*" | awk '{print $4}'; }
 row() {  # NAME COMMAND...: the median step time and the whole command's wall time
   local name=$1 start end ms
   shift
-  start=$(date +%s.%N)
+  start=$(date +%s%N)
   ms=$("$@" 2>&1 | tee "/tmp/bench-${name// /_}.log" | median)
-  end=$(date +%s.%N)
-  printf '%-34s %10s %10.1f\n' "$name" "${ms:-FAILED}" "$(echo "$end - $start" | bc)"
+  end=$(date +%s%N)
+  printf '%-34s %10s %10.1f\n' "$name" "${ms:-FAILED}" "$(awk "BEGIN { print ($end - $start) / 1e9 }")"
 }
 printf '%-34s %10s %10s\n' mode "step ms" "wall s"
 row "none" "${train[@]}"

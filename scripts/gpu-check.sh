@@ -113,10 +113,14 @@ oom() {
 # `memrec record` on Python programs (the python3 on PATH, whose torch the build used). The module's
 # tests (the example trains on the GPU there), then the example on CUDA against its own memory_stats(), torch.compile,
 # PyTorch's _record_memory_history alongside memrec in one process (entry for entry), and torchrun with 2 ranks.
+python_tests() {
+  local rc=0
+  (cd /tmp && timeout 300 "$OLDPWD/$BUILD/tests/memrec_python_tests" --gtest_color=no) > "$OUT/python_tests.log" 2>&1 || rc=$?
+  grep -E "^\[ *(OK|FAILED|PASSED) *\]|Failure|Expected|Which is|  Actual|exception" "$OUT/python_tests.log" | head -60
+  [ $rc = 0 ] || { tail -30 "$OUT/python_tests.log"; return $rc; }
+}
+
 python_record() {
-  (cd /tmp && timeout 300 "$OLDPWD/$BUILD/tests/memrec_python_tests" --gtest_color=no) > /tmp/python.log 2>&1 ||
-    { grep -E "^\[ *(OK|FAILED) *\]|Failure|Expected|Which is" /tmp/python.log | head -40; return 1; }
-  grep -E "^\[ *(OK|FAILED|PASSED) *\]" /tmp/python.log
   "$MEMREC" record -o /tmp/py.memrec --pickle /tmp/py.pickle -- python3 examples/train.py --steps 4 --layers 4 \
     > /tmp/py.log 2>&1 || { tail -30 /tmp/py.log; return 1; }
   tail -4 /tmp/py.log
@@ -191,6 +195,7 @@ section tests tests
 section run12 run12
 section checkpoint checkpoint
 section oom oom
+section python_tests python_tests
 section python python_record
 section python_bench python_bench
 section example example
