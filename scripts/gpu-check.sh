@@ -44,7 +44,8 @@ configure() {
 
 build() {
   local python=()  # configured only where the Python with torch has its headers
-  ninja -C "$BUILD" -t targets all | grep -q "^memrec_python_tests:" && python=(memrec_python memrec_python_tests)
+  ninja -C "$BUILD" -t targets all > /tmp/targets.txt  # not piped into grep -q: its early exit fails the pipe
+  grep -q "^memrec_python_tests:" /tmp/targets.txt && python=(memrec_python memrec_python_tests)
   ninja -C "$BUILD" -j16 -k 0 memrec memrec-run memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format bench_load \
     "${python[@]}" \
     > "$OUT/build.log" 2>&1 ||
