@@ -15,6 +15,7 @@ row() {  # NAME COMMAND...: the median step time and the whole command's wall ti
   start=$(date +%s%N)
   ms=$("$@" 2>&1 | tee "/tmp/bench-${name// /_}.log" | median)
   end=$(date +%s%N)
+  grep -q "memrec: not recording\|nothing recorded" "/tmp/bench-${name// /_}.log" && ms="NOT-RECORDED"
   printf '%-34s %10s %10.1f\n' "$name" "${ms:-FAILED}" "$(awk "BEGIN { print ($end - $start) / 1e9 }")"
 }
 printf '%-34s %10s %10s\n' mode "step ms" "wall s"
