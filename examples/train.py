@@ -115,7 +115,7 @@ def main():
     if a.device == "cuda":  # after train() returned: everything it allocated is freed, as in the recording
         torch.cuda.synchronize()
         keys = ("allocation.all.allocated", "allocation.all.freed", "segment.all.allocated", "segment.all.freed",
-                "allocated_bytes.all.peak", "reserved_bytes.all.peak")
+                "allocated_bytes.all.peak", "requested_bytes.all.peak", "reserved_bytes.all.peak")
         stats = torch.cuda.memory_stats()
         print("memory_stats " + json.dumps({k: stats.get(k, 0) for k in keys}), flush=True)
     if distributed:
