@@ -142,11 +142,11 @@ for name, ours, theirs in rows:
     print(f"{name:<16} memrec {ours:>14}  memory_stats {theirs:>14}  {'ok' if ours == theirs else 'DIFFERENT'}")
 sys.exit(any(o != t for _, o, t in rows))
 PYEOF
-  "$MEMREC" stats /tmp/py.memrec --by module | head -12
-  "$MEMREC" stats /tmp/py.memrec --by stack | head -12
+  "$MEMREC" stats /tmp/py.memrec --by module --top 8
+  "$MEMREC" stats /tmp/py.memrec --by stack --top 8
   "$MEMREC" record -o /tmp/pyc.memrec -- python3 examples/train.py --steps 3 --compile > /tmp/pyc.log 2>&1 ||
     { tail -30 /tmp/pyc.log; return 1; }
-  "$MEMREC" stats /tmp/pyc.memrec --by op | head -12
+  "$MEMREC" stats /tmp/pyc.memrec --by op --top 8
   "$MEMREC" export /tmp/pyc.memrec --format perfetto -o /tmp/pyc.json
   grep -o "Torch-Compiled Region: [0-9/]*" /tmp/pyc.json | sort | uniq -c
   "$MEMREC" record -o /tmp/hist.memrec -- python3 tests/scripts/torch_history.py train --dump /tmp/torch-hist.pickle \
