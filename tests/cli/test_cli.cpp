@@ -13,13 +13,13 @@ namespace memrec {
 namespace {
 
 using testing::CommandResult;
+using testing::memrec;
 using testing::quote;
 using testing::run_command;
 using testing::TempDir;
 
 const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
 
-CommandResult memrec(const std::string& args) { return run_command(quote(MEMREC_BINARY) + " " + args); }
 
 uint64_t python_peak(const std::string& pickle) {
   auto r = run_command("python3 " + quote(std::string(MEMREC_SOURCE_DIR) + "/tests/scripts/replay_reference.py") +

@@ -17,7 +17,7 @@ using testing::TempDir;
 const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
 const std::string kPython = std::string(MEMREC_TEST_DATA) + "/torch_2layer_python.pickle";
 
-testing::CommandResult memrec(const std::string& args) { return run_command(quote(MEMREC_BINARY) + " " + args); }
+using testing::memrec;
 
 nlohmann::json json_of(const std::string& args) {
   auto r = memrec(args + " --json");

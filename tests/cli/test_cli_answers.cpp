@@ -20,7 +20,7 @@ using testing::TempDir;
 
 const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
 
-testing::CommandResult memrec(const std::string& args) { return run_command(quote(MEMREC_BINARY) + " " + args); }
+using testing::memrec;
 
 json json_of(const std::string& args) {
   auto r = memrec(args + " --json");

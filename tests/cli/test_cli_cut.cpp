@@ -16,16 +16,13 @@ namespace memrec {
 namespace {
 
 using testing::CommandResult;
+using testing::read_bytes;
 using testing::quote;
 using testing::run_command;
 using testing::TempDir;
 
 const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 // stdout and stderr apart.
 struct Output {
@@ -36,7 +33,7 @@ struct Output {
 Output memrec(const TempDir& dir, const std::string& args) {
   std::string err = dir / "stderr";
   CommandResult r = run_command("bash -c " + quote(quote(MEMREC_BINARY) + " " + args + " 2>" + quote(err)));
-  return {r.exit_code, r.output, read(err)};
+  return {r.exit_code, r.output, read_bytes(err)};
 }
 
 size_t count(const std::string& text, const std::string& what) {
@@ -64,7 +61,7 @@ TEST(CliCut, EveryCommandSaysTheFileWasCutShort) {
   TempDir dir;
   std::string whole = dir / "whole.memrec", cut = dir / "cut.memrec";
   ASSERT_EQ(memrec(dir, "import " + quote(kFixture) + " -o " + quote(whole)).exit_code, 0);
-  std::string bytes = read(whole);
+  std::string bytes = read_bytes(whole);
   const std::vector<std::string> commands = {
       "info " + quote(cut),
       "stats " + quote(cut),
@@ -87,9 +84,9 @@ TEST(CliCut, EveryCommandSaysTheFileWasCutShort) {
     // whatif needs module scopes, which this recording lacks: the note comes before that error.
     Output whatif = memrec(dir, "whatif checkpoint " + quote(cut));
     EXPECT_EQ(whatif.err.rfind("memrec: note: " + note + "\nmemrec: error: ", 0), 0u) << whatif.err;
-    EXPECT_EQ(count(read(dir / "out.html"), note), 1u) << n;
-    EXPECT_EQ(count(read(dir / "out.pickle"), note), 1u) << n;
-    EXPECT_EQ(nlohmann::json::parse(read(dir / "out.json"))["metadata"]["memrec_warnings"], nlohmann::json::array({note})) << n;
+    EXPECT_EQ(count(read_bytes(dir / "out.html"), note), 1u) << n;
+    EXPECT_EQ(count(read_bytes(dir / "out.pickle"), note), 1u) << n;
+    EXPECT_EQ(nlohmann::json::parse(read_bytes(dir / "out.json"))["metadata"]["memrec_warnings"], nlohmann::json::array({note})) << n;
     Output stats = memrec(dir, "stats --json " + quote(cut));
     nlohmann::json j = nlohmann::json::parse(stats.out);
     EXPECT_EQ(j["warnings"], nlohmann::json::array({note})) << n;
@@ -97,7 +94,7 @@ TEST(CliCut, EveryCommandSaysTheFileWasCutShort) {
     uint64_t buckets = 0;
     for (const char* key : {"rounding", "pending_free", "split_free", "other_stream", "cached_free"}) buckets += f[key].get<uint64_t>();
     EXPECT_EQ(buckets, f["reserved"].get<uint64_t>() - f["allocated"].get<uint64_t>()) << n;
-    if (f["unplaced"].get<uint64_t>()) EXPECT_EQ(count(read(dir / "out.html"), "Not counted: "), 1u) << n;
+    if (f["unplaced"].get<uint64_t>()) EXPECT_EQ(count(read_bytes(dir / "out.html"), "Not counted: "), 1u) << n;
     unplaced_cuts += f["unplaced"].get<uint64_t>() > 0;
     Output diff = memrec(dir, "diff --json " + quote(cut) + " " + quote(whole));
     EXPECT_EQ(nlohmann::json::parse(diff.out)["warnings"], nlohmann::json::array({note})) << n;

@@ -15,27 +15,21 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CommandResult;
+using testing::memrec;
+using testing::memrec_limited;
+using testing::read_bytes;
 using testing::quote;
 using testing::run_command;
 using testing::TempDir;
 
 const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
 
-// `limits` are bash commands (ulimit, trap) run before memrec replaces the shell.
-CommandResult memrec(const std::string& args, const std::string& limits = "") {
-  std::string script = limits + " exec " + quote(MEMREC_BINARY) + " " + args;
-  return run_command("bash -c " + quote(script));
-}
 
 // Files may grow to `kib` KiB; a longer write fails with EFBIG instead of killing the process with SIGXFSZ.
 std::string disk_full_after(int kib) { return "trap \"\" XFSZ; ulimit -f " + std::to_string(kib) + ";"; }
 
 void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 // One clear line on stderr naming the cause, a non-zero exit, no crash.
 void expect_clean_failure(const CommandResult& r, const std::string& cause) {
@@ -54,7 +48,7 @@ std::vector<std::string> names_in(const std::string& dir) {
 
 TEST(CliFailures, FullDiskDuringImportLeavesNoFile) {
   TempDir dir;
-  auto r = memrec("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec"), disk_full_after(8));
+  auto r = memrec_limited("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec"), disk_full_after(8));
   expect_clean_failure(r, "File too large");
   EXPECT_TRUE(names_in(dir.path.string()).empty());  // neither run.memrec nor its temporary
 }
@@ -64,7 +58,7 @@ TEST(CliFailures, FullDiskDuringExportLeavesNoFile) {
   ASSERT_EQ(memrec("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec")).exit_code, 0);
   for (std::string format : {"pickle", "perfetto"}) {
     SCOPED_TRACE(format);
-    auto r = memrec("export " + quote(dir / "run.memrec") + " --format " + format + " -o " + quote(dir / "out"),
+    auto r = memrec_limited("export " + quote(dir / "run.memrec") + " --format " + format + " -o " + quote(dir / "out"),
                     disk_full_after(8));
     EXPECT_GT(r.exit_code, 0) << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
@@ -75,9 +69,9 @@ TEST(CliFailures, FullDiskDuringExportLeavesNoFile) {
 TEST(CliFailures, FailedWriteKeepsTheOldOutput) {
   TempDir dir;
   write(dir / "run.memrec", "the previous recording");
-  auto r = memrec("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec"), disk_full_after(8));
+  auto r = memrec_limited("import " + quote(kFixture) + " -o " + quote(dir / "run.memrec"), disk_full_after(8));
   expect_clean_failure(r, "File too large");
-  EXPECT_EQ(read(dir / "run.memrec"), "the previous recording");
+  EXPECT_EQ(read_bytes(dir / "run.memrec"), "the previous recording");
 }
 
 TEST(CliFailures, OutputThatIsADirectoryIsRefused) {
@@ -125,24 +119,15 @@ std::string memo_bomb() {
   return p + "}(\x8c\x08segments]\x8c\x0d" "device_traces]\x8c\x12" "allocator_settings" "h" + char(60) + "u.";
 }
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MEMREC_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define MEMREC_ASAN 1
-#endif
-
 TEST(CliFailures, PickleBombStaysWithinAMemoryLimit) {
-#ifdef MEMREC_ASAN
+#ifdef MEMREC_TEST_ASAN
   GTEST_SKIP() << "ASan reserves terabytes of address space: no ulimit -v fits it";
 #endif
   TempDir dir;
   write(dir / "bomb.pickle", memo_bomb());
   const std::string limit = "ulimit -v 1000000;";  // 1 GB of address space
-  expect_clean_failure(memrec("info " + quote(dir / "bomb.pickle"), limit), "expand beyond");
-  expect_clean_failure(memrec("import " + quote(dir / "bomb.pickle") + " -o " + quote(dir / "x.memrec"), limit),
+  expect_clean_failure(memrec_limited("info " + quote(dir / "bomb.pickle"), limit), "expand beyond");
+  expect_clean_failure(memrec_limited("import " + quote(dir / "bomb.pickle") + " -o " + quote(dir / "x.memrec"), limit),
                        "expand beyond");
   EXPECT_EQ(names_in(dir.path.string()), std::vector<std::string>{"bomb.pickle"});
 }

@@ -9,14 +9,6 @@
 
 #include "common/process.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define MEMREC_TEST_ASAN
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MEMREC_TEST_ASAN
-#endif
-#endif
-
 namespace memrec {
 namespace {
 
@@ -28,7 +20,7 @@ using testing::TempDir;
 
 const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
 
-CommandResult memrec(const std::string& args) { return run_command(quote(MEMREC_BINARY) + " " + args); }
+using testing::memrec;
 
 bool run_built() { return memrec("--help").output.find("(unavailable: libtorch") == std::string::npos; }
 

@@ -13,20 +13,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CommandResult;
+using testing::memrec;
+using testing::memrec_limited;
+using testing::read_bytes;
 using testing::quote;
 using testing::run_command;
 using testing::TempDir;
 
 const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
 
-CommandResult memrec(const std::string& args, const std::string& limits = "") {
-  return run_command("bash -c " + quote(limits + " exec " + quote(MEMREC_BINARY) + " " + args));
-}
-
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 size_t lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
 
@@ -42,12 +37,12 @@ struct Inputs {
 
 void expect_refused(const std::string& args, const std::string& input, const std::string& why = "refusing to overwrite") {
   SCOPED_TRACE(args);
-  const std::string before = read(input);
+  const std::string before = read_bytes(input);
   CommandResult r = memrec(args);
   EXPECT_GT(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(why), std::string::npos) << r.output;
   EXPECT_EQ(lines(r.output), 1u) << r.output;
-  EXPECT_EQ(read(input), before);
+  EXPECT_EQ(read_bytes(input), before);
 }
 
 TEST(CliSafety, OutputThatIsTheInputIsRefused) {
@@ -62,12 +57,12 @@ TEST(CliSafety, OutputThatIsTheInputIsRefused) {
 
 TEST(CliSafety, ViewScreenshotOverTheInputIsRefused) {
   Inputs in;
-  const std::string before = read(in.memrec_file);
+  const std::string before = read_bytes(in.memrec_file);
   CommandResult r = memrec("view " + quote(in.memrec_file) + " --screenshot " + quote(in.memrec_file));
   EXPECT_GT(r.exit_code, 0) << r.output;
   if (r.output.find("built without") == std::string::npos)
     EXPECT_NE(r.output.find("refusing to overwrite"), std::string::npos) << r.output;
-  EXPECT_EQ(read(in.memrec_file), before);
+  EXPECT_EQ(read_bytes(in.memrec_file), before);
 }
 
 TEST(CliSafety, LinksToTheInputAreRefused) {
@@ -92,9 +87,9 @@ TEST(CliSafety, ReportScreenshotIsAnInputToo) {
 TEST(CliSafety, ExportFormatFollowsTheExtension) {
   Inputs in;
   ASSERT_EQ(memrec("export " + quote(in.memrec_file) + " -o " + quote(in.dir / "out.json")).exit_code, 0);
-  EXPECT_EQ(read(in.dir / "out.json").substr(0, 1), "{");
+  EXPECT_EQ(read_bytes(in.dir / "out.json").substr(0, 1), "{");
   ASSERT_EQ(memrec("export " + quote(in.memrec_file) + " -o " + quote(in.dir / "out.pkl")).exit_code, 0);
-  EXPECT_EQ(read(in.dir / "out.pkl").substr(0, 1), "\x80");
+  EXPECT_EQ(read_bytes(in.dir / "out.pkl").substr(0, 1), "\x80");
   CommandResult r = memrec("export " + quote(in.memrec_file) + " -o " + quote(in.dir / "out.bin"));
   EXPECT_GT(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("--format"), std::string::npos) << r.output;
@@ -121,7 +116,7 @@ TEST(CliSafety, WriteErrorsNameTheFileAndTheReason) {
                         Case{"export " + quote(in.memrec_file) + " -o ", in.dir / "big.json"},
                         Case{"report " + quote(in.memrec_file) + " --no-screenshot -o ", in.dir / "big.html"}}) {
     SCOPED_TRACE(c.args);
-    CommandResult r = memrec(c.args + quote(c.out), full_disk);
+    CommandResult r = memrec_limited(c.args + quote(c.out), full_disk);
     EXPECT_GT(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(c.out), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("File too large"), std::string::npos) << r.output;

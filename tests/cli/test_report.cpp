@@ -25,7 +25,7 @@ const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pick
 const std::string kPython = std::string(MEMREC_TEST_DATA) + "/torch_2layer_python.pickle";
 constexpr std::string_view kPngSignature = "\x89PNG\r\n\x1a\n";
 
-testing::CommandResult memrec(const std::string& args) { return run_command(quote(MEMREC_BINARY) + " " + args); }
+using testing::memrec;
 
 json json_of(const std::string& args) {
   auto r = memrec(args + " --json");

@@ -12,10 +12,21 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+// Set when the tests are built with AddressSanitizer, whose shadow memory defeats memory limits and RSS checks.
+#if defined(__SANITIZE_ADDRESS__)
+#define MEMREC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEMREC_TEST_ASAN 1
+#endif
+#endif
 
 namespace memrec::testing {
 
@@ -37,6 +48,21 @@ inline CommandResult run_command(const std::string& command) {
 }
 
 inline std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+#ifdef MEMREC_BINARY
+// The memrec binary under test with `args` (paths in them already quoted).
+inline CommandResult memrec(const std::string& args) { return run_command(quote(MEMREC_BINARY) + " " + args); }
+
+// The same after bash ran `limits` (ulimit, trap) in the process that memrec then replaces.
+inline CommandResult memrec_limited(const std::string& args, const std::string& limits) {
+  return run_command("bash -c " + quote(limits + " exec " + quote(MEMREC_BINARY) + " " + args));
+}
+#endif
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
 
 // A process the test signals while it runs; stdout and stderr go to `log`. Killed if still running at the end.
 class Child {
