@@ -43,9 +43,10 @@ configure() {
 }
 
 build() {
-  local python=()  # configured only where the Python with torch has its headers
+  local python=()  # the Python targets and the C++ CUDA program: only where the Python with torch has headers
   ninja -C "$BUILD" -t targets all > /tmp/targets.txt  # not piped into grep -q: its early exit fails the pipe
   grep -q "^memrec_python_tests:" /tmp/targets.txt && python=(memrec_python memrec_python_tests)
+  grep -q "^memrec_cuda_allocations:" /tmp/targets.txt && python+=(memrec_cuda_allocations)
   ninja -C "$BUILD" -j16 -k 0 memrec memrec-run memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format bench_load \
     "${python[@]}" \
     > "$OUT/build.log" 2>&1 ||
@@ -121,27 +122,36 @@ python_tests() {
   [ $rc = 0 ] || { tail -30 "$OUT/python_tests.log"; return $rc; }
 }
 
-python_record() {
-  "$MEMREC" record -o /tmp/py.memrec --pickle /tmp/py.pickle -- python3 examples/train.py --steps 4 --layers 4 \
-    > /tmp/py.log 2>&1 || { tail -30 /tmp/py.log; return 1; }
-  tail -4 /tmp/py.log
-  # memrec records from CUDA's initialization, after which memrec itself makes one tiny allocation before its
-  # hook is on: the program's counters are the recording's plus that one (and its 2 MiB segment).
-  "$MEMREC" export /tmp/py.memrec -o /tmp/py-export.pickle
-  python3 - /tmp/py.log /tmp/py-export.pickle "$("$MEMREC" stats /tmp/py.memrec --json)" <<'PYEOF'
+# compare_with_memory_stats LOG FILE: the allocator counters and peaks a CUDA program printed into LOG (one line
+# `memory_stats {json}`, as examples/train.py prints) against its recording FILE.
+# memrec records from CUDA's initialization, after which memrec itself makes one tiny allocation (and frees it)
+# before its hook is on (cuda_start in recorder/src/cuda_recorder.cpp): the program's counters are the recording's
+# plus that one and its 2 MiB segment. That segment is in the recording's start state, so the reserved peaks agree.
+compare_with_memory_stats() {
+  "$MEMREC" export "$2" -o "${2%.memrec}-export.pickle"
+  python3 - "$1" "${2%.memrec}-export.pickle" "$("$MEMREC" stats "$2" --json)" <<'PYEOF'
 import json, pickle, sys
 stats = json.loads(next(l for l in open(sys.argv[1]) if l.startswith("memory_stats "))[len("memory_stats "):])
 trace = pickle.load(open(sys.argv[2], "rb"))["device_traces"][0]
+recorded = json.loads(sys.argv[3])
 count = lambda a: sum(e["action"] == a for e in trace)
 rows = [("allocs", count("alloc") + 1, stats["allocation.all.allocated"]),
         ("frees", count("free_completed") + 1, stats["allocation.all.freed"]),
         ("segments", count("segment_alloc") + 1, stats["segment.all.allocated"]),
         # memrec's CUDA events carry the bytes requested (as PyTorch's trace does), not the rounded block sizes
-        ("peak requested", json.loads(sys.argv[3])["peak_allocated"]["bytes"], stats["requested_bytes.all.peak"])]
+        ("peak requested", recorded["peak_allocated"]["bytes"], stats["requested_bytes.all.peak"]),
+        ("peak reserved", recorded["peak_reserved"]["bytes"], stats["reserved_bytes.all.peak"])]
 for name, ours, theirs in rows:
     print(f"{name:<16} memrec {ours:>14}  memory_stats {theirs:>14}  {'ok' if ours == theirs else 'DIFFERENT'}")
 sys.exit(any(o != t for _, o, t in rows))
 PYEOF
+}
+
+python_record() {
+  "$MEMREC" record -o /tmp/py.memrec --pickle /tmp/py.pickle -- python3 examples/train.py --steps 4 --layers 4 \
+    > /tmp/py.log 2>&1 || { tail -30 /tmp/py.log; return 1; }
+  tail -4 /tmp/py.log
+  compare_with_memory_stats /tmp/py.log /tmp/py.memrec
   "$MEMREC" stats /tmp/py.memrec --by module --top 8
   "$MEMREC" stats /tmp/py.memrec --by stack --top 8
   "$MEMREC" record -o /tmp/pyc.memrec -- python3 examples/train.py --steps 3 --compile > /tmp/pyc.log 2>&1 ||
@@ -156,6 +166,16 @@ PYEOF
   "$MEMREC" record -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \
     > /tmp/ranks.log 2>&1 || { tail -30 /tmp/ranks.log; return 1; }
   grep "wrote" /tmp/ranks.log
+}
+
+# `memrec record` on a libtorch C++ program on CUDA (tests/programs/cuda_allocations.cpp), recorded from main():
+# its counters and peaks against its own memory_stats, as the Python example's.
+cuda_program() {
+  "$MEMREC" record -o /tmp/cx.memrec -- "$BUILD/tests/memrec_cuda_allocations" > /tmp/cx.log 2>&1 ||
+    { tail -30 /tmp/cx.log; return 1; }
+  cat /tmp/cx.log
+  compare_with_memory_stats /tmp/cx.log /tmp/cx.memrec
+  "$MEMREC" stats /tmp/cx.memrec --by stack --top 5
 }
 
 # Step-time cost of recording a Python program (GPT-2-small size), eager and torch.compile: bench/python_record.sh.
@@ -199,6 +219,7 @@ section checkpoint checkpoint
 section oom oom
 section python_tests python_tests
 section python python_record
+section cuda_program cuda_program
 section python_bench python_bench
 section example example
 section benchmarks benchmarks
