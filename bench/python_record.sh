@@ -5,10 +5,11 @@
 # - step time of examples/train.py at GPT-2-small size (12 layers, d 768, seq 1024): the median step (after the
 #   first two);
 # - ns per allocation/free pair from Python (bench/alloc_pairs.py: PAIRS pairs of a 256-element torch.empty).
-# Each row also gives the command's wall time; memrec rows give "to files ms", from the program's last statement
-# (its `end_ns` line) to `memrec record` returning with complete files. That is an upper bound: it includes the
-# interpreter's shutdown and memrec's summary, which reads the files back (no --pickle, so nothing else is written);
-# "read ms" is `memrec info` on the same file, an estimate of that read's share.
+# Each row also gives the command's wall time and "to files ms", from the program's last statement (its `end_ns`
+# line) to the command's return: for memrec rows, to `memrec record` returning with complete files. That is an upper
+# bound: it includes the interpreter's shutdown (the rows without memrec give that alone) and memrec's summary,
+# which reads the files back (no --pickle, so nothing else is written); "read ms" is `memrec info` on the same
+# file, an estimate of that read's share.
 # Usage: [PYTHON=python3] [PAIRS=200000] bench/python_record.sh MEMREC [STEPS] [train.py args]
 set -uo pipefail
 memrec=$1 steps=${2:-12}
@@ -21,7 +22,7 @@ value() { grep -o "^$1 [0-9.]*" | tail -1 | awk '{print $NF}'; }
 ms() { awk "BEGIN { printf \"%.1f\", ($2 - $1) / 1e6 }"; }
 header() { printf '%-34s %12s %8s %12s %8s\n' mode "$1" "wall s" "to files ms" "read ms"; }
 
-row() {  # METRIC NAME COMMAND...: METRIC's value in the output, wall time; for memrec, to-files and read times
+row() {  # METRIC NAME COMMAND...: METRIC's value in the output, wall time, to-files time; for memrec, read time
   local metric=$1 name=$2 log start end wall v files=- read=- end_ns out read_start
   shift 2
   log="/tmp/bench-${metric// /_}-${name// /_}.log"
@@ -30,9 +31,9 @@ row() {  # METRIC NAME COMMAND...: METRIC's value in the output, wall time; for 
   end=$(date +%s%N)
   wall=$(awk "BEGIN { printf \"%.1f\", ($end - $start) / 1e9 }")
   v=$(value "$metric" < "$log")
+  end_ns=$(value end_ns < "$log")
+  [ -n "$end_ns" ] && files=$(ms "$end_ns" "$end")
   if [ "$1" = "$memrec" ]; then
-    end_ns=$(value end_ns < "$log")
-    [ -n "$end_ns" ] && files=$(ms "$end_ns" "$end")
     out=$(grep -m1 -o "^wrote [^ ]*" "$log" | cut -d" " -f2)
     if [ -n "$out" ]; then
       read_start=$(date +%s%N)
