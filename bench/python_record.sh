@@ -1,30 +1,65 @@
 #!/usr/bin/env bash
-# Step time of examples/train.py at GPT-2-small size (12 layers, d 768, seq 1024) on a GPU: without recording,
-# under PyTorch's _record_memory_history (stacks python / all), and under `memrec record` (stacks python / all,
-# kernels on / off). Modes run one after the other in one call, so their ratios compare; each prints the median
-# step time (steps after the first two). Usage: [PYTHON=python3] bench/python_record.sh MEMREC [STEPS] [train.py args]
+# The cost of recording a Python program, without recording, under PyTorch's _record_memory_history (stacks python /
+# all; CUDA only) and under `memrec record` (stacks python / all, kernels on / off). Modes run one after the other in
+# one call, so their ratios compare. Two tables:
+# - step time of examples/train.py at GPT-2-small size (12 layers, d 768, seq 1024): the median step (after the
+#   first two);
+# - ns per allocation/free pair from Python (bench/alloc_pairs.py: PAIRS pairs of a 256-element torch.empty).
+# Each row also gives the command's wall time and "to files ms", from the program's last statement (its `end_ns`
+# line) to the command's return: for memrec rows, to `memrec record` returning with complete files. That is an upper
+# bound: it includes the interpreter's shutdown (the rows without memrec give that alone) and memrec's summary,
+# which reads the files back (no --pickle, so nothing else is written); "read ms" is `memrec info` on the same
+# file, an estimate of that read's share.
+# Usage: [PYTHON=python3] [PAIRS=200000] bench/python_record.sh MEMREC [STEPS] [train.py args]
 set -uo pipefail
 memrec=$1 steps=${2:-12}
 shift $(( $# < 2 ? $# : 2 ))
-train=(${PYTHON:-python3} examples/train.py --layers 12 --d-model 768 --heads 12 --seq 1024 --vocab 50257 --batch 8
+python=${PYTHON:-python3}
+train=("$python" examples/train.py --layers 12 --d-model 768 --heads 12 --seq 1024 --vocab 50257 --batch 8
        --steps "$steps" "$@")
-median() { grep -o "median step ms [0-9.]*" | awk '{print $4}'; }
-row() {  # NAME COMMAND...: the median step time and the whole command's wall time
-  local name=$1 start end ms
-  shift
+pairs=("$python" bench/alloc_pairs.py --pairs "${PAIRS:-200000}")
+value() { grep -o "^$1 [0-9.]*" | tail -1 | awk '{print $NF}'; }
+ms() { awk "BEGIN { printf \"%.1f\", ($2 - $1) / 1e6 }"; }
+header() { printf '%-34s %12s %8s %12s %8s\n' mode "$1" "wall s" "to files ms" "read ms"; }
+
+row() {  # METRIC NAME COMMAND...: METRIC's value in the output, wall time, to-files time; for memrec, read time
+  local metric=$1 name=$2 log start end wall v files=- read=- end_ns out read_start
+  shift 2
+  log="/tmp/bench-${metric// /_}-${name// /_}.log"
   start=$(date +%s%N)
-  ms=$("$@" 2>&1 | tee "/tmp/bench-${name// /_}.log" | median)
+  "$@" > "$log" 2>&1
   end=$(date +%s%N)
-  grep -q "memrec: not recording\|nothing recorded" "/tmp/bench-${name// /_}.log" && ms="NOT-RECORDED"
-  printf '%-34s %10s %10.1f\n' "$name" "${ms:-FAILED}" "$(awk "BEGIN { print ($end - $start) / 1e9 }")"
+  wall=$(awk "BEGIN { printf \"%.1f\", ($end - $start) / 1e9 }")
+  v=$(value "$metric" < "$log")
+  end_ns=$(value end_ns < "$log")
+  [ -n "$end_ns" ] && files=$(ms "$end_ns" "$end")
+  if [ "$1" = "$memrec" ]; then
+    out=$(grep -m1 -o "^wrote [^ ]*" "$log" | cut -d" " -f2)
+    if [ -n "$out" ]; then
+      read_start=$(date +%s%N)
+      "$memrec" info "$out" > /dev/null 2>&1 && read=$(ms "$read_start" "$(date +%s%N)")
+    fi
+    grep -q "memrec: not recording\|nothing recorded" "$log" && v="NOT-RECORDED"
+  fi
+  printf '%-34s %12s %8s %12s %8s\n' "$name" "${v:-FAILED}" "$wall" "$files" "$read"
 }
-printf '%-34s %10s %10s\n' mode "step ms" "wall s"
-row "none" "${train[@]}"
-row "torch history stacks=python" "${train[@]}" --torch-history python
-row "torch history stacks=all" "${train[@]}" --torch-history all
+
+header "step ms"
+row "median step ms" "none" "${train[@]}"
+row "median step ms" "torch history stacks=python" "${train[@]}" --torch-history python
+row "median step ms" "torch history stacks=all" "${train[@]}" --torch-history all
 for stacks in python all; do
   for kernels in on off; do
-    row "memrec stacks=$stacks kernels=$kernels" "$memrec" record -o "/tmp/bench-$stacks-$kernels.memrec" \
-      --stacks "$stacks" --kernels "$kernels" -- "${train[@]}"
+    row "median step ms" "memrec stacks=$stacks kernels=$kernels" "$memrec" record \
+      -o "/tmp/bench-$stacks-$kernels.memrec" --stacks "$stacks" --kernels "$kernels" -- "${train[@]}"
   done
+done
+
+header "ns/pair"
+row "ns per pair" "none" "${pairs[@]}"
+row "ns per pair" "torch history stacks=python" "${pairs[@]}" --torch-history python
+row "ns per pair" "torch history stacks=all" "${pairs[@]}" --torch-history all
+for stacks in python all; do
+  row "ns per pair" "memrec stacks=$stacks kernels=on" "$memrec" record -o "/tmp/bench-pairs-$stacks.memrec" \
+    --stacks "$stacks" -- "${pairs[@]}"
 done

@@ -4,7 +4,8 @@
     memrec record -o train.memrec -- python examples/train.py --steps 4
     memrec record -- torchrun --nproc-per-node 2 examples/train.py     # one file per rank (gloo or NCCL)
 
-Prints torch.cuda.memory_stats() counters at the end (CUDA), to compare with the recording.
+Prints torch.cuda.memory_stats() counters at the end (CUDA), to compare with the recording, then `end_ns T`
+(time.time_ns()) as its last statement.
 """
 import argparse
 import json
@@ -120,6 +121,7 @@ def main():
         print("memory_stats " + json.dumps({k: stats.get(k, 0) for k in keys}), flush=True)
     if distributed:
         dist.destroy_process_group()
+    print(f"end_ns {time.time_ns()}", flush=True)  # bench/python_record.sh: program end to memrec's files
     sys.exit(a.exit_code)
 
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Cost of one allocation/free pair from Python: times `torch.empty(256)` dropped at once, in a tight loop.
+
+    python3 bench/alloc_pairs.py                                  # no recording
+    python3 bench/alloc_pairs.py --torch-history python           # PyTorch's _record_memory_history (CUDA)
+    memrec record -o pairs.memrec --stacks all -- python3 bench/alloc_pairs.py
+
+On CUDA the small block comes from the caching allocator's cache after the warm-up, so the time is Python, the
+allocator and a recorder's hook. Prints `ns per pair X`, then `end_ns T` (time.time_ns()) as its last statement,
+for bench/python_record.sh to measure the time from the program's end to memrec's complete files.
+"""
+import argparse
+import time
+
+import torch
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pairs", type=int, default=200_000)
+    p.add_argument("--warmup", type=int, default=10_000)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--torch-history", choices=("python", "all"),
+                   help="record with PyTorch's _record_memory_history(stacks=...), to compare costs")
+    a = p.parse_args()
+    if a.torch_history:  # room for every entry, as memrec keeps every event
+        torch.cuda.memory._record_memory_history(max_entries=10_000_000, stacks=a.torch_history)
+    device = torch.device(a.device)
+    for _ in range(a.warmup):
+        torch.empty(256, device=device)
+    start = time.perf_counter_ns()
+    for _ in range(a.pairs):
+        torch.empty(256, device=device)
+    elapsed = time.perf_counter_ns() - start
+    print(f"ns per pair {elapsed / a.pairs:.1f}", flush=True)
+    print(f"end_ns {time.time_ns()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
