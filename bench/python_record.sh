@@ -10,7 +10,7 @@
 # bound: it includes the interpreter's shutdown (the rows without memrec give that alone) and memrec's summary,
 # which reads the files back (no --pickle, so nothing else is written); "read ms" is `memrec info` on the same
 # file, an estimate of that read's share.
-# Usage: [PYTHON=python3] [PAIRS=200000] bench/python_record.sh MEMREC [STEPS] [train.py args]
+# Usage: [PYTHON=python3] [PAIRS=200000] [TABLES="steps pairs"] bench/python_record.sh MEMREC [STEPS] [train.py args]
 set -uo pipefail
 memrec=$1 steps=${2:-12}
 shift $(( $# < 2 ? $# : 2 ))
@@ -44,6 +44,8 @@ row() {  # METRIC NAME COMMAND...: METRIC's value in the output, wall time, to-f
   printf '%-34s %12s %8s %12s %8s\n' "$name" "${v:-FAILED}" "$wall" "$files" "$read"
 }
 
+tables=" ${TABLES:-steps pairs} "
+if [[ $tables == *" steps "* ]]; then
 header "step ms"
 row "median step ms" "none" "${train[@]}"
 row "median step ms" "torch history stacks=python" "${train[@]}" --torch-history python
@@ -54,7 +56,9 @@ for stacks in python all; do
       -o "/tmp/bench-$stacks-$kernels.memrec" --stacks "$stacks" --kernels "$kernels" -- "${train[@]}"
   done
 done
+fi
 
+[[ $tables == *" pairs "* ]] || exit 0
 header "ns/pair"
 row "ns per pair" "none" "${pairs[@]}"
 row "ns per pair" "torch history stacks=python" "${pairs[@]}" --torch-history python
