@@ -46,16 +46,16 @@ row() {  # METRIC NAME COMMAND...: METRIC's value in the output, wall time, to-f
 
 tables=" ${TABLES:-steps pairs} "
 if [[ $tables == *" steps "* ]]; then
-header "step ms"
-row "median step ms" "none" "${train[@]}"
-row "median step ms" "torch history stacks=python" "${train[@]}" --torch-history python
-row "median step ms" "torch history stacks=all" "${train[@]}" --torch-history all
-for stacks in python all; do
-  for kernels in on off; do
-    row "median step ms" "memrec stacks=$stacks kernels=$kernels" "$memrec" record \
-      -o "/tmp/bench-$stacks-$kernels.memrec" --stacks "$stacks" --kernels "$kernels" -- "${train[@]}"
+  header "step ms"
+  row "median step ms" "none" "${train[@]}"
+  row "median step ms" "torch history stacks=python" "${train[@]}" --torch-history python
+  row "median step ms" "torch history stacks=all" "${train[@]}" --torch-history all
+  for stacks in python all; do
+    for kernels in on off; do
+      row "median step ms" "memrec stacks=$stacks kernels=$kernels" "$memrec" record \
+        -o "/tmp/bench-$stacks-$kernels.memrec" --stacks "$stacks" --kernels "$kernels" -- "${train[@]}"
+    done
   done
-done
 fi
 
 [[ $tables == *" pairs "* ]] || exit 0
