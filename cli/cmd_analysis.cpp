@@ -28,8 +28,8 @@ struct AnalysisOptions {
 };
 
 void add_common(CLI::App* cmd, AnalysisOptions& o) {
-  cmd->add_option("--by", o.by, "group live memory by stack|op|module|phase|category|layer")
-      ->check(CLI::IsMember({"stack", "op", "module", "phase", "category", "layer"}));
+  cmd->add_option("--by", o.by, "group live memory by stack|op|module|phase|category|layer|pool")
+      ->check(CLI::IsMember({"stack", "op", "module", "phase", "category", "layer", "pool"}));
   cmd->add_option("--top", o.top, "rows per table")->check(CLI::Range(1, 100000));
   add_device_option(cmd, o.device);
   cmd->add_flag("--json", o.json, "print JSON for scripts");

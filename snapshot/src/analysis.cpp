@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/attribution.h"
 #include "memrec/summary.h"
 
 namespace memrec {
@@ -15,7 +16,8 @@ namespace {
 
 constexpr std::array<std::string_view, kCategoryCount> kCategoryNames = {
     "parameter", "input", "activation", "gradient", "optimizer_state", "temporary", "unknown"};
-constexpr std::array<std::string_view, 6> kGroupByNames = {"stack", "op", "module", "phase", "category", "layer"};
+constexpr std::array<std::string_view, 7> kGroupByNames = {"stack", "op", "module", "phase",
+                                                           "category", "layer", "pool"};
 constexpr uint64_t kBlockGranularity = 512;  // the caching allocator's kMinBlockSize
 
 PhaseKind phase_kind(std::string_view name, ScopeKind kind) {
@@ -55,6 +57,7 @@ std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Catego
     case GroupBy::phase: return enclosing_scope(s, a.scope, ScopeKind::phase);
     case GroupBy::layer: return layer_of(enclosing_scope(s, a.scope, ScopeKind::module));
     case GroupBy::category: return std::string(to_string(c));
+    case GroupBy::pool: break;  // by address and time: pool_keys()
   }
   return {};
 }
@@ -248,23 +251,32 @@ std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind) {
 
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) {
   std::vector<Category> categories = categorize(s, r);
-  // Keys depend only on the stack, the scope or the category: compute each once.
-  std::unordered_map<uint32_t, uint32_t> group_of_source;
   std::unordered_map<std::string, uint32_t> group_of_key;
   std::vector<Group> out;
-  for (uint32_t id : ids) {
+  auto group_of = [&](std::string key) {
+    if (key.empty()) key = "<none>";
+    auto [k, new_key] = group_of_key.try_emplace(key, static_cast<uint32_t>(out.size()));
+    if (new_key) out.push_back(Group{.key = key});
+    return k->second;
+  };
+  // Keys depend only on the stack, the scope or the category: compute each once. Pools depend on address and
+  // time: pool_keys() finds them for all the blocks at once.
+  std::unordered_map<uint32_t, uint32_t> group_of_source;
+  std::vector<std::string> pools = by == GroupBy::pool ? pool_keys(s, r, ids) : std::vector<std::string>{};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    uint32_t id = ids[i];
     const Allocation& a = r.allocations()[id];
     Category c = categories[id];
-    uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
-    auto [it, fresh] = group_of_source.try_emplace(source, 0);
-    if (fresh) {
-      std::string key = group_key(s, a, by, c);
-      if (key.empty()) key = "<none>";
-      auto [k, new_key] = group_of_key.try_emplace(key, static_cast<uint32_t>(out.size()));
-      if (new_key) out.push_back(Group{.key = key});
-      it->second = k->second;
+    uint32_t group = 0;
+    if (by == GroupBy::pool) {
+      group = group_of(std::move(pools[i]));
+    } else {
+      uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
+      auto [it, fresh] = group_of_source.try_emplace(source, 0);
+      if (fresh) it->second = group_of(group_key(s, a, by, c));
+      group = it->second;
     }
-    Group& g = out[it->second];
+    Group& g = out[group];
     g.bytes += a.size;
     ++g.count;
     g.by_category[static_cast<size_t>(c)] += a.size;

@@ -126,6 +126,7 @@ namespace {
 struct Reserved {
   uint64_t size = 0;
   uint16_t stream = 0;
+  const Segment* recorded = nullptr;  // the segment in segments_start/end it is, if the snapshot lists it
 };
 
 // Segments at the start: the recorded start state, else the end state with the trace undone.
@@ -133,7 +134,7 @@ std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r
   std::map<uint64_t, Reserved> segs;
   uint8_t device = r.device();
   for (const Segment& seg : s.has_segments_start ? s.segments_start : s.segments_end)
-    if (seg.device == device || r.steps() == 0) segs[seg.addr] = Reserved{seg.total_size, seg.stream};
+    if (seg.device == device || r.steps() == 0) segs[seg.addr] = Reserved{seg.total_size, seg.stream, &seg};
   if (s.has_segments_start) return segs;
   const auto& changes = r.segment_steps();
   for (auto k = changes.rbegin(); k != changes.rend(); ++k) {
@@ -176,6 +177,66 @@ std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t 
     home->allocated += a.size;
   }
   if (!outside.blocks.empty()) out.push_back(std::move(outside));
+  return out;
+}
+
+namespace {
+
+std::string pool_key(const Segment* seg) {
+  if (!seg) return "unknown pool";
+  if (seg->pool_id[0] == 0 && seg->pool_id[1] == 0) return "default pool";
+  return fmt::format("pool ({}, {})", seg->pool_id[0], seg->pool_id[1]);
+}
+
+// The segment of segments_end on the replay's device that holds [addr, addr + size), or null.
+const Segment* end_segment_holding(const Snapshot& s, const Replay& r, uint64_t addr, uint64_t size) {
+  for (const Segment& seg : s.segments_end)
+    if (seg.device == r.device() && seg.addr <= addr && addr + size <= seg.addr + seg.total_size) return &seg;
+  return nullptr;
+}
+
+// For each segment step, the recorded segment it grows: only a grow that is the last segment event at its address
+// survives to the end and so is (part of) a segment of segments_end.
+std::vector<const Segment*> recorded_growths(const Snapshot& s, const Replay& r) {
+  const auto& changes = r.segment_steps();
+  std::map<uint64_t, size_t> last_at;
+  for (size_t i = 0; i < changes.size(); ++i) last_at[r.event(changes[i]).addr] = i;
+  std::vector<const Segment*> out(changes.size(), nullptr);
+  for (auto [addr, i] : last_at) {
+    Event e = r.event(changes[i]);
+    if (is_segment_grow(e.action)) out[i] = end_segment_holding(s, r, e.addr, e.size);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> pool_keys(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids) {
+  // Walk the segment events once, the blocks in allocation order; each block looks up the segments of its time.
+  std::vector<uint32_t> order(ids.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto born = [&](uint32_t i) { return r.alloc_steps()[ids[i]] + 1; };  // kNoEvent (pre-existing) wraps to 0
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return born(a) < born(b); });
+  std::map<uint64_t, Reserved> segs = initial_segments(s, r);
+  std::vector<const Segment*> growths = recorded_growths(s, r);
+  const auto& changes = r.segment_steps();
+  size_t next = 0;
+  std::vector<std::string> out(ids.size());
+  for (uint32_t i : order) {
+    for (; next < changes.size() && changes[next] + 1 <= born(i); ++next) {
+      Event e = r.event(changes[next]);
+      if (is_segment_grow(e.action)) segs[e.addr] = Reserved{e.size, e.stream, growths[next]};
+      else segs.erase(e.addr);
+    }
+    uint64_t addr = r.allocations()[ids[i]].addr;
+    auto it = segs.upper_bound(addr);
+    const Segment* home = nullptr;
+    if (it != segs.begin()) {
+      const auto& [start, seg] = *std::prev(it);
+      if (addr < start + seg.size) home = seg.recorded;
+    }
+    out[i] = pool_key(home);
+  }
   return out;
 }
 

@@ -49,7 +49,7 @@ std::string_view to_string(Category c);
 // annotations count as optimizer phases).
 std::vector<Category> categorize(const Snapshot& s, const Replay& r);
 
-enum class GroupBy : uint8_t { stack, op, module, phase, category, layer };
+enum class GroupBy : uint8_t { stack, op, module, phase, category, layer, pool };
 std::string_view to_string(GroupBy g);
 std::optional<GroupBy> group_by_from_string(std::string_view s);
 

@@ -93,4 +93,10 @@ struct SegmentAt {
 // The segments reserved after `step` (kNoEvent: at the start), by address.
 std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step);
 
+// The pool of each given block (ids into Replay::allocations()): that of the segment holding its address when it
+// was allocated. "pool (1, 0)" is a private pool (a CUDA graph's, a MemPool's), "default pool" the allocator's
+// own; "unknown pool" when no segment the snapshot lists (segments_start/end) holds the block: segments seen only
+// in the trace's events, blocks outside every segment, recordings without segments (CPU).
+std::vector<std::string> pool_keys(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids);
+
 }  // namespace memrec
