@@ -110,10 +110,11 @@ bool has_source(const Snapshot& s, const Frame& f) {
   return f.line > 0 && !file.empty() && file != "??";
 }
 
-// Python files of installed packages and of the standard library (torch's own modules among them).
+// Python files of installed packages and of the standard library (torch's own modules among them), and the code
+// torch.compile generates (inductor writes it under /tmp/torchinductor_USER/): the user's frame lies beyond them.
 bool is_library_source(const std::string& file) {
   return file.find("/site-packages/") != std::string::npos || file.find("/dist-packages/") != std::string::npos ||
-         file.find("/lib/python3") != std::string::npos;
+         file.find("/lib/python3") != std::string::npos || file.find("/torchinductor_") != std::string::npos;
 }
 
 // Suffixes the compiler adds to a function it cloned or split: GCC's "foo.isra.0", "foo.cold", and what the

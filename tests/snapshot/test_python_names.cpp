@@ -31,5 +31,18 @@ TEST(PythonNames, SiteSkipsInstalledPackagesForTheUsersFrame) {
   EXPECT_EQ(allocation_site(s, s.stacks.intern(frames)), "at::native::addmm < Attention.forward (train.py:29)");
 }
 
+TEST(PythonNames, SiteSkipsTheCodeTorchCompileGenerated) {
+  Snapshot s;
+  auto frame = [&](const char* fn, const char* file, uint32_t line) {
+    return s.frames.intern(Frame{.function = s.strings.intern(fn), .file = s.strings.intern(file), .line = line});
+  };
+  std::vector<uint32_t> frames = {
+      frame("at::native::clone", "", 0),
+      frame("Runner.call", "/tmp/torchinductor_root/6j/c6jsvhkakz6wy635ame5yg5qx3gieo7dtudpldso7lplh6kgyosd.py", 1700),
+      frame("CompiledFunction.forward", "/venv/lib/python3.12/site-packages/torch/_functorch/aot_autograd.py", 500),
+      frame("train", "/home/me/train.py", 74)};
+  EXPECT_EQ(allocation_site(s, s.stacks.intern(frames)), "at::native::clone < train (train.py:74)");
+}
+
 }  // namespace
 }  // namespace memrec
