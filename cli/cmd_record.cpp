@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -72,14 +73,25 @@ extern "C" void forward_signal(int sig, siginfo_t* info, void*) {
   if (child > 0 && info->si_code != SI_KERNEL) kill(child, sig);
 }
 
-void forward_signals() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+// Signals the caller ignores (nohup's SIGHUP, a background job's SIGINT) stay ignored, for memrec and the program:
+// an ignored disposition survives exec. Returns those.
+std::vector<int> forward_signals() {
+  std::vector<int> ignored;
+  for (int sig : kForwarded) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) {
+      ignored.push_back(sig);
+      continue;
+    }
     struct sigaction handler {};
     handler.sa_sigaction = forward_signal;
     handler.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&handler.sa_mask);
     sigaction(sig, &handler, nullptr);
   }
+  return ignored;
 }
 
 // Runs the program; returns its exit status as a shell reports it (128 + signal when killed).
@@ -87,11 +99,12 @@ int run_program(const std::vector<std::string>& program) {
   std::vector<char*> argv;
   for (const std::string& a : program) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  forward_signals();
+  const std::vector<int> ignored = forward_signals();
   pid_t child = fork();
   if (child < 0) throw Error(fmt::format("cannot start {}: {}", program[0], std::strerror(errno)));
   if (child == 0) {
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, SIG_DFL);
+    for (int sig : kForwarded)
+      if (std::find(ignored.begin(), ignored.end(), sig) == ignored.end()) signal(sig, SIG_DFL);
     execvp(argv[0], argv.data());
     fmt::print(stderr, "memrec: cannot run {}: {}\n", program[0], std::strerror(errno));
     _exit(127);
@@ -125,21 +138,21 @@ std::string pickle_for(const std::string& file, const std::string& output, const
 void summarize(const std::string& file, const std::string& pickle) {
   std::error_code ec;
   if (!fs::exists(file, ec)) {
-    fmt::print("{}: not written (the process ended before it recorded anything?)\n", file);
+    fmt::print(stderr, "{}: not written (the process ended before it recorded anything?)\n", file);
     return;
   }
   try {
     Snapshot s = load_snapshot(file);
     Replay replay(s, 0);
-    fmt::print("wrote {} ({}): {} events, peak allocated {}{}\n", file, format_bytes(fs::file_size(file)),
+    fmt::print(stderr, "wrote {} ({}): {} events, peak allocated {}{}\n", file, format_bytes(fs::file_size(file)),
                s.events.size(), format_bytes(replay.peak_allocated().bytes),
                s.metadata.count("device.0.type") ? " on " + s.metadata.at("device.0.type") : "");
     if (!pickle.empty()) {
       export_pickle_file(s, pickle);
-      fmt::print("wrote {} (open in pytorch.org/memory_viz)\n", pickle);
+      fmt::print(stderr, "wrote {} (open in pytorch.org/memory_viz)\n", pickle);
     }
   } catch (const std::exception& e) {
-    fmt::print("{}: unreadable: {}\n", file, e.what());
+    fmt::print(stderr, "{}: unreadable: {}\n", file, e.what());
   }
 }
 
@@ -181,9 +194,9 @@ int record(const RecordArgs& a, const std::vector<std::string>& program) {
     fs::rename(files[0], output, ec);
     if (!ec) files[0] = output;
   }
-  if (files.empty()) fmt::print("memrec: no process imported torch: nothing recorded\n");
+  if (files.empty()) fmt::print(stderr, "memrec: no process imported torch: nothing recorded\n");
   for (const std::string& f : files) summarize(f, a.pickle.empty() ? "" : pickle_for(f, output, a.pickle, files.size()));
-  if (status != 0) fmt::print("memrec: {} exited with status {}\n", program[0], status);
+  if (status != 0) fmt::print(stderr, "memrec: {} exited with status {}\n", program[0], status);
   return status;
 }
 

@@ -120,6 +120,29 @@ TEST(Record, ExitStatusPassesThroughAndTheFileIsComplete) {
   EXPECT_TRUE(found);
 }
 
+// transformers and datasets ask importlib.util.find_spec("torch") before importing it: recording still starts.
+TEST(Record, AFindSpecBeforeTheImportStillRecords) {
+  TempDir dir;
+  auto r = run_command(record("-o " + dir / "f.memrec",
+                              kPython + " -c " + quote("import importlib.util; importlib.util.find_spec(\"torch\"); "
+                                                       "import torch; a = torch.ones(1000)")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Snapshot s = load_snapshot(dir / "f.memrec");
+  bool found = false;
+  for (const Event& e : s.events) found |= e.action == Action::alloc && e.size == 4000;
+  EXPECT_TRUE(found) << r.output;
+}
+
+// nohup's SIGHUP (a disposition inherited as ignored) stays ignored for the program; memrec's own lines go to
+// stderr, so the program's stdout is its own.
+TEST(Record, IgnoredSignalsStayIgnoredAndStdoutIsTheProgramsOwn) {
+  TempDir dir;
+  std::string program = "sh -c " + quote("kill -HUP $$; echo survived");
+  auto r = run_command("(trap '' HUP; " + record("-o " + dir / "s.memrec", program) + " 2>/dev/null)");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "survived\n");
+}
+
 TEST(Record, ProcessesWithoutTorchRecordNothing) {
   TempDir dir;
   auto r = run_command(record("-o " + dir / "n.memrec", kPython + " -c " + quote("print(1)")));

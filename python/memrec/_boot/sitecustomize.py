@@ -9,19 +9,29 @@ _here = os.path.dirname(os.path.abspath(__file__))
 
 
 class _TorchWatcher(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when torch is imported, starts the recorder right after torch's __init__ ran."""
+    """Finds nothing itself: when torch is imported, starts the recorder right after torch's __init__ ran.
+
+    It stays on sys.meta_path until torch is executed: libraries ask importlib.util.find_spec("torch") before
+    importing it (transformers, datasets), and that spec is thrown away."""
+
+    started = False
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch":
             return None
-        sys.meta_path.remove(self)
-        spec = next(filter(None, (f.find_spec(name, path, target) for f in sys.meta_path)), None)
+        finders = (getattr(f, "find_spec", None) for f in sys.meta_path if f is not self)
+        spec = next(filter(None, (find(name, path, target) for find in finders if find)), None)
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
 
         def exec_then_record(module):
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
             exec_module(module)
+            if _TorchWatcher.started:
+                return
+            _TorchWatcher.started = True
             try:
                 from memrec import _autostart
                 _autostart.main()
@@ -30,7 +40,6 @@ class _TorchWatcher(importlib.abc.MetaPathFinder):
 
         spec.loader.exec_module = exec_then_record
         return spec
-
 
 def _chain():
     """Imports the next sitecustomize on sys.path (Debian has one), as if ours were not there."""
@@ -42,8 +51,10 @@ def _chain():
     except ImportError as e:
         if e.name != "sitecustomize":
             raise
-    finally:
-        sys.path[:] = saved
+    finally:  # our folder goes back where it was; what the other sitecustomize added stays
+        for i, p in enumerate(saved):
+            if os.path.abspath(p or ".") == _here and p not in sys.path:
+                sys.path.insert(min(i, len(sys.path)), p)
         sys.modules.setdefault("sitecustomize", ours)
 
 
