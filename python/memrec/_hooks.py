@@ -10,6 +10,7 @@ optimizer phases and optimizer steps, from global hooks that work on torch 1.13 
 """
 import functools
 import importlib
+import sys
 import threading
 import weakref
 
@@ -100,9 +101,17 @@ def _forward_pre(module, inputs):
         t.forward_level = _scopes.depth()
         _scopes.open("forward", "phase")
     root = t.modules[0][0] if t.modules else module
-    grads = _tensors(inputs, []) if torch.is_grad_enabled() else []
-    t.modules.append((module, _scopes.depth(), grads))
-    _scopes.open(_name_of(module, root), "module")
+    name = _name_of(module, root)
+    # The inputs' gradient hooks are set now, not kept for the post hook: a forward that raises must not keep
+    # its inputs (activations) alive.
+    call = None
+    inputs_with_grad = _tensors(inputs, []) if torch.is_grad_enabled() else []
+    if inputs_with_grad:
+        call = _BackwardCall(name)
+        for x in inputs_with_grad:
+            x.register_hook(call.exit)
+    t.modules.append((module, _scopes.depth(), call))
+    _scopes.open(name, "module")
     return None
 
 
@@ -115,16 +124,12 @@ def _forward_post(module, inputs, output):
             break
     else:
         return None
-    _, level, grads = t.modules[i]
+    _, level, call = t.modules[i]
     del t.modules[i:]
     _scopes.close_to(level)
-    outputs = _tensors(output, []) if grads else []
-    if outputs:
-        call = _BackwardCall(_names.get(module, type(module).__name__))
-        for x in outputs:
+    if call is not None:
+        for x in _tensors(output, []):
             x.register_hook(call.enter)
-        for x in grads:
-            x.register_hook(call.exit)
     if not t.modules and t.forward_level is not None:
         _scopes.close_to(t.forward_level)
         t.forward_level = None
@@ -154,6 +159,7 @@ def _optimizer_begin(*_):
     if t.forward_level is not None:  # a forward that raised, or a step inside forward
         _scopes.close_to(t.forward_level)
         t.forward_level = None
+        t.modules.clear()
     t.optimizer_level = _scopes.depth()
     _scopes.open("optimizer", "phase")
 
@@ -168,7 +174,10 @@ def _optimizer_end(*_):
         _scopes.close_to(steps.level)
         steps.level = None
     if steps.on_step:
-        steps.on_step(steps.taken)
+        try:  # the --record window starts or stops here: memrec's failure must not become the program's
+            steps.on_step(steps.taken)
+        except Exception as e:
+            print(f"memrec: recording window: {e}", file=sys.stderr)
     open_step()
 
 

@@ -143,6 +143,26 @@ TEST(Record, IgnoredSignalsStayIgnoredAndStdoutIsTheProgramsOwn) {
   EXPECT_EQ(r.output, "survived\n");
 }
 
+// A forward that raises (an OOM caught to retry with a smaller batch) leaves nothing of its inputs alive.
+TEST(Record, AForwardThatRaisesKeepsNoActivationAlive) {
+  TempDir dir;
+  std::ofstream(dir / "raise.py") << "import gc, weakref, torch, torch.nn as nn\n"
+                                     "class Boom(nn.Module):\n"
+                                     "    def forward(self, x):\n"
+                                     "        Boom.seen = weakref.ref(x)\n"
+                                     "        raise RuntimeError('out of memory')\n"
+                                     "model = nn.Sequential(nn.Linear(4, 4), Boom())\n"
+                                     "try:\n"
+                                     "    model(torch.ones(2, 4))\n"
+                                     "except RuntimeError:\n"
+                                     "    pass\n"
+                                     "gc.collect()\n"
+                                     "print('alive' if Boom.seen() is not None else 'freed')\n";
+  auto r = run_command(record("-o " + dir / "r.memrec", kPython + " " + dir / "raise.py"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("freed"), std::string::npos) << r.output;
+}
+
 TEST(Record, ProcessesWithoutTorchRecordNothing) {
   TempDir dir;
   auto r = run_command(record("-o " + dir / "n.memrec", kPython + " -c " + quote("print(1)")));
