@@ -178,7 +178,8 @@ int record(const RecordArgs& a, const std::vector<std::string>& program) {
   setenv("MEMREC_RECORD_KERNELS", a.kernels.c_str(), 1);
   setenv("MEMREC_RECORD_MAX_EVENTS", std::to_string(a.max_events).c_str(), 1);
   setenv("MEMREC_RECORD_COMMAND", command.c_str(), 1);
-  if (!a.window.empty()) setenv("MEMREC_RECORD_WINDOW", a.window.c_str(), 1);
+  if (a.window.empty()) unsetenv("MEMREC_RECORD_WINDOW");  // not one an outer memrec record left behind
+  else setenv("MEMREC_RECORD_WINDOW", a.window.c_str(), 1);
   if (auto libs = preload_libraries()) {
     const char* preload = getenv("LD_PRELOAD");
     setenv("LD_PRELOAD", (libs->first.string() + (preload && *preload ? std::string(":") + preload : "")).c_str(), 1);

@@ -525,7 +525,7 @@ void Writer::State::flush(const Snapshot& s) {
 
 Writer::Writer(const std::string& path) : state_(std::make_unique<State>()) {
   state_->path = path;
-  state_->file.reset(std::fopen(path.c_str(), "wb"));
+  state_->file.reset(std::fopen(path.c_str(), "wbe"));  // close-on-exec: programs the recorded one starts get no copy
   if (!state_->file) state_->fail("cannot create");
   ZSTD_CCtx* c = state_->cctx.get();
   ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, kZstdLevel);
