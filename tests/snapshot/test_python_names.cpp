@@ -1,6 +1,10 @@
 // Names from recorded Python programs: the layer of any model's module path, and sites that lead to user code.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "memrec/analysis.h"
 #include "memrec/summary.h"
 
@@ -17,31 +21,30 @@ TEST(PythonNames, LayerIsThePathUpToTheFirstNumericComponent) {
   EXPECT_EQ(layer_of(""), "");
 }
 
-TEST(PythonNames, SiteSkipsInstalledPackagesForTheUsersFrame) {
+// The site of one allocation whose stack is these frames, innermost first: {function, file, line}.
+std::string site_of(std::initializer_list<std::tuple<const char*, const char*, uint32_t>> stack) {
   Snapshot s;
-  auto frame = [&](const char* fn, const char* file, uint32_t line) {
-    return s.frames.intern(Frame{.function = s.strings.intern(fn), .file = s.strings.intern(file), .line = line});
-  };
-  std::vector<uint32_t> frames = {
-      frame("at::native::addmm", "", 0),
-      frame("Linear.forward", "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", 114),
-      frame("Module._call_impl", "/venv/lib/python3.12/site-packages/torch/nn/modules/module.py", 1190),
-      frame("Attention.forward", "/home/me/train.py", 29),
-      frame("_run_module_as_main", "/usr/lib/python3.11/runpy.py", 198)};
-  EXPECT_EQ(allocation_site(s, s.stacks.intern(frames)), "at::native::addmm < Attention.forward (train.py:29)");
+  std::vector<uint32_t> frames;
+  for (const auto& [fn, file, line] : stack)
+    frames.push_back(s.frames.intern(Frame{.function = s.strings.intern(fn), .file = s.strings.intern(file), .line = line}));
+  return allocation_site(s, s.stacks.intern(frames));
+}
+
+TEST(PythonNames, SiteSkipsInstalledPackagesForTheUsersFrame) {
+  EXPECT_EQ(site_of({{"at::native::addmm", "", 0},
+                     {"Linear.forward", "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", 114},
+                     {"Module._call_impl", "/venv/lib/python3.12/site-packages/torch/nn/modules/module.py", 1190},
+                     {"Attention.forward", "/home/me/train.py", 29},
+                     {"_run_module_as_main", "/usr/lib/python3.11/runpy.py", 198}}),
+            "at::native::addmm < Attention.forward (train.py:29)");
 }
 
 TEST(PythonNames, SiteSkipsTheCodeTorchCompileGenerated) {
-  Snapshot s;
-  auto frame = [&](const char* fn, const char* file, uint32_t line) {
-    return s.frames.intern(Frame{.function = s.strings.intern(fn), .file = s.strings.intern(file), .line = line});
-  };
-  std::vector<uint32_t> frames = {
-      frame("at::native::clone", "", 0),
-      frame("Runner.call", "/tmp/torchinductor_root/6j/c6jsvhkakz6wy635ame5yg5qx3gieo7dtudpldso7lplh6kgyosd.py", 1700),
-      frame("CompiledFunction.forward", "/venv/lib/python3.12/site-packages/torch/_functorch/aot_autograd.py", 500),
-      frame("train", "/home/me/train.py", 74)};
-  EXPECT_EQ(allocation_site(s, s.stacks.intern(frames)), "at::native::clone < train (train.py:74)");
+  EXPECT_EQ(site_of({{"at::native::clone", "", 0},
+                     {"Runner.call", "/tmp/torchinductor_root/6j/c6jsvhkakz6wy635ame5yg5qx3gieo7dtudpldso7lplh6kgyosd.py", 1700},
+                     {"CompiledFunction.forward", "/venv/lib/python3.12/site-packages/torch/_functorch/aot_autograd.py", 500},
+                     {"train", "/home/me/train.py", 74}}),
+            "at::native::clone < train (train.py:74)");
 }
 
 }  // namespace
