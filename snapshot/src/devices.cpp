@@ -7,13 +7,9 @@
 namespace memrec {
 
 uint8_t choose_device(const Snapshot& s, std::optional<uint8_t> requested) {
-  std::vector<uint8_t> known = devices_of(s);
-  if (!requested) {
-    std::optional<uint8_t> first_with_events;
-    for (const Event& e : s.events)
-      if (!first_with_events || e.device < *first_with_events) first_with_events = e.device;
-    return first_with_events ? *first_with_events : known.empty() ? 0 : known.front();
-  }
+  std::vector<uint8_t> with_events = devices_with_events(s);
+  std::vector<uint8_t> known = devices_of(s, with_events);
+  if (!requested) return !with_events.empty() ? with_events.front() : known.empty() ? 0 : known.front();
   if (known.empty() && *requested == 0) return 0;  // an empty recording: device 0 shows that it is empty
   if (std::find(known.begin(), known.end(), *requested) != known.end()) return *requested;
   std::string have;

@@ -264,15 +264,31 @@ std::vector<uint32_t> Replay::live_after(uint32_t step) const {
   return ids;
 }
 
-std::vector<uint8_t> devices_of(const Snapshot& s) {
-  std::array<bool, 256> seen{};
-  for (const Event& e : s.events) seen[e.device] = true;
-  for (const Segment& seg : s.segments_end) seen[seg.device] = true;
-  for (const Segment& seg : s.segments_start) seen[seg.device] = true;
+namespace {
+
+std::vector<uint8_t> seen_devices(const std::array<bool, 256>& seen) {
   std::vector<uint8_t> devices;
   for (int d = 0; d < 256; ++d)
     if (seen[d]) devices.push_back(static_cast<uint8_t>(d));
   return devices;
 }
+
+}  // namespace
+
+std::vector<uint8_t> devices_with_events(const Snapshot& s) {
+  std::array<bool, 256> seen{};
+  for (const Event& e : s.events) seen[e.device] = true;
+  return seen_devices(seen);
+}
+
+std::vector<uint8_t> devices_of(const Snapshot& s, const std::vector<uint8_t>& with_events) {
+  std::array<bool, 256> seen{};
+  for (uint8_t d : with_events) seen[d] = true;
+  for (const Segment& seg : s.segments_end) seen[seg.device] = true;
+  for (const Segment& seg : s.segments_start) seen[seg.device] = true;
+  return seen_devices(seen);
+}
+
+std::vector<uint8_t> devices_of(const Snapshot& s) { return devices_of(s, devices_with_events(s)); }
 
 }  // namespace memrec

@@ -215,7 +215,10 @@ void Replay::for_each_after(uint32_t first, uint32_t end, F f) const {
   });
 }
 
-// Devices that have events or segments, ascending.
+// Devices that have events, ascending (one pass over the events).
+std::vector<uint8_t> devices_with_events(const Snapshot& s);
+// Devices that have events or segments, ascending; `with_events` is devices_with_events(s) when already known.
+std::vector<uint8_t> devices_of(const Snapshot& s, const std::vector<uint8_t>& with_events);
 std::vector<uint8_t> devices_of(const Snapshot& s);
 
 }  // namespace memrec
