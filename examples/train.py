@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import time
@@ -74,10 +75,12 @@ def train(a, distributed):
         model = nn.parallel.DistributedDataParallel(model)
     step_model = torch.compile(model) if a.compile else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    lengths = random.Random(0)  # seeded: every run sees the same sequence lengths
     times = []
     for step in range(a.steps):
         start = time.perf_counter()
-        tokens = torch.randint(0, a.vocab, (a.batch, a.seq), device=a.device)
+        seq = lengths.randint(a.seq_min, a.seq) if a.seq_min else a.seq
+        tokens = torch.randint(0, a.vocab, (a.batch, seq), device=a.device)
         loss = step_model(tokens, tokens.roll(-1, 1))
         loss.backward()
         optimizer.step()
@@ -94,6 +97,8 @@ def main():
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--seq-min", type=int, default=0,
+                   help="vary the sequence length per step between this and --seq (seeded): a fragmenting workload")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--steps", type=int, default=3)

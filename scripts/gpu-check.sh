@@ -189,6 +189,15 @@ python_bench() {
     grep -o 'median step ms [0-9.]*')"
 }
 
+# The fragmenting workload under each allocator setting (bench/alloc_conf_runs.sh), with the GPU recordings that
+# the allocator model is checked against (12-layer, expandable segments, OOM) packed into alloc_runs.tar.
+alloc_runs() {
+  bench/alloc_conf_runs.sh "$MEMREC" /tmp/alloc | tee -a "$OUT/summary.txt"
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$MEMREC" run transformer --layers 2 -o /tmp/alloc/run2-expandable.memrec
+  cp /tmp/run12.memrec /tmp/oom.memrec /tmp/alloc/ 2>/dev/null || true
+  tar -C /tmp -cf "$OUT/alloc_runs.tar" alloc
+}
+
 example() {
   "$BUILD/recorder/example/memrec_example" /tmp/example.memrec 2>&1 | tee -a "$OUT/summary.txt"
 }
@@ -221,6 +230,7 @@ section python_tests python_tests
 section python python_record
 section cuda_program cuda_program
 section python_bench python_bench
+section alloc_runs alloc_runs
 section example example
 section benchmarks benchmarks
 section analysis_bench analysis_bench
