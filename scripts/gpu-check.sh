@@ -176,6 +176,12 @@ cuda_program() {
   cat /tmp/cx.log
   compare_with_memory_stats /tmp/cx.log /tmp/cx.memrec
   "$MEMREC" stats /tmp/cx.memrec --by stack --top 5
+  python3 - /tmp/cx-export.pickle <<'PYEOF'  # the events are spread in time as the program made them
+import pickle, sys
+times = [e["time_us"] for e in pickle.load(open(sys.argv[1], "rb"))["device_traces"][0]]
+print("first times (us):", times[:4], "last:", times[-2:])
+sys.exit(len(set(times)) < len(times) // 2)
+PYEOF
 }
 
 # Step-time cost of recording a Python program (GPT-2-small size), eager and torch.compile: bench/python_record.sh.
