@@ -88,7 +88,9 @@ Action action_of(alloc::TraceEntry::Action a) {
 void on_trace(const alloc::TraceEntry& te) {
   if (!g_enabled.load(std::memory_order_relaxed)) return;
   Record r;
-  r.time = static_cast<int64_t>(te.time_.approx_t_);
+  // Our own stamp, on the same clock: in a libtorch C++ program recorded from before main(), every entry's time_
+  // came back as one value.
+  r.time = static_cast<int64_t>(c10::getApproximateTime());
   r.ticks = true;
   r.addr = static_cast<uint64_t>(te.addr_);
   r.size = static_cast<uint64_t>(te.size_);
