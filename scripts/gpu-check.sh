@@ -163,6 +163,11 @@ python_record() {
     > /tmp/hist.log 2>&1 || { tail -30 /tmp/hist.log; return 1; }
   "$MEMREC" export /tmp/hist.memrec -o /tmp/hist-memrec.pickle
   python3 tests/scripts/torch_history.py compare /tmp/torch-hist.pickle /tmp/hist-memrec.pickle
+  "$MEMREC" record -o /tmp/graph.memrec -- python3 tests/scripts/cuda_graph.py > /tmp/graph.log 2>&1 ||
+    { tail -30 /tmp/graph.log; return 1; }
+  grep "graph pool" /tmp/graph.log
+  "$MEMREC" stats /tmp/graph.memrec --by pool --top 4 | tee /tmp/graph-stats.txt | grep -A4 "by pool"
+  grep -q "pool ($(grep -o 'graph pool (.*)' /tmp/graph.log | grep -o '[0-9]*, [0-9]*'))" /tmp/graph-stats.txt
   "$MEMREC" record -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \
     > /tmp/ranks.log 2>&1 || { tail -30 /tmp/ranks.log; return 1; }
   grep "wrote" /tmp/ranks.log
