@@ -168,6 +168,10 @@ python_record() {
   grep "graph pool" /tmp/graph.log
   "$MEMREC" stats /tmp/graph.memrec --by pool --top 4 | tee /tmp/graph-stats.txt | grep -A4 "by pool"
   grep -q "pool ($(grep -o 'graph pool (.*)' /tmp/graph.log | grep -o '[0-9]*, [0-9]*'))" /tmp/graph-stats.txt
+  "$MEMREC" record -o /tmp/prof.memrec -- python3 tests/scripts/profiler_first.py > /tmp/prof.log 2>&1 ||
+    { tail -30 /tmp/prof.log; return 1; }
+  grep -E "memrec|profiler kernels" /tmp/prof.log
+  "$MEMREC" info /tmp/prof.memrec | grep -E "events|kernels"
   "$MEMREC" record -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \
     > /tmp/ranks.log 2>&1 || { tail -30 /tmp/ranks.log; return 1; }
   grep "wrote" /tmp/ranks.log
