@@ -1,0 +1,49 @@
+// The allocator model replayed on real recordings (PyTorch 2.11 on an H100, tests/data/alloc_*.memrec, and PyTorch's
+// own snapshots): under the settings a run was recorded with, it must repeat the run's segment actions.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "memrec/allocator_whatif.h"
+#include "memrec/load.h"
+
+namespace memrec {
+namespace {
+
+std::string describe(const std::vector<SegmentAction>& a, size_t i) {
+  if (i >= a.size()) return "(none)";
+  return fmt::format("#{} {} {} bytes on stream {}", i, to_string(a[i].action), a[i].size, a[i].stream);
+}
+
+// The first position where the two sequences differ, or "" when they are the same.
+std::string first_difference(const std::vector<SegmentAction>& want, const std::vector<SegmentAction>& got) {
+  for (size_t i = 0; i < std::max(want.size(), got.size()); ++i)
+    if (i >= want.size() || i >= got.size() || !(want[i] == got[i]))
+      return fmt::format("recorded {} but the model did {} ({} recorded, {} predicted)", describe(want, i),
+                         describe(got, i), want.size(), got.size());
+  return "";
+}
+
+class OwnSettings : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(OwnSettings, RepeatsTheRecordedSegmentActions) {
+  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/" + GetParam());
+  Replay r(s, 0);
+  std::optional<AllocConf> conf = recorded_alloc_conf(s);
+  ASSERT_TRUE(conf);
+  DeviceMemory memory = device_memory(s, r, std::nullopt);
+  AllocatorPrediction p = predict_allocator(s, r, *conf, memory, {.keep_actions = true});
+  std::vector<SegmentAction> recorded = recorded_segment_actions(s, r);
+  ASSERT_FALSE(recorded.empty());
+  EXPECT_EQ(first_difference(recorded, p.segment_actions), "");
+  EXPECT_EQ(p.reserved_peak, r.peak_reserved().bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Recordings, OwnSettings,
+                         ::testing::Values("alloc_default.memrec", "alloc_split64.memrec", "alloc_roundup4.memrec",
+                                           "alloc_expandable.memrec", "alloc_run12.memrec", "alloc_oom.memrec",
+                                           "alloc_run2_expandable.memrec", "torch_2layer_all.pickle",
+                                           "torch_2layer_python.pickle"));
+
+}  // namespace
+}  // namespace memrec
