@@ -65,6 +65,7 @@ class Parser {
     return tokens_[i_++];
   }
   void expect(const char* token) {
+    if (i_ >= tokens_.size()) fail(fmt::format("expected '{}' at the end", token));
     std::string got = next(token);
     if (got != token) fail(fmt::format("expected '{}' but found '{}'", token, got));
   }
@@ -209,8 +210,9 @@ void read_divisions(const nlohmann::json& v, AllocConf& c) {
     for (size_t i = 0; i < v.size() && i < kRoundupIntervals; ++i) c.roundup_divisions[i] = v[i].get<uint32_t>();
   } else if (v.is_object()) {
     for (const auto& [mb, n] : v.items()) {
-      uint64_t m = std::stoull(mb);
-      if (m == 0 || !std::has_single_bit(m)) continue;
+      uint64_t m = 0;
+      auto [end, ec] = std::from_chars(mb.data(), mb.data() + mb.size(), m);
+      if (ec != std::errc() || end != mb.data() + mb.size() || !std::has_single_bit(m)) continue;
       c.roundup_divisions[std::min<size_t>(std::bit_width(m) - 1, kRoundupIntervals - 1)] = n.get<uint32_t>();
     }
   }
