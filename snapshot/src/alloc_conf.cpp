@@ -169,6 +169,20 @@ class Parser {
 
 std::string megabytes_text(uint64_t bytes) { return std::to_string(bytes / kMiB); }
 
+// Per-interval divisions in the bracket syntax, as short as c10's rules allow: the first entry covers the run of
+// equal values it ends, the intervals between are named one by one, '>' repeats the last run from where it starts.
+std::string divisions_list(const std::array<uint32_t, kRoundupIntervals>& r) {
+  size_t first_end = 1, last_start = r.size() - 1;
+  while (first_end < r.size() && r[first_end] == r[0]) ++first_end;
+  while (last_start > first_end && r[last_start - 1] == r.back()) --last_start;
+  std::vector<std::string> items;
+  auto entry = [&](size_t i) { items.push_back(fmt::format("{}:{}", uint64_t{1} << i, r[i])); };
+  entry(first_end - 1);
+  for (size_t i = first_end; i <= last_start; ++i) entry(i);
+  if (last_start + 1 < r.size()) items.push_back(fmt::format(">:{}", r.back()));
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
 }  // namespace
 
 AllocConf parse_alloc_conf(std::string_view text) { return Parser(text).run(); }
@@ -187,9 +201,7 @@ std::string to_string(const AllocConf& c) {
   if (std::all_of(r.begin(), r.end(), [&](uint32_t v) { return v == r[0]; })) {
     if (r[0] != 0) parts.push_back(fmt::format("roundup_power2_divisions:{}", r[0]));
   } else {
-    std::vector<std::string> items;
-    for (size_t i = 0; i < r.size(); ++i) items.push_back(fmt::format("{}:{}", uint64_t{1} << i, r[i]));
-    parts.push_back(fmt::format("roundup_power2_divisions:[{}]", fmt::join(items, ",")));
+    parts.push_back(fmt::format("roundup_power2_divisions:[{}]", divisions_list(r)));
   }
   return fmt::format("{}", fmt::join(parts, ","));
 }

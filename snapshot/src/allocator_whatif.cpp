@@ -287,6 +287,78 @@ nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const Al
   return j;
 }
 
+nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, size_t top) {
+  if (r.segment_steps().empty()) return nlohmann::json::object();
+  if (r.steps() > kCulpritsMaxEvents)
+    return {{"skipped", fmt::format("more than {} events: run memrec whatif allocator for who fragmented the reserved "
+                                    "memory and what other settings would reserve", kCulpritsMaxEvents)}};
+  std::optional<AllocConf> recorded = recorded_alloc_conf(s);
+  AllocConf own = recorded.value_or(AllocConf{});
+  DeviceMemory memory = device_memory(s, r, std::nullopt);
+  AllocatorPrediction p = predict_allocator(s, r, own, memory);
+  int64_t t0 = r.time_of(0);
+  // Stacks that differ only below the program's own frames read as one site: merge them.
+  std::vector<std::pair<std::string, FragmentationCulprit>> sites;
+  for (const FragmentationCulprit& c : fragmentation_culprits(s, r, own, memory, p.reserved_peak_step)) {
+    std::string site = allocation_site(s, c.stack);
+    auto it = std::find_if(sites.begin(), sites.end(), [&](const auto& x) { return x.first == site; });
+    if (it == sites.end()) {
+      sites.emplace_back(site, c);
+      continue;
+    }
+    FragmentationCulprit& m = it->second;
+    m.free_bytes += c.free_bytes, m.blocks += c.blocks, m.block_bytes += c.block_bytes;
+    m.first_ns = std::min(m.first_ns, c.first_ns), m.last_ns = std::max(m.last_ns, c.last_ns);
+  }
+  std::stable_sort(sites.begin(), sites.end(), [](const auto& a, const auto& b) { return a.second.free_bytes > b.second.free_bytes; });
+  nlohmann::json culprits = nlohmann::json::array();
+  for (const auto& [site, c] : sites) {
+    if (culprits.size() >= top) break;
+    culprits.push_back({{"site", site}, {"free_bytes", c.free_bytes}, {"blocks", c.blocks},
+                        {"block_bytes", c.block_bytes}, {"first_ns", c.first_ns}, {"last_ns", c.last_ns}});
+  }
+  nlohmann::json savings = nlohmann::json::array();
+  for (const AllocConf& c : sweep_settings(own)) {
+    if (c == own) continue;
+    uint64_t peak = predict_allocator(s, r, c, memory).reserved_peak;
+    savings.push_back({{"settings", to_string(c)}, {"predicted_reserved_peak", peak},
+                       {"saving", static_cast<int64_t>(p.reserved_peak) - static_cast<int64_t>(peak)}});
+  }
+  std::stable_sort(savings.begin(), savings.end(),
+                   [](const auto& a, const auto& b) { return a["saving"].template get<int64_t>() > b["saving"].template get<int64_t>(); });
+  return {{"settings", to_string(own)},
+          {"settings_source", recorded ? "recorded" : "assumed"},
+          {"time_ns", p.reserved_peak_step == kNoEvent ? 0 : r.time_of(p.reserved_peak_step) - t0},
+          {"reserved", p.reserved_peak},
+          {"free", p.free_at_peak},
+          {"culprits", culprits},
+          {"settings_savings", savings}};
+}
+
+void render_fragmentation_culprits(std::string& out, const nlohmann::json& j) {
+  if (j.contains("skipped")) {
+    out += fmt::format("fragmentation culprits: {}\n", j["skipped"].get<std::string>());
+    return;
+  }
+  if (!j.contains("culprits")) return;
+  out += fmt::format("\nwho fragmented the reserved memory at its peak (+{}, {} reserved, {} free; replayed under {}{}):\n",
+                     format_duration(j["time_ns"]), format_bytes(j["reserved"]), format_bytes(j["free"]),
+                     settings_label(j["settings"]), j["settings_source"] == "assumed" ? ", assumed" : "");
+  if (j["culprits"].empty()) out += "  no segment holds both free space and live blocks\n";
+  else out += fmt::format("  {:>12} {:>8} {:>12}  {:<23} {}\n", "free held", "blocks", "their bytes", "allocated", "site");
+  for (const auto& c : j["culprits"])
+    out += fmt::format("  {:>12} {:>8} {:>12}  {:<23} {}\n", format_bytes(c["free_bytes"]), c["blocks"].get<uint64_t>(),
+                       format_bytes(c["block_bytes"]),
+                       fmt::format("+{} .. +{}", format_duration(c["first_ns"]), format_duration(c["last_ns"])),
+                       c["site"].get<std::string>());
+  out += "what other allocator settings would reserve at the peak (memrec whatif allocator --sweep):\n";
+  for (const auto& row : j["settings_savings"]) {
+    int64_t saving = row["saving"].get<int64_t>();
+    out += fmt::format("  {:>12}  {} {:>10}  {}\n", format_bytes(row["predicted_reserved_peak"]), saving < 0 ? "costs" : "saves",
+                       format_bytes(static_cast<uint64_t>(saving < 0 ? -saving : saving)), row["settings"].get<std::string>());
+  }
+}
+
 std::string allocator_whatif_text(const nlohmann::json& j) {
   auto bytes = [](const nlohmann::json& v) { return format_bytes(v.get<uint64_t>()); };
   std::string out;

@@ -56,7 +56,8 @@ TEST(AllocConf, RoundupIntervalsFollowC10) {
 
 TEST(AllocConf, PrintsWhatItParses) {
   for (const char* text : {"", "expandable_segments:True", "max_split_size_mb:64,garbage_collection_threshold:0.6",
-                           "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", "roundup_power2_divisions:8"}) {
+                           "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", "roundup_power2_divisions:8",
+                           "roundup_power2_divisions:[1:2,64:4]", "roundup_power2_divisions:[32:4,>:8]"}) {
     AllocConf c = parse_alloc_conf(text);
     EXPECT_EQ(parse_alloc_conf(to_string(c)), c) << text;
   }

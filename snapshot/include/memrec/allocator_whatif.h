@@ -72,6 +72,14 @@ struct FragmentationCulprit {
 std::vector<FragmentationCulprit> fragmentation_culprits(const Snapshot& s, const Replay& r, const AllocConf& conf,
                                                          const DeviceMemory& memory, uint32_t step);
 
+// The fragmentation part of `memrec stats`: at the reserved peak (replayed under the run's settings), the sites whose
+// live blocks hold segments with free space, and what the common settings would reserve instead. Histories of more
+// than kCulpritsMaxEvents events get a note pointing to `memrec whatif allocator` instead (it replays the run once
+// per setting); CPU runs (no segments) get an empty object.
+inline constexpr uint32_t kCulpritsMaxEvents = 1'000'000;
+nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, size_t top);
+void render_fragmentation_culprits(std::string& out, const nlohmann::json& j);
+
 // The answer of `memrec whatif allocator` as JSON. `conf` unset: the recorded settings, else the defaults (with a
 // note saying so). With sweep, "sweep" lists the common settings, best first.
 struct AllocatorWhatifOptions {
