@@ -12,11 +12,38 @@ namespace {
 
 constexpr uint64_t kUnknown = UINT64_MAX;
 
-// What the model does at each replay step: the kind in the low 2 bits, the allocation id above.
+// What the model does at each replay step: the kind in the low 2 bits, the allocation id above (kNoOp with id 1:
+// torch.cuda.empty_cache()).
 enum Op : uint32_t { kNoOp = 0, kAlloc = 1, kFreeRequested = 2, kFreeCompleted = 3 };
+constexpr uint32_t kEmptyCache = 1 << 2 | kNoOp;
 
-std::vector<uint32_t> ops_by_step(const Replay& r) {
+// The program's own releases (torch.cuda.empty_cache()): segments freed or unmapped outside a request. Inside one,
+// releases come only when a new segment would not fit (release-and-retry) or reserved is above the garbage collection
+// threshold, and the request's new segment or its OOM follows them before any other event.
+void mark_empty_cache(const Snapshot& s, const Replay& r, const DeviceMemory& memory, std::vector<uint32_t>& ops) {
+  AllocConf run = recorded_alloc_conf(s).value_or(AllocConf{});
+  double allowed = run.memory_fraction > 0 && memory.total != kUnknown ? run.memory_fraction * static_cast<double>(memory.total) : 0;
+  const std::vector<uint32_t>& steps = r.segment_steps();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!is_segment_shrink(r.event(steps[i]).action)) continue;
+    uint32_t first = steps[i], last = first;
+    while (i + 1 < steps.size() && steps[i + 1] == last + 1 && is_segment_shrink(r.event(last + 1).action)) last = steps[++i];
+    Event next = last + 1 < r.steps() ? r.event(last + 1) : Event{.action = Action::snapshot};
+    if (next.action == Action::oom) continue;
+    if (is_segment_grow(next.action)) {
+      double before = static_cast<double>(first == 0 ? r.initial().reserved : r.after(first - 1).reserved);
+      double grown = before + static_cast<double>(next.size);
+      bool retry = (memory.limit != kUnknown && grown > static_cast<double>(memory.limit)) || (allowed > 0 && grown > allowed);
+      bool collect = allowed > 0 && run.garbage_collection_threshold > 0 && before > run.garbage_collection_threshold * allowed;
+      if (retry || collect) continue;
+    }
+    ops[last] = kEmptyCache;
+  }
+}
+
+std::vector<uint32_t> ops_by_step(const Snapshot& s, const Replay& r, const DeviceMemory& memory) {
   std::vector<uint32_t> ops(r.steps(), kNoOp);
+  mark_empty_cache(s, r, memory, ops);
   const auto &a = r.alloc_steps(), &f = r.free_steps(), &c = r.completed_steps();
   for (uint32_t id = 0; id < a.size(); ++id) {
     if (a[id] != kNoEvent) ops[a[id]] = id << 2 | kAlloc;
@@ -58,8 +85,9 @@ std::vector<uint32_t> rebuild_start(const Snapshot& s, const Replay& r, Allocato
 // Runs the model over the replay's steps [0, end), calling after(step, model) after each (kNoEvent: after the blocks
 // live at the start).
 template <class F>
-void drive(const Snapshot& s, const Replay& r, AllocatorModel& m, bool adopt, uint32_t end, F after) {
-  std::vector<uint32_t> ops = ops_by_step(r);
+void drive(const Snapshot& s, const Replay& r, const DeviceMemory& memory, AllocatorModel& m, bool adopt, uint32_t end,
+           F after) {
+  std::vector<uint32_t> ops = ops_by_step(s, r, memory);
   if (adopt) {
     std::vector<std::pair<uint64_t, uint64_t>> addresses;
     for (uint32_t step : r.segment_steps())
@@ -75,6 +103,7 @@ void drive(const Snapshot& s, const Replay& r, AllocatorModel& m, bool adopt, ui
       case kFreeRequested: m.free_requested(handle[id]); break;
       case kFreeCompleted: m.free_completed(handle[id]); break;
       default:
+        if (op == kEmptyCache) m.empty_cache();
         if (e.action == Action::oom) m.try_malloc(e.size, e.stream);
     }
     after(step, m);
@@ -119,7 +148,7 @@ AllocatorPrediction predict_allocator(const Snapshot& s, const Replay& r, const 
   uint32_t end = o.stop_after == kNoEvent ? r.steps() : std::min(r.steps(), o.stop_after + 1);
   bool first = true;
   size_t start_actions = 0;  // the actions that rebuilt the start state are no part of the recording
-  drive(s, r, m, conf == recorded_alloc_conf(s), end, [&](uint32_t step, const AllocatorModel& model) __attribute__((always_inline)) {
+  drive(s, r, memory, m, conf == recorded_alloc_conf(s), end, [&](uint32_t step, const AllocatorModel& model) __attribute__((always_inline)) {
     if (step == kNoEvent) start_actions = model.segment_actions().size();
     if (model.allocated() > p.allocated_peak) p.allocated_peak = model.allocated();
     if (model.reserved() > p.reserved_peak || first) {
@@ -142,7 +171,7 @@ std::vector<AllocatorModel::SegmentView> allocator_layout_after(const Snapshot& 
                                                                 const AllocConf& conf, const DeviceMemory& memory,
                                                                 uint32_t step) {
   AllocatorModel m(conf, memory.total, memory.limit);
-  drive(s, r, m, conf == recorded_alloc_conf(s), step == kNoEvent ? 0 : step + 1, [](uint32_t, const AllocatorModel&) {});
+  drive(s, r, memory, m, conf == recorded_alloc_conf(s), step == kNoEvent ? 0 : step + 1, [](uint32_t, const AllocatorModel&) {});
   return m.layout();
 }
 

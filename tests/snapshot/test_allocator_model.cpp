@@ -132,6 +132,7 @@ TEST(AllocatorModel, BestFitTakesTheSmallestCachedBlock) {
   m.malloc(29 * kMiB, 0);
   EXPECT_EQ(m.reserved(), (30 + 24 + 20) * kMiB);
   EXPECT_EQ(m.device_allocs(), 3u);
+  EXPECT_EQ(m.allocated(), (24 + 30 + 1) * kMiB + 512);  // whole blocks: a large remainder must exceed 1 MiB
 }
 
 TEST(AllocatorModel, MaxSplitSizeKeepsOversizeBlocksWhole) {

@@ -45,6 +45,28 @@ INSTANTIATE_TEST_SUITE_P(Recordings, OwnSettings,
                                            "alloc_run2_expandable.memrec", "torch_2layer_all.pickle",
                                            "torch_2layer_python.pickle"));
 
+// torch.cuda.empty_cache() shows only as segments freed outside a request: the replay releases the model's cache there.
+TEST(OwnSettingsReplay, RepeatsTheProgramsEmptyCache) {
+  Snapshot s;
+  s.metadata["allocator_settings"] = R"({"PYTORCH_CUDA_ALLOC_CONF": ""})";
+  s.metadata["device.0.total_memory"] = std::to_string(80ull << 30);
+  constexpr uint64_t kSize = 12ull << 20, kA = 0x7f0000000000, kB = 0x7f0001000000;
+  auto ev = [&](Action action, uint64_t addr) {
+    s.events.push_back(Event{.time_ns = static_cast<int64_t>(s.events.size()), .addr = addr, .size = kSize, .action = action});
+  };
+  ev(Action::segment_alloc, kA);
+  ev(Action::alloc, kA);
+  ev(Action::free_requested, kA);
+  ev(Action::free_completed, kA);
+  ev(Action::segment_free, kA);  // empty_cache: 12 MiB more would fit, so this is no release-and-retry
+  ev(Action::segment_alloc, kB);
+  ev(Action::alloc, kB);
+  Replay r(s, 0);
+  AllocatorPrediction p = predict_allocator(s, r, AllocConf{}, device_memory(s, r, std::nullopt), {.keep_actions = true});
+  EXPECT_EQ(first_difference(recorded_segment_actions(s, r), p.segment_actions), "");
+  EXPECT_EQ(p.device_allocs, 2u);
+}
+
 // At the reserved peak of the H100 run, the culprits share out exactly the free bytes of the segments that also hold
 // live blocks (up to the integer division per segment); wholly free segments are cache, no one's fragmentation.
 TEST(FragmentationCulprits, ShareTheFreeBytesOfPartlyUsedSegments) {

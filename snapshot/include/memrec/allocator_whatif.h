@@ -76,7 +76,7 @@ std::vector<FragmentationCulprit> fragmentation_culprits(const Snapshot& s, cons
 // live blocks hold segments with free space, and what the common settings would reserve instead. Histories of more
 // than kCulpritsMaxEvents events get a note pointing to `memrec whatif allocator` instead (it replays the run once
 // per setting); CPU runs (no segments) get an empty object.
-inline constexpr uint32_t kCulpritsMaxEvents = 1'000'000;
+inline constexpr uint32_t kCulpritsMaxEvents = 500'000;
 nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, size_t top);
 void render_fragmentation_culprits(std::string& out, const nlohmann::json& j);
 
