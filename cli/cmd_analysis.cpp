@@ -10,7 +10,6 @@
 #include "memrec/load.h"
 #include "memrec/stats.h"
 #include "memrec/summary.h"
-#include "memrec/whatif.h"
 
 namespace memrec::cli {
 namespace {
@@ -58,58 +57,11 @@ void add_diff(CLI::App& app) {
   cmd->callback([o] { print(diff_json(load_snapshot(o->a, stderr), load_snapshot(o->b, stderr), o->stats()), o->json, diff_text); });
 }
 
-std::vector<std::string> split_layers(const std::string& text) {
-  std::vector<std::string> out;
-  if (text == "all") return out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.empty()) throw Error("--layers: expected 'all' or a list like 0,3,5, got '" + text + "'");
-    out.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-void add_whatif(CLI::App& app) {
-  auto* cmd = app.add_subcommand("whatif", "Predict the peak under another memory policy");
-  cmd->require_subcommand(1);
-  auto* checkpoint = cmd->add_subcommand("checkpoint", "Predict the allocated peak with activation checkpointing");
-  struct Options {
-    std::string file, layers = "all";
-    std::optional<uint8_t> device;
-    bool json = false;
-  };
-  auto o = std::make_shared<Options>();
-  checkpoint->add_option("input", o->file, "a run recorded without checkpointing")->required()->check(CLI::ExistingFile);
-  checkpoint->add_option("--layers", o->layers, "'all' or layer indices/paths: 0,3,5 or layers.3");
-  add_device_option(checkpoint, o->device);
-  checkpoint->add_flag("--json", o->json, "print JSON for scripts");
-  checkpoint->callback([o] {
-    Snapshot s = load_snapshot(o->file, stderr);
-    uint8_t device = choose_device(s, o->device);
-    auto p = predict_checkpoint(s, device, split_layers(o->layers));
-    nlohmann::json j = {{"device", device}, {"warnings", warnings_json({&s})}, {"recorded_peak", p.recorded_peak}, {"predicted_peak", p.predicted_peak},
-                        {"predicted_peak_ns", p.predicted_peak_ns}, {"layers", p.layers},
-                        {"blocks_dropped", p.blocks_dropped}};
-    if (o->json) return fmt::print("{}\n", j.dump(2));
-    fmt::print("checkpointing {} {} ({}), {} activation blocks freed after forward and recomputed:\n", p.layers.size(),
-               p.layers.size() == 1 ? "layer" : "layers", fmt::join(p.layers, ", "), p.blocks_dropped);
-    fmt::print("  recorded peak allocated   {:>12}\n", format_bytes(p.recorded_peak));
-    fmt::print("  predicted peak allocated  {:>12}  at +{}\n", format_bytes(p.predicted_peak), format_duration(p.predicted_peak_ns));
-    fmt::print("  saving                    {:>12}  ({:.1f}%)\n", format_bytes(p.recorded_peak - std::min(p.recorded_peak, p.predicted_peak)),
-               p.recorded_peak ? 100.0 * (double(p.recorded_peak) - double(p.predicted_peak)) / double(p.recorded_peak) : 0.0);
-  });
-}
-
 }  // namespace
 
 void add_analysis_commands(CLI::App& app) {
   add_stats(app);
   add_diff(app);
-  add_whatif(app);
 }
 
 }  // namespace memrec::cli

@@ -213,6 +213,15 @@ alloc_runs() {
   tar -C /tmp -cf "$OUT/alloc_runs.tar" alloc
 }
 
+# The allocator model against the measured runs of alloc_runs: each setting's reserved peak predicted from the default
+# run's recording, within 5% (the table in docs/benchmarks.md), and its replay speed on 10M synthetic events.
+alloc_whatif() {
+  [[ -f /tmp/alloc/default.conf ]] || bench/alloc_conf_runs.sh "$MEMREC" /tmp/alloc > /dev/null
+  python3 bench/alloc_whatif_check.py "$MEMREC" /tmp/alloc | tee "$OUT/alloc_whatif.md" | tee -a "$OUT/summary.txt"
+  ninja -C "$BUILD" bench_allocator > /dev/null
+  timeout 120 "$BUILD/bench/bench_allocator" --benchmark_filter="/10000000$" 2>&1 | grep -E "^BM_" | tee -a "$OUT/summary.txt"
+}
+
 example() {
   "$BUILD/recorder/example/memrec_example" /tmp/example.memrec 2>&1 | tee -a "$OUT/summary.txt"
 }
@@ -246,6 +255,7 @@ section python python_record
 section cuda_program cuda_program
 section python_bench python_bench
 section alloc_runs alloc_runs
+section alloc_whatif alloc_whatif
 section example example
 section benchmarks benchmarks
 section analysis_bench analysis_bench

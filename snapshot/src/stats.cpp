@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/allocator_whatif.h"
 #include "memrec/devices.h"
 #include "memrec/summary.h"
 
@@ -273,6 +274,7 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
           {"top_sites", top_sites_json(s, r, o.top)},
           {"size_histogram", size_histogram_json(r)},
           {"fragmentation", fragmentation_json(fragmentation_after(s, r, step))},
+          {"fragmentation_culprits", fragmentation_culprits_json(s, r, o.top)},
           {"ooms", ooms_json(s, r, o.top)},
           {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()}};
 }
@@ -302,6 +304,7 @@ std::string stats_text(const nlohmann::json& j) {
                        b["count"].get<uint64_t>(), format_bytes(b["bytes"]));
   out += "\n";
   render_fragmentation(out, j["fragmentation"]);
+  render_fragmentation_culprits(out, j["fragmentation_culprits"]);
   for (const json& o : j["ooms"]) render_oom(out += "\n", o);
   if (!j["kernels"].empty()) render_kernels(out, j["kernels"]);
   return out;
