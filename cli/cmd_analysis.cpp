@@ -20,9 +20,11 @@ struct AnalysisOptions {
   std::optional<uint8_t> device;
   bool json = false;
   bool kernels = false;
+  bool full_stack = false;
 
   StatsOptions stats() const {
-    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = device, .kernels = kernels};
+    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = device, .kernels = kernels,
+            .full_stack = full_stack};
   }
 };
 
@@ -31,6 +33,7 @@ void add_common(CLI::App* cmd, AnalysisOptions& o) {
       ->check(CLI::IsMember({"stack", "op", "module", "phase", "category", "layer", "pool"}));
   cmd->add_option("--top", o.top, "rows per table")->check(CLI::Range(1, 100000));
   add_device_option(cmd, o.device);
+  add_internal_option(cmd);
   cmd->add_flag("--json", o.json, "print JSON for scripts");
 }
 
@@ -44,6 +47,7 @@ void add_stats(CLI::App& app) {
   cmd->add_option("input", o->a, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
   cmd->add_option("--at", o->at, "'peak' (default) or a time since the start: 1.5s, 250ms, 40us");
   cmd->add_flag("--kernels", o->kernels, "add the top kernels by GPU time");
+  cmd->add_flag("--full-stack", o->full_stack, "with --by stack: print each row's whole stack, frames marked site, user or internal");
   add_common(cmd, *o);
   cmd->callback([o] { print(stats_json(load_snapshot(o->a, stderr), o->stats()), o->json, stats_text); });
 }

@@ -10,7 +10,9 @@
 #include <fmt/format.h>
 
 #include "memrec/allocator_whatif.h"
+#include "memrec/attribution.h"
 #include "memrec/devices.h"
+#include "memrec/sites.h"
 #include "memrec/summary.h"
 
 namespace memrec {
@@ -37,13 +39,26 @@ json categories_json(const Group& g) {
   return out;
 }
 
-json groups_json(const std::vector<Group>& groups, size_t top, uint64_t total) {
+// The site, the op and every frame of a stack group's first stack (--full-stack prints the frames).
+void add_stack_fields(json& row, const Snapshot& s, const Group& g) {
+  if (!g.stacks) return;
+  json frames = json::array();
+  for (const MarkedFrame& f : marked_frames(s, g.stack))
+    frames.push_back({{"frame", frame_label(s, f.frame)}, {"user", f.user}, {"site", f.site}});
+  row["site"] = site_label(s, g.stack);
+  row["op"] = op_label(s, g.stack);
+  row["stacks"] = g.stacks;
+  row["frames"] = std::move(frames);
+}
+
+json groups_json(const Snapshot& s, const std::vector<Group>& groups, size_t top, uint64_t total) {
   json rows = json::array();
   uint64_t shown = 0, shown_count = 0;
   for (size_t i = 0; i < groups.size() && i < top; ++i) {
     const Group& g = groups[i];
     rows.push_back({{"key", g.key}, {"bytes", g.bytes}, {"count", g.count},
                     {"share", total ? double(g.bytes) / double(total) : 0.0}, {"categories", categories_json(g)}});
+    add_stack_fields(rows.back(), s, g);
     shown += g.bytes;
     shown_count += g.count;
   }
@@ -71,7 +86,7 @@ json top_sites_json(const Snapshot& s, const Replay& r, size_t top) {
   auto rows = [&](const std::vector<Group>& g) {
     json out = json::array();
     for (size_t i = 0; i < g.size() && i < top; ++i)
-      out.push_back({{"key", g[i].key}, {"bytes", g[i].bytes}, {"count", g[i].count}});
+      out.push_back({{"key", g[i].key}, {"site", site_label(s, g[i].stack)}, {"bytes", g[i].bytes}, {"count", g[i].count}});
     return out;
   };
   return {{"by_bytes", rows(sites)}, {"by_count", rows(by_count)}};
@@ -117,7 +132,7 @@ json ooms_json(const Snapshot& s, const Replay& r, size_t top) {
                    {"cached", o.fragmentation.reserved - std::min(o.fragmentation.reserved, o.fragmentation.allocated)},
                    {"fragmentation", fragmentation_json(o.fragmentation)},
                    {"caused_by_fragmentation", o.caused_by_fragmentation},
-                   {"top_sites", groups_json(o.top_sites, top, o.totals.allocated)}});
+                   {"top_sites", groups_json(s, o.top_sites, top, o.totals.allocated)}});
   }
   return out;
 }
@@ -134,10 +149,23 @@ json kernels_json(const Snapshot& s, uint8_t device, size_t top) {
 
 std::string pct(double share) { return fmt::format("{:5.1f}%", share * 100.0); }
 
-void render_groups(std::string& out, const json& rows, const std::string& indent, bool split = false) {
+// A stack row's whole stack, innermost first, each frame marked: "site", "user" (user code), or blank (internal).
+void render_frames(std::string& out, const json& row, const std::string& indent) {
+  if (!row.contains("frames")) return;
+  if (row["stacks"].get<uint32_t>() > 1)
+    out += fmt::format("{}{:>14}first of {} stacks with this site and op:\n", indent, "", row["stacks"].get<uint32_t>());
+  for (const json& f : row["frames"]) {
+    const char* mark = f["site"].get<bool>() ? "site" : f["user"].get<bool>() ? "user" : "";
+    out += fmt::format("{}{:>12}  {}\n", indent, mark, f["frame"].get<std::string>());
+  }
+}
+
+void render_groups(std::string& out, const json& rows, const std::string& indent, bool split = false,
+                   bool full_stack = false) {
   for (const json& g : rows) {
     out += fmt::format("{}{:>12} {} {:>8}x  {}\n", indent, format_bytes(g["bytes"]), pct(g["share"]),
                        g["count"].get<uint64_t>(), g["key"].get<std::string>());
+    if (full_stack) render_frames(out, g, indent);
     if (!split || g["categories"].empty()) continue;
     std::string parts;
     for (const auto& [name, bytes] : g["categories"].items())
@@ -270,7 +298,8 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
                   {"allocated", at.allocated},
                   {"reserved", at.reserved}}},
           {"by", to_string(o.by)},
-          {"live", groups_json(live, o.top, at.allocated)},
+          {"live", groups_json(s, live, o.top, at.allocated)},
+          {"full_stack", o.full_stack},
           {"top_sites", top_sites_json(s, r, o.top)},
           {"size_histogram", size_histogram_json(r)},
           {"fragmentation", fragmentation_json(fragmentation_after(s, r, step))},
@@ -291,7 +320,7 @@ std::string stats_text(const nlohmann::json& j) {
   out += fmt::format("\nlive at {}: {} allocated, {} reserved, by {}:\n", instant_label(at), format_bytes(at["allocated"]),
                      format_bytes(at["reserved"]), j["by"].get<std::string>());
   std::string by = j["by"];
-  render_groups(out, j["live"], "  ", by != "stack" && by != "category");
+  render_groups(out, j["live"], "  ", by != "stack" && by != "category", j.value("full_stack", false));
   out += "\ntop allocation sites by bytes allocated over the run:\n";
   for (const json& g : j["top_sites"]["by_bytes"])
     out += fmt::format("  {:>12} {:>8}x  {}\n", format_bytes(g["bytes"]), g["count"].get<uint64_t>(), g["key"].get<std::string>());

@@ -18,6 +18,7 @@ struct StatsOptions {
   size_t top = 15;
   std::optional<uint8_t> device;  // unset: choose_device's default
   bool kernels = false;  // add the top kernels by GPU time (torch.profiler's key_averages)
+  bool full_stack = false;  // text: print each stack row's whole stack, frames marked site/user/internal
 };
 
 // Parses "peak" (nullopt), or a time since the first event like "1.5s", "250ms", "40us", "1200ns" (a plain
