@@ -17,15 +17,33 @@ namespace {
 
 constexpr float kBarHeight = 14;
 
-// The blocks that are ever freed and released later (record_stream): the only ones that can be pending.
-std::vector<uint32_t> delayed_frees(const Replay& r) {
-  std::vector<uint32_t> ids;
+}  // namespace
+
+// The blocks that are freed and released later (record_stream), by free step: the only ones that can be pending.
+SegmentsView::Delayed::Delayed(const Replay& r) {
   const auto& freed = r.free_steps();
   const auto& released = r.completed_steps();
   for (uint32_t i = 0; i < freed.size(); ++i)
-    if (freed[i] < kBeforeStart && released[i] != kNoEvent && released[i] > freed[i]) ids.push_back(i);
-  return ids;
+    if (freed[i] < kBeforeStart && released[i] != kNoEvent && released[i] > freed[i]) {
+      ids.push_back(i);
+      longest = std::max(longest, released[i] - freed[i]);
+    }
+  std::stable_sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return freed[a] < freed[b]; });
 }
+
+// Pending after `step`: freed at or before it and released after it, so freed at most `longest` steps before.
+std::vector<uint32_t> SegmentsView::Delayed::pending_after(const Replay& r, uint32_t step) const {
+  std::vector<uint32_t> out;
+  if (step == kNoEvent) return out;
+  const auto& freed = r.free_steps();
+  uint32_t from = step >= longest ? step - longest + 1 : 0;
+  auto it = std::lower_bound(ids.begin(), ids.end(), from, [&](uint32_t id, uint32_t s) { return freed[id] < s; });
+  for (; it != ids.end() && freed[*it] <= step; ++it)
+    if (r.completed_steps()[*it] > step) out.push_back(*it);
+  return out;
+}
+
+namespace {
 
 std::string when(const Document& doc, uint32_t step) {
   return human_duration(doc.timeline->time_of(step) - doc.timeline->begin_ns());
@@ -51,7 +69,7 @@ void block_tooltip(const Document& doc, uint32_t id, bool pending) {
 float SegmentsView::bar_height() { return kBarHeight; }
 
 void SegmentsView::update(const Document& doc, const ViewState& state) {
-  if (replay_ != doc.replay.get()) delayed_ = delayed_frees(*doc.replay);
+  if (replay_ != doc.replay.get()) delayed_ = Delayed(*doc.replay);
   if (step_ == state.instant && replay_ == doc.replay.get()) return;
   step_ = state.instant;
   replay_ = doc.replay.get();
@@ -61,9 +79,8 @@ void SegmentsView::update(const Document& doc, const ViewState& state) {
   // Pending blocks by segment: few, so a search per block.
   pending_.assign(segments_.size(), {});
   const auto& allocs = doc.replay->allocations();
-  for (uint32_t id : delayed_) {
+  for (uint32_t id : delayed_.pending_after(*doc.replay, state.instant)) {
     Allocation a = allocs[id];
-    if (state.instant == kNoEvent || a.free_step > state.instant || a.completed_step <= state.instant) continue;
     auto it = std::upper_bound(segments_.begin(), segments_.end(), a.addr,
                                [](uint64_t addr, const SegmentAt& s) { return addr < s.addr; });
     if (it != segments_.begin() && std::prev(it)->size && a.addr < std::prev(it)->addr + std::prev(it)->size)

@@ -180,7 +180,13 @@ class SegmentsView {
 
   std::vector<SegmentAt> segments_;
   std::vector<std::vector<uint32_t>> pending_;  // per segment: blocks freed but not yet released
-  std::vector<uint32_t> delayed_;               // blocks whose release comes after their free
+  struct Delayed {
+    Delayed() = default;
+    explicit Delayed(const Replay& r);
+    std::vector<uint32_t> pending_after(const Replay& r, uint32_t step) const;
+    std::vector<uint32_t> ids;  // blocks whose release comes after their free, by free step
+    uint32_t longest = 0;       // the most steps between a free and its release
+  } delayed_;
   std::vector<Bar> bars_;
   struct {
     uint64_t reserved = 0, allocated = 0, pending = 0, inactive_split = 0, free = 0;
