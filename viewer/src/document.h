@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "memrec/analysis.h"
 #include "memrec/attribution.h"
 #include "memrec/replay.h"
 #include "memrec/snapshot.h"
@@ -32,6 +33,10 @@ struct Document {
   uint64_t device_events() const { return replay->steps(); }
 };
 
+// The view the bottom panel shows (and a screenshot aims at): the attribution table, the flame graph of the same
+// memory, or the segment history.
+enum class Focus : uint8_t { timeline, flame, segments };
+
 struct ViewState {
   // Visible time range in nanoseconds after the first event (doubles of absolute clock values would round to
   // 256 ns). The span is kept apart from t0 so panning leaves it bit-identical and cached columns stay valid.
@@ -40,8 +45,17 @@ struct ViewState {
   // The instant the attribution and segments views describe (a replay step, kNoEvent = before the first event).
   uint32_t instant = kNoEvent;
   uint32_t selected_allocation = kNone;
+  Focus focus = Focus::timeline;
+  // The tree the attribution panel and the flame graph group by; `flat` set: the panel lists one key per block
+  // instead (GroupBy::stack is the site, as `memrec stats --by stack` prints it) and the flame graph keeps the tree.
   Grouping grouping = Grouping::stack_top_down;
+  std::optional<GroupBy> flat;
   std::optional<Attribution> attribution;  // of the live blocks at `instant`
+  std::vector<Group> flat_groups;          // of the live blocks at `instant`, when `flat` is set
+  uint64_t attribution_version = 0;        // changes whenever `attribution` is rebuilt
+  // Set: the flame graph shows the bytes allocated in [first, second] (ns after the first event) instead.
+  std::optional<std::pair<int64_t, int64_t>> range;
+  std::string search;  // the text last searched for: the flame graph highlights the boxes it names
   uint32_t selected_node = 0;              // in attribution; 0 = none
   // Per allocation: drawn bright when set, the rest dimmed. Empty: nothing highlighted.
   std::vector<uint8_t> highlight;
@@ -49,11 +63,16 @@ struct ViewState {
   uint64_t highlight_version = 0;  // changes whenever `highlight` does, so cached pixels are redrawn
 
   void fit_all(const Document& doc);
+  // What the viewer opens on: everything, except an idle prologue (loading, compiling: a few events, then a pause
+  // longer than the rest of the run), which would squash the steps into a sliver.
+  void fit_activity(const Document& doc);
   // A window around the peak: the peak's column and the allocations around it fill the view.
   void fit_peak(const Document& doc);
   void zoom(double factor, double around);
   void pan(double ns);
   void set_instant(const Document& doc, uint32_t step);
+  // Regroups the memory live at the instant after `grouping` or `flat` changed.
+  void regroup(const Document& doc);
   void set_highlight(std::vector<uint8_t> marks, std::string reason);
   void clear_highlight();
 };

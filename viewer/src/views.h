@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,14 +110,87 @@ class LanesView {
 };
 
 void draw_attribution(const Document& doc, ViewState& state);
+// Highlights every block of the attribution's node along the timeline (the panel's row, the flame graph's box).
+void highlight_group(const Document& doc, ViewState& state, uint32_t node);
+// "live at 12.3 ms (peak)"
+std::string describe_instant(const Document& doc, const ViewState& state);
+
+class FlameView {
+ public:
+  // One box as laid out for the last frame, in pixels from the graph's top-left (tests read them back).
+  struct Box {
+    uint32_t node;  // in tree()
+    uint32_t depth;
+    float x0, x1;
+  };
+  void draw(const Document& doc, ViewState& state);
+  const Attribution* tree() const { return tree_; }
+  const std::vector<Box>& boxes() const { return boxes_; }
+  ImVec2 origin() const { return origin_; }
+  float width() const { return laid_width_; }
+  static float row_height();
+
+ private:
+  void update_tree(const Document& doc, const ViewState& state);
+  void update_search(const std::string& text);
+  void draw_header(const Document& doc, ViewState& state);
+  void lay_out(float width);
+  void place(uint32_t node, uint32_t depth, float x0, double scale);
+  void zoom_to(uint32_t node);
+  const std::string& label(uint32_t node);
+
+  std::optional<Attribution> range_tree_;
+  const Attribution* tree_ = nullptr;
+  uint32_t zoom_ = 0;                // the node drawn full width
+  std::vector<uint32_t> zoom_path_;  // its keys, to find it again in the next tree
+  std::vector<Box> boxes_;
+  uint32_t rows_ = 0;
+  float laid_width_ = -1;
+  ImVec2 origin_;
+  std::vector<std::string> labels_;  // per node, filled when first drawn
+  std::vector<uint8_t> hits_;        // per node: its label holds the search text
+  std::string searched_;
+  // What the tree was built for.
+  const Document* built_doc_ = nullptr;
+  uint8_t built_device_ = 0;
+  bool built_ranged_ = false;
+  std::pair<int64_t, int64_t> built_range_;
+  Grouping built_grouping_ = Grouping::stack_top_down;
+  uint64_t built_version_ = 0;
+};
 void draw_inspector(const Document& doc, ViewState& state);
 
 class SegmentsView {
  public:
-  void draw(const Document& doc, const ViewState& state);
+  void draw(const Document& doc, ViewState& state);
+  // Where each segment's bar was drawn in the last frame (tests read the pixels back).
+  struct Bar {
+    size_t segment;  // in segments()
+    float x, y, width;
+  };
+  const std::vector<SegmentAt>& segments() const { return segments_; }
+  const std::vector<std::vector<uint32_t>>& pending() const { return pending_; }
+  const std::vector<Bar>& bars() const { return bars_; }
+  static float bar_height();
 
  private:
+  void update(const Document& doc, const ViewState& state);
+  void draw_scrubber(const Document& doc, ViewState& state);
+  void draw_bar(const Document& doc, ViewState& state, size_t index, float width);
+
   std::vector<SegmentAt> segments_;
+  std::vector<std::vector<uint32_t>> pending_;  // per segment: blocks freed but not yet released
+  struct Delayed {
+    Delayed() = default;
+    explicit Delayed(const Replay& r);
+    std::vector<uint32_t> pending_after(const Replay& r, uint32_t step) const;
+    std::vector<uint32_t> ids;  // blocks whose release comes after their free, by free step
+    uint32_t longest = 0;       // the most steps between a free and its release
+  } delayed_;
+  std::vector<Bar> bars_;
+  struct {
+    uint64_t reserved = 0, allocated = 0, pending = 0, inactive_split = 0, free = 0;
+  } totals_;
   uint32_t step_ = kNoEvent;
   const Replay* replay_ = nullptr;
 };
