@@ -147,7 +147,24 @@ void App::save_png(const std::string& path) const {
   save_framebuffer_png(path, width_, height_);
 }
 
+void App::open_rank(size_t index) {
+  std::shared_ptr<const RankSet> ranks = doc_->ranks;
+  const RankRecording& r = ranks->ranks[index];
+  doc_ = Document::open(r.path, r.device);
+  doc_->ranks = ranks;
+  doc_->rank_index = index;
+  glfwSetWindowTitle(window_, ("memrec - " + doc_->path).c_str());
+  state_.attribution.reset();  // of the other rank's blocks
+  state_.selected_allocation = kNone;
+  state_.clear_highlight();
+  state_.fit_all(*doc_);
+  state_.set_instant(*doc_, doc_->replay->peak_allocated().step);
+}
+
 void App::build_ui() {
+  if (doc_->ranks)
+    if (auto picked = ranks_.draw(*doc_->ranks, doc_->rank_index, ImGui::GetContentRegionAvail().y * 0.4f))
+      if (*picked != doc_->rank_index) open_rank(*picked);
   Document& doc = *doc_;
   search_.draw(doc, state_);
   float status = ImGui::GetFrameHeightWithSpacing() + 4;
@@ -210,6 +227,7 @@ void print_layout(App& app, const std::string& png) {
       {"instant_step", st.instant == kNoEvent ? -1 : static_cast<int64_t>(st.instant)},
       {"selected", st.selected_allocation == kNone ? -1 : static_cast<int64_t>(st.selected_allocation)},
   };
+  if (app.doc().ranks) out["ranks"] = app.ranks().layout(*app.doc().ranks);
   fmt::print("{}\n", out.dump());
   std::fflush(stdout);
 }
@@ -219,7 +237,9 @@ void print_layout(App& app, const std::string& png) {
 int run(const Options& options) {
   std::optional<int64_t> at = options.at.empty() ? std::nullopt : parse_at(options.at);  // checked before anything opens
   bool offscreen = !options.screenshot.empty();
-  App app(options.path, options.device, options.width, options.height, offscreen);
+  auto loading = options.ranks.size() > 1 ? std::async(std::launch::async, open_ranks, options.ranks, options.device)
+                                          : std::async(std::launch::async, Document::open, options.path, options.device);
+  App app(std::move(loading), options.width, options.height, offscreen);
   Instant found = instant_at(*app.doc().replay, at);
   if (!found.note.empty()) fmt::print(stderr, "memrec view: note: {}\n", found.note);
   uint32_t instant = found.step;

@@ -41,9 +41,13 @@ class App {
   ViewState& state() { return state_; }
   const TimelineView& timeline() const { return timeline_; }
   const LanesView& lanes() const { return lanes_; }
+  const RanksView& ranks() const { return ranks_; }
+  RanksView& ranks() { return ranks_; }
 
  private:
   void build_ui();
+  // Opens rank `index` of the document's ranks in the views, keeping the ranks view as it is.
+  void open_rank(size_t index);
   double run_frame(bool empty);
 
   std::unique_ptr<Document> doc_;
@@ -57,6 +61,7 @@ class App {
   LanesView lanes_;
   SegmentsView segments_;
   SearchView search_;
+  RanksView ranks_;
 };
 
 }  // namespace memrec::viewer
