@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <iterator>
+#include <map>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -31,6 +34,15 @@ StackCapture resolve_capture(StackCapture c) {
                                                                : StackCapture::unwind_backtrace;
   if (!stack_capture_available(c)) throw Error(fmt::format("stack capture '{}' needs libtorch >= 2.1", to_string(c)));
   return c;
+}
+
+// Which rank of which host this process is, from the variables torchrun sets: `memrec stats --by rank` and the
+// viewer put the ranks of a run side by side with them (hosts decide whether the clocks can be shared).
+void note_process(std::map<std::string, std::string>& metadata) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) metadata["host"] = host;
+  for (auto [variable, key] : {std::pair{"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}})
+    if (const char* value = std::getenv(variable)) metadata[key] = value;
 }
 
 }  // namespace
@@ -88,6 +100,7 @@ void Recorder::Impl::start() {
     snap.metadata["torch_version"] = TORCH_VERSION;
     snap.metadata["clock"] = "CLOCK_REALTIME ns";
     snap.metadata["pid"] = std::to_string(getpid());
+    note_process(snap.metadata);
     if (!opt.output.empty()) writer = std::make_unique<Writer>(opt.output);
 
     auto& buffer = detail::EventBuffer::get();
