@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/device_memory.h"
 #include "memrec/devices.h"
 #include "memrec/summary.h"
 
@@ -274,7 +275,8 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
           {"size_histogram", size_histogram_json(r)},
           {"fragmentation", fragmentation_json(fragmentation_after(s, r, step))},
           {"ooms", ooms_json(s, r, o.top)},
-          {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()}};
+          {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()},
+          {"device_memory", device_memory_json(s, r, step, o.top)}};
 }
 
 std::string stats_text(const nlohmann::json& j) {
@@ -302,6 +304,7 @@ std::string stats_text(const nlohmann::json& j) {
                        b["count"].get<uint64_t>(), format_bytes(b["bytes"]));
   out += "\n";
   render_fragmentation(out, j["fragmentation"]);
+  out += device_memory_text(j["device_memory"]);
   for (const json& o : j["ooms"]) render_oom(out += "\n", o);
   if (!j["kernels"].empty()) render_kernels(out, j["kernels"]);
   return out;
