@@ -197,6 +197,7 @@ class NvmlSampler {
   // will be no samples ("absent: ...", "off: ..."), for the recording's metadata.
   std::string open(const std::vector<std::string>& pci_bus_ids);
   void sample(Snapshot& s);  // one sample of every device, now; nothing when not open
+  bool sampling() const { return initialized_; }
   uint64_t failures() const { return failures_; }  // samples NVML refused (counted, not written)
   void close();
 

@@ -181,12 +181,12 @@ void Recorder::Impl::stop() {
   if (writer) writer->close(snap);
 }
 
-// Drains every flush_ms (or when woken), and samples NVML every kSamplePeriod in between.
+// Drains every flush_ms (or when woken), and samples NVML every kSamplePeriod in between when it samples.
 void Recorder::Impl::drain_loop() {
   if (opt.stacks) symbolizer.warm_up();  // in the background now rather than at the first drain or at stop()
   using clock = std::chrono::steady_clock;
   auto flush = std::chrono::milliseconds(opt.flush_ms);
-  auto period = std::min(flush, kSamplePeriod);
+  auto period = nvml.sampling() ? std::min(flush, kSamplePeriod) : flush;
   auto next_drain = clock::now() + flush;
   bool requested = false;
   while (waker.wait(period, &requested)) {
