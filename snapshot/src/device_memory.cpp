@@ -28,7 +28,9 @@ std::vector<SegmentEvent> segment_grows(const Replay& r) {
 
 bool is_allocators(const DeviceAllocation& a, const std::vector<SegmentEvent>& grows) {
   return std::any_of(grows.begin(), grows.end(), [&](const SegmentEvent& g) {
-    if (g.time_ns < a.start_ns - kClockSlackNs || g.time_ns > a.end_ns) return false;
+    // Differences taken unsigned: a hostile file's times must not overflow.
+    bool too_early = g.time_ns < a.start_ns && uint64_t(a.start_ns) - uint64_t(g.time_ns) > uint64_t(kClockSlackNs);
+    if (too_early || g.time_ns > a.end_ns) return false;
     if (!g.mapped) return g.addr == a.addr && g.size == a.bytes;
     return g.addr <= a.addr && a.addr - g.addr + a.bytes <= g.size;
   });
@@ -84,23 +86,22 @@ std::vector<DeviceMemoryPoint> account(const Snapshot& s, const Replay& r, const
   for (const DeviceMemorySample& m : s.memory_samples)
     if (m.device == d.device) samples.push_back(m);
   std::stable_sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
-  // Changes of the other allocations on the device, swept along the samples.
-  std::vector<std::pair<int64_t, int64_t>> changes;
+  // Changes of the other allocations on the device, swept along the samples (unsigned: sums wrap, never overflow).
+  std::vector<std::pair<int64_t, uint64_t>> changes;
   for (const DeviceAllocation& a : d.other) {
     if (!on_device(a.kind)) continue;
-    changes.emplace_back(a.start_ns, static_cast<int64_t>(a.bytes));
-    if (a.end_ns != kStillLive) changes.emplace_back(a.end_ns, -static_cast<int64_t>(a.bytes));
+    changes.emplace_back(a.start_ns, a.bytes);
+    if (a.end_ns != kStillLive) changes.emplace_back(a.end_ns, 0 - a.bytes);
   }
   std::sort(changes.begin(), changes.end());
   auto reserved = reserved_steps(r);
   std::vector<DeviceMemoryPoint> out;
-  int64_t other = 0;
+  uint64_t other = 0;
   size_t next = 0;
   for (const DeviceMemorySample& m : samples) {
     for (; next < changes.size() && changes[next].first <= m.time_ns; ++next) other += changes[next].second;
-    DeviceMemoryPoint p{m.time_ns, m.used, m.total, reserved_at(r, reserved, m.time_ns),
-                        static_cast<uint64_t>(other), 0};
-    p.context = static_cast<int64_t>(p.used) - static_cast<int64_t>(p.reserved) - other;
+    DeviceMemoryPoint p{m.time_ns, m.used, m.total, reserved_at(r, reserved, m.time_ns), other, 0};
+    p.context = static_cast<int64_t>(p.used - p.reserved - other);
     out.push_back(p);
   }
   return out;

@@ -70,7 +70,7 @@ json over_run_json(const std::vector<DeviceMemoryPoint>& points) {
 }
 
 std::string signed_bytes(int64_t v) {
-  return (v < 0 ? "-" : "") + format_bytes(static_cast<uint64_t>(v < 0 ? -v : v));
+  return (v < 0 ? "-" : "") + format_bytes(v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v));
 }
 
 std::string group_line(const json& g) {
@@ -128,7 +128,7 @@ std::string device_memory_text(const json& j) {
     out += fmt::format("  over the run ({} samples): context and driver {} .. {} (spread {}), used up to {}, other "
                        "allocations up to {}\n",
                        j["samples"].get<uint64_t>(), signed_bytes(run["context_min"]), signed_bytes(run["context_max"]),
-                       signed_bytes(run["context_max"].get<int64_t>() - run["context_min"].get<int64_t>()),
+                       format_bytes(run["context_max"].get<uint64_t>() - run["context_min"].get<uint64_t>()),
                        format_bytes(run["device_used_max"]), format_bytes(run["other_allocations_max"]));
   }
   out += fmt::format("  other allocations live at +{}: {}\n", format_duration(j["time_ns"]),

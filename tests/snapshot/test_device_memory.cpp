@@ -8,7 +8,11 @@
 #include <filesystem>
 #include <string>
 
+#include <cstring>
+#include <random>
+
 #include <nlohmann/json.hpp>
+#include <zstd.h>
 
 #include "common/process.h"
 #include "memrec/device_memory.h"
@@ -131,6 +135,55 @@ TEST(DeviceMemory, CutFilesReadUpToTheirLastWholeChunk) {
     seen_records = std::max<size_t>(seen_records, s.device_memory.size());
   }
   EXPECT_EQ(seen_records, 7u) << "some cut keeps the device memory chunk";
+}
+
+// Damage behind a valid checksum reaches the decoders: the device_memory and memory_samples chunks' payloads are
+// mutated and recompressed. Every read ends in an Error or in rows whose ids hold, which the accounting then takes.
+TEST(DeviceMemory, DamagedChunksAreRefusedOrHarmless) {
+  TempDir tmp;
+  write_file(recording(), tmp / "d.memrec");
+  const std::string bytes = testing::read_bytes(tmp / "d.memrec");
+  std::mt19937 rng(13);
+  size_t reads = 0, refused = 0;
+  for (size_t off = 16; off + 12 <= bytes.size();) {
+    uint32_t head[3];  // type, raw size, compressed size
+    std::memcpy(head, bytes.data() + off, sizeof head);
+    size_t next = off + 12 + head[2];
+    if (head[0] != 13 && head[0] != 14) {
+      off = next;
+      continue;
+    }
+    std::string raw(head[1], '\0');
+    ASSERT_EQ(ZSTD_decompress(raw.data(), raw.size(), bytes.data() + off + 12, head[2]), raw.size());
+    for (int i = 0; i < 200; ++i) {
+      std::string damaged = raw;
+      for (int k = 0; k < 1 + i % 3; ++k) damaged[rng() % damaged.size()] = static_cast<char>(i % 2 ? 0xff : rng());
+      std::string frame(ZSTD_compressBound(damaged.size()), '\0');
+      ZSTD_CCtx* cctx = ZSTD_createCCtx();
+      ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+      frame.resize(ZSTD_compress2(cctx, frame.data(), frame.size(), damaged.data(), damaged.size()));
+      ZSTD_freeCCtx(cctx);
+      uint32_t h[3] = {head[0], head[1], static_cast<uint32_t>(frame.size())};
+      std::string file = bytes.substr(0, off) + std::string(reinterpret_cast<const char*>(h), sizeof h) + frame +
+                         bytes.substr(next);
+      ++reads;
+      try {
+        Snapshot s = read_buffer({reinterpret_cast<const uint8_t*>(file.data()), file.size()});
+        for (const DeviceMemoryRecord& r : s.device_memory) {
+          EXPECT_LT(r.source, s.strings.size());
+          EXPECT_LT(r.stack, s.stacks.size());
+        }
+        for (const DeviceMemorySample& m : s.memory_samples) EXPECT_LE(m.used, m.total);
+        Replay replay(s, 0);
+        device_memory(s, replay);
+      } catch (const Error&) {
+        ++refused;
+      }
+    }
+    off = next;
+  }
+  EXPECT_EQ(reads, 400u) << "both chunks were damaged";
+  EXPECT_GT(refused, reads / 4);
 }
 
 TEST(DeviceMemory, UsedIsReservedPlusOtherAllocationsPlusAConstantContext) {
