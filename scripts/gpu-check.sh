@@ -193,6 +193,26 @@ sys.exit(len(set(times)) < len(times) // 2)
 PYEOF
 }
 
+# Device memory outside the caching allocator (tests/scripts/gpu_truth.py): a one-rank NCCL process group, cuBLAS and
+# a raw cuMemAlloc, recorded by memrec record. Checked: the raw allocation is an other allocation of its size, NCCL's
+# setup makes other allocations, NVML used - (reserved + other) stays within 2 MiB over the run. The same program with
+# expandable segments (the allocator's cuMemCreate/cuMemMap) is printed, not checked.
+gpu_truth() {
+  rm -f /tmp/truth*.memrec /tmp/truthx*.memrec
+  "$MEMREC" record -o /tmp/truth.memrec -- python3 tests/scripts/gpu_truth.py run --facts /tmp/truth.json \
+    > /tmp/truth.log 2>&1 || { tail -40 /tmp/truth.log; return 1; }
+  cat /tmp/truth.log
+  local file
+  file=$(ls /tmp/truth.*.memrec | head -1)
+  "$MEMREC" info "$file" | head -30
+  python3 tests/scripts/gpu_truth.py check /tmp/truth.json "$file" --memrec "$MEMREC" | tee -a "$OUT/summary.txt"
+  say "-- the same with expandable segments (printed, not checked):"
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$MEMREC" record -o /tmp/truthx.memrec -- \
+    python3 tests/scripts/gpu_truth.py run --facts /tmp/truthx.json > /tmp/truthx.log 2>&1 || { tail -40 /tmp/truthx.log; return 0; }
+  python3 tests/scripts/gpu_truth.py check /tmp/truthx.json "$(ls /tmp/truthx.*.memrec | head -1)" --memrec "$MEMREC" |
+    tee -a "$OUT/summary.txt" || true
+}
+
 # Step-time cost of recording a Python program (GPT-2-small size), eager and torch.compile: bench/python_record.sh.
 python_bench() {
   bench/python_record.sh "$MEMREC" 12 | tee -a "$OUT/summary.txt"
@@ -253,6 +273,7 @@ section oom oom
 section python_tests python_tests
 section python python_record
 section cuda_program cuda_program
+section gpu_truth gpu_truth
 section python_bench python_bench
 section alloc_runs alloc_runs
 section alloc_whatif alloc_whatif

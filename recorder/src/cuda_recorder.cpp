@@ -162,6 +162,16 @@ void describe_devices(Snapshot& s, const alloc::SnapshotInfo& info) {
 
 bool cuda_recordable() { return c10::cuda::device_count() > 0; }
 
+std::vector<std::string> cuda_pci_bus_ids() {
+  std::vector<std::string> ids;
+  for (int i = 0; i < c10::cuda::device_count(); ++i) {
+    char id[32] = {};  // "0000:00:00.0" and its terminator
+    if (cudaDeviceGetPCIBusId(id, sizeof id, i) != cudaSuccess) break;  // later ordinals would shift: stop here
+    ids.emplace_back(id);
+  }
+  return ids;
+}
+
 void cuda_start(Snapshot& s, ScriptFrames* script) {
   // The per-device allocators exist only after CUDA's lazy init: one tiny tensor does it.
   (void)at::empty({1}, at::TensorOptions().device(at::kCUDA));

@@ -11,6 +11,7 @@
 
 #include "memrec/allocator_whatif.h"
 #include "memrec/attribution.h"
+#include "memrec/device_memory.h"
 #include "memrec/devices.h"
 #include "memrec/sites.h"
 #include "memrec/summary.h"
@@ -307,7 +308,8 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
           {"fragmentation", fragmentation_json(fragmentation_after(s, r, step))},
           {"fragmentation_culprits", fragmentation_culprits_json(s, r, o.top)},
           {"ooms", ooms_json(s, r, o.top)},
-          {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()}};
+          {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()},
+          {"device_memory", device_memory_json(s, r, step, o.top)}};
 }
 
 std::string stats_text(const nlohmann::json& j) {
@@ -336,6 +338,7 @@ std::string stats_text(const nlohmann::json& j) {
   out += "\n";
   render_fragmentation(out, j["fragmentation"]);
   render_fragmentation_culprits(out, j["fragmentation_culprits"]);
+  out += device_memory_text(j["device_memory"]);
   for (const json& o : j["ooms"]) render_oom(out += "\n", o);
   if (!j["kernels"].empty()) render_kernels(out, j["kernels"]);
   return out;

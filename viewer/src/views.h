@@ -56,6 +56,11 @@ struct ColumnGrid {
   int64_t absolute(double t) const { return origin + static_cast<int64_t>(std::floor(t)); }
 };
 
+// The device memory band under the timeline (device_band.cpp): its height (0 for a recording without NVML
+// samples), and the band itself, drawn from `top` on the timeline's columns.
+float device_band_height(const Document& doc);
+void draw_device_band(const Document& doc, const ColumnGrid& grid, ImDrawList* list, float top);
+
 class TimelineView {
  public:
   void draw(Document& doc, ViewState& state, float height);
