@@ -172,6 +172,8 @@ python_record() {
     { tail -30 /tmp/prof.log; return 1; }
   grep -E "memrec|profiler kernels" /tmp/prof.log
   "$MEMREC" info /tmp/prof.memrec | grep -E "events|kernels"
+  grep -q "memrec: recording without kernels.*torch.profiler is active" /tmp/prof.log
+  grep -q "profiler kernels [1-9]" /tmp/prof.log
   "$MEMREC" record -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \
     > /tmp/ranks.log 2>&1 || { tail -30 /tmp/ranks.log; return 1; }
   grep "wrote" /tmp/ranks.log
@@ -203,13 +205,13 @@ gpu_truth() {
     > /tmp/truth.log 2>&1 || { tail -40 /tmp/truth.log; return 1; }
   cat /tmp/truth.log
   local file
-  file=$(ls /tmp/truth.*.memrec | head -1)
+  file=$(ls /tmp/truth*.memrec | grep -v truthx | head -1)
   "$MEMREC" info "$file" | head -30
   python3 tests/scripts/gpu_truth.py check /tmp/truth.json "$file" --memrec "$MEMREC" | tee -a "$OUT/summary.txt"
   say "-- the same with expandable segments (printed, not checked):"
   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$MEMREC" record -o /tmp/truthx.memrec -- \
     python3 tests/scripts/gpu_truth.py run --facts /tmp/truthx.json > /tmp/truthx.log 2>&1 || { tail -40 /tmp/truthx.log; return 0; }
-  python3 tests/scripts/gpu_truth.py check /tmp/truthx.json "$(ls /tmp/truthx.*.memrec | head -1)" --memrec "$MEMREC" |
+  python3 tests/scripts/gpu_truth.py check /tmp/truthx.json "$(ls /tmp/truthx*.memrec | head -1)" --memrec "$MEMREC" |
     tee -a "$OUT/summary.txt" || true
 }
 

@@ -7,8 +7,6 @@ bool cuda_recordable() { return false; }
 void cuda_start(Snapshot&, ScriptFrames*) { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
 void cuda_stop(Snapshot&) {}
 void cuda_forget() {}
-void cuda_refresh_clock() {}
-int64_t cuda_ticks_to_ns(int64_t ticks) { return ticks; }
 std::vector<std::string> cuda_pci_bus_ids() { return {}; }
 void cupti_start(bool, bool) { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
 void cupti_flush() {}

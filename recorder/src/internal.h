@@ -27,7 +27,7 @@ enum class RecordKind : uint8_t { event, scope_open, scope_close };
 
 // One entry of the hand-off buffer. Variable-length data (pcs, scope names) lives in Batch::payload.
 struct Record {
-  int64_t time = 0;      // CLOCK_REALTIME ns, or allocator ticks when `ticks` (CUDA, converted by the drain)
+  int64_t time = 0;      // CLOCK_REALTIME ns
   uint64_t addr = 0;
   uint64_t size = 0;     // 0 for CPU frees: the drain knows the size
   uint64_t stream = 0;   // raw stream handle
@@ -39,7 +39,7 @@ struct Record {
   Action action = Action::alloc;
   ScopeKind scope_kind = ScopeKind::op;
   uint8_t device = 0;
-  bool ticks = false;
+  bool cuda = false;     // from the CUDA allocator's trace, taken under its lock
 };
 
 struct Batch {
@@ -161,8 +161,6 @@ std::vector<std::string> cuda_pci_bus_ids();  // of each CUDA device, by ordinal
 // alloc through recordHistory's context function, which runs before the allocator's lock is taken.
 void cuda_start(Snapshot& s, ScriptFrames* script);
 void cuda_stop(Snapshot& s);              // synchronizes, segments_end
-void cuda_refresh_clock();                // call on the drain thread before converting ticks
-int64_t cuda_ticks_to_ns(int64_t ticks);
 void cuda_forget();                       // after fork: stop recording, touching no lock
 
 // A CUPTI activity record; `name` indexes the CUPTI module's own name list, handed over by cupti_take.

@@ -145,6 +145,7 @@ void Recorder::Impl::start() {
 void Recorder::Impl::start_cupti() {
   kernel_names.clear();  // CUPTI's name list starts over
   try {
+    if (!opt.cupti_busy.empty()) throw Error(opt.cupti_busy);
     detail::cupti_start(opt.kernels, opt.device_memory);
     if (opt.device_memory) snap.metadata["recorder.device_memory"] = "on";
   } catch (const Error& e) {
@@ -216,7 +217,6 @@ void Recorder::Impl::drain_loop() {
 }
 
 void Recorder::Impl::drain_once() {
-  if (cuda) detail::cuda_refresh_clock();
   bool capped = detail::EventBuffer::get().take(spare);
   apply(spare);
   if (capped && capped_at_ns < 0) capped_at_ns = last_event_ns;
@@ -248,10 +248,8 @@ void Recorder::Impl::add_event(const detail::Record& r, const detail::Batch& b) 
   e.action = r.action;
   e.device = r.device;
   e.scope = r.scope;
-  if (r.ticks) {  // CUDA allocator
-    e.time_ns = detail::cuda_ticks_to_ns(r.time);
-  } else {        // CPU wrapper: frees come without size, and frees of blocks allocated before start are not ours
-    e.time_ns = r.time;
+  e.time_ns = r.time;
+  if (!r.cuda) {  // CPU wrapper: frees come without size, and frees of blocks allocated before start are not ours
     if (r.action == Action::alloc) {
       cpu_live[r.addr] = r.size;
     } else if (r.action == Action::free_requested || r.action == Action::free_completed) {
