@@ -256,6 +256,9 @@ std::string settings_label(const std::string& text) { return text.empty() ? "(de
 }  // namespace
 
 nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const AllocatorWhatifOptions& o) {
+  if (auto type = s.metadata.find(fmt::format("device.{}.type", device)); type != s.metadata.end() && type->second == "cpu")
+    throw Error(fmt::format("device {} is a CPU recording: libtorch's CPU allocator keeps no cache, so there is no "
+                            "caching allocator to replay", device));
   Replay r(s, device);
   std::vector<std::string> notes;
   std::optional<AllocConf> recorded = recorded_alloc_conf(s);
@@ -316,8 +319,9 @@ nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const Al
   return j;
 }
 
-nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, size_t top) {
-  if (r.segment_steps().empty()) return nlohmann::json::object();
+namespace {
+
+nlohmann::json culprits_json(const Snapshot& s, const Replay& r, size_t top) {
   if (r.steps() > kCulpritsMaxEvents)
     return {{"skipped", fmt::format("more than {} events: run memrec whatif allocator for who fragmented the reserved "
                                     "memory and what other settings would reserve", kCulpritsMaxEvents)}};
@@ -362,6 +366,17 @@ nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, s
           {"free", p.free_at_peak},
           {"culprits", culprits},
           {"settings_savings", savings}};
+}
+
+}  // namespace
+
+nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, size_t top) {
+  if (r.segment_steps().empty()) return nlohmann::json::object();
+  try {
+    return culprits_json(s, r, top);
+  } catch (const Error& e) {  // a part of stats: its failure must not take the rest of the report with it
+    return {{"skipped", e.what()}};
+  }
 }
 
 void render_fragmentation_culprits(std::string& out, const nlohmann::json& j) {

@@ -67,6 +67,22 @@ TEST(OwnSettingsReplay, RepeatsTheProgramsEmptyCache) {
   EXPECT_EQ(p.device_allocs, 2u);
 }
 
+TEST(OwnSettingsReplay, RefusesCpuRecordings) {
+  Snapshot s;
+  s.metadata["device.0.type"] = "cpu";
+  s.events.push_back(Event{.time_ns = 1, .addr = 64, .size = 100, .action = Action::alloc});
+  EXPECT_THROW(
+      {
+        try {
+          allocator_whatif_json(s, 0, {});
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("CPU allocator keeps no cache"), std::string::npos);
+          throw;
+        }
+      },
+      Error);
+}
+
 // At the reserved peak of the H100 run, the culprits share out exactly the free bytes of the segments that also hold
 // live blocks (up to the integer division per segment); wholly free segments are cache, no one's fragmentation.
 TEST(FragmentationCulprits, ShareTheFreeBytesOfPartlyUsedSegments) {
