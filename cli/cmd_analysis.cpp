@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cmd_ranks.h"
 #include "commands.h"
 #include "memrec/devices.h"
 #include "memrec/load.h"
@@ -20,17 +21,24 @@ struct AnalysisOptions {
   std::optional<uint8_t> device;
   bool json = false;
   bool kernels = false;
+  bool full_stack = false;
 
   StatsOptions stats() const {
-    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = device, .kernels = kernels};
+    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = device, .kernels = kernels,
+            .full_stack = full_stack};
   }
 };
 
-void add_common(CLI::App* cmd, AnalysisOptions& o) {
-  cmd->add_option("--by", o.by, "group live memory by stack|op|module|phase|category|layer|pool")
-      ->check(CLI::IsMember({"stack", "op", "module", "phase", "category", "layer", "pool"}));
+void add_common(CLI::App* cmd, AnalysisOptions& o, bool ranks = false) {
+  std::vector<std::string> by = {"stack", "op", "module", "phase", "category", "layer", "pool"};
+  if (ranks) by.push_back("rank");
+  cmd->add_option("--by", o.by, ranks ? "group live memory by stack|op|module|phase|category|layer|pool, or compare "
+                                        "the files as ranks of one run (rank)"
+                                      : "group live memory by stack|op|module|phase|category|layer|pool")
+      ->check(CLI::IsMember(by));
   cmd->add_option("--top", o.top, "rows per table")->check(CLI::Range(1, 100000));
   add_device_option(cmd, o.device);
+  add_internal_option(cmd);
   cmd->add_flag("--json", o.json, "print JSON for scripts");
 }
 
@@ -41,11 +49,17 @@ void print(const nlohmann::json& j, bool as_json, std::string (*render)(const nl
 void add_stats(CLI::App& app) {
   auto* cmd = app.add_subcommand("stats", "Peaks, what was live then, top sites, sizes, fragmentation, OOMs");
   auto o = std::make_shared<AnalysisOptions>();
-  cmd->add_option("input", o->a, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("input", *inputs, ".memrec file or PyTorch pickle (one per rank with --by rank)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--at", o->at, "'peak' (default) or a time since the start: 1.5s, 250ms, 40us");
   cmd->add_flag("--kernels", o->kernels, "add the top kernels by GPU time");
-  add_common(cmd, *o);
-  cmd->callback([o] { print(stats_json(load_snapshot(o->a, stderr), o->stats()), o->json, stats_text); });
+  cmd->add_flag("--full-stack", o->full_stack, "with --by stack: print each row's whole stack, frames marked site, user or internal");
+  add_common(cmd, *o, true);
+  cmd->callback([o, inputs] {
+    if (o->by == "rank") return print_rank_stats(*inputs, o->at, o->kernels, o->device, o->top, o->json);
+    if (inputs->size() > 1) throw Error(fmt::format("stats reads one file ({} given); several only with --by rank", inputs->size()));
+    print(stats_json(load_snapshot(inputs->front(), stderr), o->stats()), o->json, stats_text);
+  });
 }
 
 void add_diff(CLI::App& app) {
@@ -54,7 +68,12 @@ void add_diff(CLI::App& app) {
   cmd->add_option("a", o->a, "first run")->required()->check(CLI::ExistingFile);
   cmd->add_option("b", o->b, "second run")->required()->check(CLI::ExistingFile);
   add_common(cmd, *o);
-  cmd->callback([o] { print(diff_json(load_snapshot(o->a, stderr), load_snapshot(o->b, stderr), o->stats()), o->json, diff_text); });
+  cmd->callback([o] {
+    Snapshot a = load_snapshot(o->a, stderr), b = load_snapshot(o->b, stderr);
+    nlohmann::json j = diff_json(a, b, o->stats());
+    note_ranks(j, a, o->a, b, o->b);
+    print(j, o->json, diff_text);
+  });
 }
 
 }  // namespace

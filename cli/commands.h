@@ -3,8 +3,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "memrec/sites.h"
 
 namespace memrec::cli {
 
@@ -14,6 +18,14 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::optional<uint8_t>& dev
   return cmd->add_option_function<int>("--device", [&device](const int& d) { device = static_cast<uint8_t>(d); },
                                        "device index (default: the first device with events)")
       ->check(CLI::Range(0, 255));
+}
+
+// --internal PATTERN (repeatable): frames matching it are not the user's code, so no site (memrec/sites.h).
+inline CLI::Option* add_internal_option(CLI::App* cmd) {
+  return cmd->add_option_function<std::vector<std::string>>(
+      "--internal", [](const std::vector<std::string>& p) { add_internal_patterns(p); },
+      "treat frames as internal, not the user's code: a namespace prefix (mylib::detail::), or part of a file or "
+      "library path (transformers/, libmyalloc.so); repeatable; adds to MEMREC_INTERNAL");
 }
 
 void add_io_commands(CLI::App& app);        // import, export, info (cmd_io.cpp)

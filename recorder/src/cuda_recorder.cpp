@@ -88,7 +88,9 @@ Action action_of(alloc::TraceEntry::Action a) {
 void on_trace(const alloc::TraceEntry& te) {
   if (!g_enabled.load(std::memory_order_relaxed)) return;
   Record r;
-  r.time = static_cast<int64_t>(te.time_.approx_t_);
+  // Our own stamp, on the same clock: in a libtorch C++ program recorded from before main(), every entry's time_
+  // came back as one value.
+  r.time = static_cast<int64_t>(c10::getApproximateTime());
   r.ticks = true;
   r.addr = static_cast<uint64_t>(te.addr_);
   r.size = static_cast<uint64_t>(te.size_);
@@ -159,6 +161,16 @@ void describe_devices(Snapshot& s, const alloc::SnapshotInfo& info) {
 }  // namespace
 
 bool cuda_recordable() { return c10::cuda::device_count() > 0; }
+
+std::vector<std::string> cuda_pci_bus_ids() {
+  std::vector<std::string> ids;
+  for (int i = 0; i < c10::cuda::device_count(); ++i) {
+    char id[32] = {};  // "0000:00:00.0" and its terminator
+    if (cudaDeviceGetPCIBusId(id, sizeof id, i) != cudaSuccess) break;  // later ordinals would shift: stop here
+    ids.emplace_back(id);
+  }
+  return ids;
+}
 
 void cuda_start(Snapshot& s, ScriptFrames* script) {
   // The per-device allocators exist only after CUDA's lazy init: one tiny tensor does it.

@@ -31,7 +31,7 @@ TEST_P(OwnSettings, RepeatsTheRecordedSegmentActions) {
   Replay r(s, 0);
   std::optional<AllocConf> conf = recorded_alloc_conf(s);
   ASSERT_TRUE(conf);
-  DeviceMemory memory = device_memory(s, r, std::nullopt);
+  DeviceLimits memory = device_limits(s, r, std::nullopt);
   AllocatorPrediction p = predict_allocator(s, r, *conf, memory, {.keep_actions = true});
   std::vector<SegmentAction> recorded = recorded_segment_actions(s, r);
   ASSERT_FALSE(recorded.empty());
@@ -62,7 +62,7 @@ TEST(OwnSettingsReplay, RepeatsTheProgramsEmptyCache) {
   ev(Action::segment_alloc, kB);
   ev(Action::alloc, kB);
   Replay r(s, 0);
-  AllocatorPrediction p = predict_allocator(s, r, AllocConf{}, device_memory(s, r, std::nullopt), {.keep_actions = true});
+  AllocatorPrediction p = predict_allocator(s, r, AllocConf{}, device_limits(s, r, std::nullopt), {.keep_actions = true});
   EXPECT_EQ(first_difference(recorded_segment_actions(s, r), p.segment_actions), "");
   EXPECT_EQ(p.device_allocs, 2u);
 }
@@ -89,7 +89,7 @@ TEST(FragmentationCulprits, ShareTheFreeBytesOfPartlyUsedSegments) {
   Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/alloc_default.memrec");
   Replay r(s, 0);
   AllocConf own = *recorded_alloc_conf(s);
-  DeviceMemory memory = device_memory(s, r, std::nullopt);
+  DeviceLimits memory = device_limits(s, r, std::nullopt);
   AllocatorPrediction p = predict_allocator(s, r, own, memory);
   uint64_t stranded = 0, segments = 0;
   for (const auto& seg : allocator_layout_after(s, r, own, memory, p.reserved_peak_step)) {
