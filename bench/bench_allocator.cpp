@@ -19,7 +19,7 @@ const Snapshot& history(size_t events) {
 void run(benchmark::State& state, const char* conf, bool with_replay) {
   const Snapshot& s = history(static_cast<size_t>(state.range(0)));
   AllocConf c = parse_alloc_conf(conf);
-  DeviceCapacity memory{.total = 80ull << 30, .limit = 80ull << 30};
+  DeviceLimits memory{.total = 80ull << 30, .limit = 80ull << 30};
   Replay once(s, 0);
   for (auto _ : state) {
     if (with_replay) {

@@ -43,7 +43,8 @@ std::vector<std::string> lex(std::string_view text) {
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : text_(text), tokens_(lex(text)) {}
+  // lenient: settings this model does not know (of newer PyTorch versions) are skipped instead of refused.
+  Parser(std::string_view text, bool lenient) : text_(text), tokens_(lex(text)), lenient_(lenient) {}
 
   AllocConf run() {
     AllocConf c;
@@ -124,6 +125,9 @@ class Parser {
       if (b != "native") fail(fmt::format("backend:{} is not the caching allocator this model follows", b));
     } else if (kIgnored.contains(name)) {
       next("a value");
+    } else if (lenient_) {
+      for (int depth = 0; i_ < tokens_.size() && (depth > 0 || tokens_[i_] != ","); ++i_)
+        depth += tokens_[i_] == "[" ? 1 : tokens_[i_] == "]" ? -1 : 0;
     } else {
       fail(fmt::format("unknown setting '{}'", name));
     }
@@ -164,6 +168,7 @@ class Parser {
 
   std::string_view text_;
   std::vector<std::string> tokens_;
+  bool lenient_;
   size_t i_ = 0;
 };
 
@@ -185,7 +190,7 @@ std::string divisions_list(const std::array<uint32_t, kRoundupIntervals>& r) {
 
 }  // namespace
 
-AllocConf parse_alloc_conf(std::string_view text) { return Parser(text).run(); }
+AllocConf parse_alloc_conf(std::string_view text) { return Parser(text, false).run(); }
 
 std::string to_string(const AllocConf& c) {
   AllocConf d;
@@ -242,7 +247,7 @@ std::optional<AllocConf> recorded_alloc_conf(const Snapshot& s) {
   // The text first (it alone has max_non_split_rounding_mb and per_process_memory_fraction), then the parsed fields.
   for (const char* key : {"PYTORCH_CUDA_ALLOC_CONF", "last_allocator_settings"}) {
     if (!j.contains(key) || !j[key].is_string()) continue;
-    c = parse_alloc_conf(j[key].get<std::string>());
+    c = Parser(j[key].get<std::string>(), true).run();
     known = true;
     break;
   }

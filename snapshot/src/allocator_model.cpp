@@ -242,10 +242,9 @@ bool AllocatorModel::release_available(Pool& pool, uint64_t size, uint16_t strea
 
 // release_cached_blocks: complete every pending free (it synchronizes), then free every unsplit cached block.
 void AllocatorModel::release_cached() {
-  for (uint32_t h = 0; h < handles_.size(); ++h) {
-    uint32_t id = handles_[h];
-    if (id != kNone && blocks_[id].pending) free_completed(h);
-  }
+  std::vector<uint32_t> pending = std::move(pending_);
+  pending_.clear();
+  for (uint32_t h : pending) free_completed(h);
   release_pool(large_);
   release_pool(small_);
 }
@@ -317,6 +316,8 @@ void AllocatorModel::free_requested(uint32_t handle) {
   blocks_[id].allocated = false;
   blocks_[id].pending = true;
   allocated_ -= blocks_[id].size;
+  pending_.push_back(handle);
+  ++pending_count_;
 }
 
 void AllocatorModel::free_completed(uint32_t handle) {
@@ -325,6 +326,9 @@ void AllocatorModel::free_completed(uint32_t handle) {
   free_requested(handle);
   handles_[handle] = kNone;
   blocks_[id].pending = false;
+  --pending_count_;
+  if (pending_.size() > 64 && pending_.size() > 2 * pending_count_)  // drop the completed ones
+    std::erase_if(pending_, [&](uint32_t h) { return handles_[h] == kNone; });
   blocks_[id].tag = blocks_[id].handle = kNone;
   return_block(id);
 }

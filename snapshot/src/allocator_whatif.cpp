@@ -20,7 +20,7 @@ constexpr uint32_t kEmptyCache = 1 << 2 | kNoOp;
 // The program's own releases (torch.cuda.empty_cache()): segments freed or unmapped outside a request. Inside one,
 // releases come only when a new segment would not fit (release-and-retry) or reserved is above the garbage collection
 // threshold, and the request's new segment or its OOM follows them before any other event.
-void mark_empty_cache(const Snapshot& s, const Replay& r, const DeviceCapacity& memory, std::vector<uint32_t>& ops) {
+void mark_empty_cache(const Snapshot& s, const Replay& r, const DeviceLimits& memory, std::vector<uint32_t>& ops) {
   AllocConf run = recorded_alloc_conf(s).value_or(AllocConf{});
   double allowed = run.memory_fraction > 0 && memory.total != kUnknown ? run.memory_fraction * static_cast<double>(memory.total) : 0;
   const std::vector<uint32_t>& steps = r.segment_steps();
@@ -41,7 +41,7 @@ void mark_empty_cache(const Snapshot& s, const Replay& r, const DeviceCapacity& 
   }
 }
 
-std::vector<uint32_t> ops_by_step(const Snapshot& s, const Replay& r, const DeviceCapacity& memory) {
+std::vector<uint32_t> ops_by_step(const Snapshot& s, const Replay& r, const DeviceLimits& memory) {
   std::vector<uint32_t> ops(r.steps(), kNoOp);
   mark_empty_cache(s, r, memory, ops);
   const auto &a = r.alloc_steps(), &f = r.free_steps(), &c = r.completed_steps();
@@ -85,7 +85,7 @@ std::vector<uint32_t> rebuild_start(const Snapshot& s, const Replay& r, Allocato
 // Runs the model over the replay's steps [0, end), calling after(step, model) after each (kNoEvent: after the blocks
 // live at the start).
 template <class F>
-void drive(const Snapshot& s, const Replay& r, const DeviceCapacity& memory, AllocatorModel& m, bool adopt, uint32_t end,
+void drive(const Snapshot& s, const Replay& r, const DeviceLimits& memory, AllocatorModel& m, bool adopt, uint32_t end,
            F after) {
   std::vector<uint32_t> ops = ops_by_step(s, r, memory);
   if (adopt) {
@@ -112,8 +112,8 @@ void drive(const Snapshot& s, const Replay& r, const DeviceCapacity& memory, All
 
 }  // namespace
 
-DeviceCapacity device_capacity(const Snapshot& s, const Replay& r, std::optional<uint64_t> given) {
-  DeviceCapacity m;
+DeviceLimits device_limits(const Snapshot& s, const Replay& r, std::optional<uint64_t> given) {
+  DeviceLimits m;
   if (given) {
     m.total = m.limit = *given;
     m.source = "--device-memory";
@@ -140,7 +140,7 @@ DeviceCapacity device_capacity(const Snapshot& s, const Replay& r, std::optional
 }
 
 AllocatorPrediction predict_allocator(const Snapshot& s, const Replay& r, const AllocConf& conf,
-                                      const DeviceCapacity& memory, const AllocatorReplayOptions& o) {
+                                      const DeviceLimits& memory, const AllocatorReplayOptions& o) {
   AllocatorModel m(conf, memory.total, memory.limit);
   m.keep_segment_actions(o.keep_actions);
   AllocatorPrediction p;
@@ -168,7 +168,7 @@ AllocatorPrediction predict_allocator(const Snapshot& s, const Replay& r, const 
 }
 
 std::vector<AllocatorModel::SegmentView> allocator_layout_after(const Snapshot& s, const Replay& r,
-                                                                const AllocConf& conf, const DeviceCapacity& memory,
+                                                                const AllocConf& conf, const DeviceLimits& memory,
                                                                 uint32_t step) {
   AllocatorModel m(conf, memory.total, memory.limit);
   drive(s, r, memory, m, conf == recorded_alloc_conf(s), step == kNoEvent ? 0 : step + 1, [](uint32_t, const AllocatorModel&) {});
@@ -206,7 +206,7 @@ std::vector<AllocConf> sweep_settings(const AllocConf& own) {
 }
 
 std::vector<FragmentationCulprit> fragmentation_culprits(const Snapshot& s, const Replay& r, const AllocConf& conf,
-                                                         const DeviceCapacity& memory, uint32_t step) {
+                                                         const DeviceLimits& memory, uint32_t step) {
   std::map<uint32_t, FragmentationCulprit> by_stack;
   int64_t t0 = r.time_of(0);
   for (const auto& seg : allocator_layout_after(s, r, conf, memory, step)) {
@@ -256,6 +256,9 @@ std::string settings_label(const std::string& text) { return text.empty() ? "(de
 }  // namespace
 
 nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const AllocatorWhatifOptions& o) {
+  if (auto type = s.metadata.find(fmt::format("device.{}.type", device)); type != s.metadata.end() && type->second == "cpu")
+    throw Error(fmt::format("device {} is a CPU recording: libtorch's CPU allocator keeps no cache, so there is no "
+                            "caching allocator to replay", device));
   Replay r(s, device);
   std::vector<std::string> notes;
   std::optional<AllocConf> recorded = recorded_alloc_conf(s);
@@ -270,7 +273,7 @@ nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const Al
     notes.push_back("the file does not say which allocator settings the run used: assuming PyTorch's defaults "
                     "(give them with --alloc-conf)");
   }
-  DeviceCapacity memory = device_capacity(s, r, o.device_memory);
+  DeviceLimits memory = device_limits(s, r, o.device_memory);
   if (memory.total == kUnknown)
     notes.push_back("the device's memory is unknown: no limit assumed, so no release-and-retry or OOM is modelled "
                     "(give it with --device-memory)");
@@ -316,14 +319,15 @@ nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const Al
   return j;
 }
 
-nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, size_t top) {
-  if (r.segment_steps().empty()) return nlohmann::json::object();
+namespace {
+
+nlohmann::json culprits_json(const Snapshot& s, const Replay& r, size_t top) {
   if (r.steps() > kCulpritsMaxEvents)
     return {{"skipped", fmt::format("more than {} events: run memrec whatif allocator for who fragmented the reserved "
                                     "memory and what other settings would reserve", kCulpritsMaxEvents)}};
   std::optional<AllocConf> recorded = recorded_alloc_conf(s);
   AllocConf own = recorded.value_or(AllocConf{});
-  DeviceCapacity memory = device_capacity(s, r, std::nullopt);
+  DeviceLimits memory = device_limits(s, r, std::nullopt);
   AllocatorPrediction p = predict_allocator(s, r, own, memory);
   int64_t t0 = r.time_of(0);
   // Stacks that differ only below the program's own frames read as one site: merge them.
@@ -362,6 +366,17 @@ nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, s
           {"free", p.free_at_peak},
           {"culprits", culprits},
           {"settings_savings", savings}};
+}
+
+}  // namespace
+
+nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, size_t top) {
+  if (r.segment_steps().empty()) return nlohmann::json::object();
+  try {
+    return culprits_json(s, r, top);
+  } catch (const Error& e) {  // a part of stats: its failure must not take the rest of the report with it
+    return {{"skipped", e.what()}};
+  }
 }
 
 void render_fragmentation_culprits(std::string& out, const nlohmann::json& j) {

@@ -84,6 +84,27 @@ TEST(AllocConf, RefusesWhatC10Refuses) {
   EXPECT_NE(message("max_split_size_mb:64;expandable_segments:True").find("whole number"), std::string::npos);
 }
 
+TEST(AllocConf, ReadsTheRecordedSettings) {
+  Snapshot s;
+  EXPECT_FALSE(recorded_alloc_conf(s));
+  // PyTorch's snapshot: the text, and parsed fields (SIZE_MAX shown as -1, divisions per MB interval).
+  s.metadata["allocator_settings"] =
+      R"({"PYTORCH_CUDA_ALLOC_CONF": "max_non_split_rounding_mb:40", "max_split_size": -1,
+          "garbage_collection_threshold": 0.0, "expandable_segments": false,
+          "roundup_power2_divisions": {"1": 0, "2": 4, "4": 0, "32768": 8}})";
+  AllocConf c = *recorded_alloc_conf(s);
+  EXPECT_EQ(c.max_split_size, UINT64_MAX);
+  EXPECT_EQ(c.max_non_split_rounding, 40 * kMiB);
+  EXPECT_EQ(c.roundup_divisions[1], 4u);
+  EXPECT_EQ(c.roundup_divisions[15], 8u);
+  // memrec's recorder: c10's last_allocator_settings; settings of newer versions are skipped, not refused.
+  s.metadata["allocator_settings"] =
+      R"({"last_allocator_settings": "large_segment_size_mb:[64:2],expandable_segments:True", "max_split_size": 18446744073709551615})";
+  c = *recorded_alloc_conf(s);
+  EXPECT_TRUE(c.expandable_segments);
+  EXPECT_EQ(c.max_split_size, UINT64_MAX);
+}
+
 TEST(AllocatorModel, RoundsRequests) {
   AllocConf plain, four = parse_alloc_conf("roundup_power2_divisions:4");
   EXPECT_EQ(AllocatorModel::round_size(plain, 1), 512u);

@@ -31,7 +31,7 @@ TEST_P(OwnSettings, RepeatsTheRecordedSegmentActions) {
   Replay r(s, 0);
   std::optional<AllocConf> conf = recorded_alloc_conf(s);
   ASSERT_TRUE(conf);
-  DeviceCapacity memory = device_capacity(s, r, std::nullopt);
+  DeviceLimits memory = device_limits(s, r, std::nullopt);
   AllocatorPrediction p = predict_allocator(s, r, *conf, memory, {.keep_actions = true});
   std::vector<SegmentAction> recorded = recorded_segment_actions(s, r);
   ASSERT_FALSE(recorded.empty());
@@ -62,9 +62,25 @@ TEST(OwnSettingsReplay, RepeatsTheProgramsEmptyCache) {
   ev(Action::segment_alloc, kB);
   ev(Action::alloc, kB);
   Replay r(s, 0);
-  AllocatorPrediction p = predict_allocator(s, r, AllocConf{}, device_capacity(s, r, std::nullopt), {.keep_actions = true});
+  AllocatorPrediction p = predict_allocator(s, r, AllocConf{}, device_limits(s, r, std::nullopt), {.keep_actions = true});
   EXPECT_EQ(first_difference(recorded_segment_actions(s, r), p.segment_actions), "");
   EXPECT_EQ(p.device_allocs, 2u);
+}
+
+TEST(OwnSettingsReplay, RefusesCpuRecordings) {
+  Snapshot s;
+  s.metadata["device.0.type"] = "cpu";
+  s.events.push_back(Event{.time_ns = 1, .addr = 64, .size = 100, .action = Action::alloc});
+  EXPECT_THROW(
+      {
+        try {
+          allocator_whatif_json(s, 0, {});
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("CPU allocator keeps no cache"), std::string::npos);
+          throw;
+        }
+      },
+      Error);
 }
 
 // At the reserved peak of the H100 run, the culprits share out exactly the free bytes of the segments that also hold
@@ -73,7 +89,7 @@ TEST(FragmentationCulprits, ShareTheFreeBytesOfPartlyUsedSegments) {
   Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/alloc_default.memrec");
   Replay r(s, 0);
   AllocConf own = *recorded_alloc_conf(s);
-  DeviceCapacity memory = device_capacity(s, r, std::nullopt);
+  DeviceLimits memory = device_limits(s, r, std::nullopt);
   AllocatorPrediction p = predict_allocator(s, r, own, memory);
   uint64_t stranded = 0, segments = 0;
   for (const auto& seg : allocator_layout_after(s, r, own, memory, p.reserved_peak_step)) {

@@ -51,7 +51,8 @@ AllocConf parse_alloc_conf(std::string_view text);
 std::string to_string(const AllocConf& c);
 
 // The settings a run was recorded with, from metadata["allocator_settings"] (memrec's recorder and PyTorch's
-// snapshots both write it); nullopt when the file does not say.
+// snapshots both write it); nullopt when the file does not say. Settings of newer PyTorch versions that the model does
+// not know are skipped.
 std::optional<AllocConf> recorded_alloc_conf(const Snapshot& s);
 
 // What the model's allocator did to reserved memory, in the trace's terms.
@@ -213,6 +214,8 @@ class AllocatorModel {
   std::vector<Expandable> expandables_;
   Pool small_{true, {}, {}}, large_{false, {}, {}};
   std::vector<uint32_t> handles_;  // handle -> block; kNone once its free completed
+  std::vector<uint32_t> pending_;  // handles freed but not completed, and some completed since (dropped lazily)
+  size_t pending_count_ = 0;       // how many in pending_ are still pending
   std::vector<std::pair<uint64_t, uint64_t>> recorded_addresses_;
   size_t next_recorded_ = 0;
   uint64_t reserved_ = 0, allocated_ = 0;

@@ -15,7 +15,7 @@
 namespace memrec {
 
 // The device's memory as the model sees it. Unknown values are UINT64_MAX (no limit).
-struct DeviceCapacity {
+struct DeviceLimits {
   uint64_t total = UINT64_MAX;  // what the settings' fractions are of
   uint64_t limit = UINT64_MAX;  // what cudaMalloc can give the allocator in all
   std::string source;           // where the numbers come from, for the reader
@@ -23,7 +23,7 @@ struct DeviceCapacity {
 
 // The device's memory: `given` (a --device-memory flag) when set, else the recording's device.N.total_memory; the
 // limit is the total, or, when the run hit an OOM, what the allocator held then plus what CUDA said was free.
-DeviceCapacity device_capacity(const Snapshot& s, const Replay& r, std::optional<uint64_t> given);
+DeviceLimits device_limits(const Snapshot& s, const Replay& r, std::optional<uint64_t> given);
 
 struct AllocatorPrediction {
   AllocConf conf;
@@ -46,12 +46,12 @@ struct AllocatorReplayOptions {
 // made before the first event), then every alloc, free_requested and free_completed as recorded, and each recorded
 // OOM as a request that is tried and, when it succeeds, given back at once.
 AllocatorPrediction predict_allocator(const Snapshot& s, const Replay& r, const AllocConf& conf,
-                                      const DeviceCapacity& memory, const AllocatorReplayOptions& o = {});
+                                      const DeviceLimits& memory, const AllocatorReplayOptions& o = {});
 
 // The model's blocks right after `step` (kNoEvent: before the first event), segment by segment. BlockView::tag is
 // the allocation id (into r.allocations()) of an allocated block.
 std::vector<AllocatorModel::SegmentView> allocator_layout_after(const Snapshot& s, const Replay& r,
-                                                                const AllocConf& conf, const DeviceCapacity& memory,
+                                                                const AllocConf& conf, const DeviceLimits& memory,
                                                                 uint32_t step);
 
 // The recorded segment actions of the device, in order: what a replay under the run's own settings should repeat.
@@ -70,7 +70,7 @@ struct FragmentationCulprit {
   int64_t first_ns = 0, last_ns = 0;  // since the first event: when those blocks were allocated
 };
 std::vector<FragmentationCulprit> fragmentation_culprits(const Snapshot& s, const Replay& r, const AllocConf& conf,
-                                                         const DeviceCapacity& memory, uint32_t step);
+                                                         const DeviceLimits& memory, uint32_t step);
 
 // The fragmentation part of `memrec stats`: at the reserved peak (replayed under the run's settings), the sites whose
 // live blocks hold segments with free space, and what the common settings would reserve instead. Histories of more
