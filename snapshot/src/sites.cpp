@@ -149,16 +149,30 @@ uint32_t first_meaningful(const Snapshot& s, std::span<const uint32_t> frames) {
   return it == frames.end() ? (frames.empty() ? kNoFrame : frames.front()) : *it;
 }
 
+// The autograd node a frame runs ("torch::autograd::generated::AddmmBackward0::apply" -> "AddmmBackward0"), or "".
+std::string autograd_node(std::string_view name) {
+  constexpr std::string_view kNode = "torch::autograd::generated::", kApply = "::apply";
+  if (!name.starts_with(kNode) || !name.ends_with(kApply)) return {};
+  return std::string(name.substr(kNode.size(), name.size() - kNode.size() - kApply.size()));
+}
+
+// The autograd node among frames[0, end), the backward of the user's op: "" if none.
+std::string node_below(const Snapshot& s, std::span<const uint32_t> frames, size_t end) {
+  for (size_t i = 0; i < end && i < frames.size(); ++i) {
+    std::string node = autograd_node(short_function(s.strings[s.frames[frames[i]].function]));
+    if (!node.empty()) return node;
+  }
+  return {};
+}
+
 // Where a framework-only stack's op ran, for a key that tells such stacks apart: the autograd node
 // ("AddmmBackward0") or torch's Python function ("_init_group (adam.py:182)") nearest outside the op; "" if none.
 std::string framework_context(const Snapshot& s, std::span<const uint32_t> frames, uint32_t op) {
   auto it = std::find(frames.begin(), frames.end(), op);
-  constexpr std::string_view kNode = "torch::autograd::generated::", kApply = "::apply";
   for (it = it == frames.end() ? it : it + 1; it != frames.end(); ++it) {
     const Frame& f = s.frames[*it];
     std::string name = short_function(s.strings[f.function]);
-    if (name.starts_with(kNode) && name.ends_with(kApply))
-      return name.substr(kNode.size(), name.size() - kNode.size() - kApply.size());
+    if (std::string node = autograd_node(name); !node.empty()) return node;
     const std::string& file = s.strings[f.file];
     if (is_python_file(file) && f.line && builtin_internal(name, file, s.strings[f.library]))
       return frame_site_label(s, *it);
@@ -221,7 +235,9 @@ std::string allocation_site(const Snapshot& s, uint32_t stack) {
     return context.empty() ? site : site + " in " + context;
   }
   std::string op = op_label(s, stack);
-  return op.empty() ? site : site + " via " + op;
+  auto frames = s.stacks[stack];
+  std::string node = op.empty() ? std::string() : node_below(s, frames, user_index(s, frames));
+  return op.empty() ? site : site + " via " + op + (node.empty() ? "" : " in " + node);
 }
 
 std::vector<uint32_t> top_frames(const Snapshot& s, uint32_t stack, size_t n) {
