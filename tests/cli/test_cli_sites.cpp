@@ -125,6 +125,16 @@ TEST(CliSites, InternalPatternsReachEveryCommand) {
   EXPECT_EQ(html.find(script), std::string::npos);
 }
 
+// MEMREC_INTERNAL keeps "::" inside a pattern: a namespace prefix, here the recorded workload's own.
+TEST(CliSites, EnvironmentPatternsKeepNamespaces) {
+  auto plain = json_of("stats " + quote(kRecording) + " --by stack --top 5");
+  auto hidden = json_of("stats " + quote(kRecording) + " --by stack --top 5", "MEMREC_INTERNAL='memrec::workloads:::/nowhere/'");
+  size_t before = 0;
+  for (const auto& row : plain["live"]) before += row.value("site", "").starts_with("memrec::workloads::");
+  EXPECT_GT(before, 0u);
+  for (const auto& row : hidden["live"]) EXPECT_FALSE(row.value("site", "").starts_with("memrec::workloads::")) << row["key"];
+}
+
 // PyTorch's snapshot has no phase scopes: --by phase shows the phases the frames infer, not one "<none>" row.
 TEST(CliSites, PhasesOfAPyTorchSnapshot) {
   for (const std::string& file : {kAll, kPython}) {
