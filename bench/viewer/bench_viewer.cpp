@@ -1,6 +1,8 @@
 // Viewer benchmark: opens synthetic recordings of N events (bench/synthetic.h, plus op/module/phase scopes and
 // kernels like a training loop), and measures load to first frame, resident bytes per event, CPU time to build a
-// frame (NewFrame to Render) over a scripted pan/zoom, and full frame time against an empty window in the same run.
+// frame (NewFrame to Render) over a scripted pan/zoom, and full frame time against an empty window in the same run;
+// then the flame graph of the peak (tree build, frames while hovering and click-zooming) and the segment history
+// (frames while scrubbing the instant through the run).
 // Run under Xvfb: xvfb-run -a build/viewer/bench_viewer 1000000 10000000
 #include <GL/gl.h>
 #include <sys/wait.h>
@@ -97,12 +99,82 @@ T in_child(F f, const std::string& what) {
   return result;
 }
 
+// Frame times of one scripted interaction: full frames (with the rasterizer) and their build CPU time.
+struct Frames {
+  std::vector<double> full, build;
+  void add(viewer::App& app) {
+    double b = 0;
+    full.push_back(full_frame_ms(app, false, &b));
+    build.push_back(b);
+  }
+  std::string describe() const {
+    return fmt::format("build {:.1f} / {:.1f}, frame {:.1f} / {:.1f}", percentile(build, 0.5), percentile(build, 0.99),
+                       percentile(full, 0.5), percentile(full, 0.99));
+  }
+};
+
+struct ViewTimes {
+  double flame_build_ms = 0;
+  Frames flame_hover, flame_zoom, scrub;
+};
+
+// Shows `focus` (its tab is selected a frame after the state asks for it).
+void show(viewer::App& app, viewer::Focus focus) {
+  app.state().focus = focus;
+  for (int i = 0; i < 3; ++i) app.frame();
+}
+
+// The flame graph of the peak: the tree built from the live set, then the mouse moved across the boxes (a tooltip
+// each frame) and clicks that zoom in and out.
+void flame_frames(viewer::App& app, ViewTimes& out) {
+  viewer::ViewState& st = app.state();
+  const viewer::Document& doc = app.doc();
+  st.set_instant(doc, doc.replay->peak_allocated().step);
+  show(app, viewer::Focus::flame);
+  auto t = Clock::now();
+  st.regroup(doc);
+  out.flame_build_ms = seconds_since(t) * 1e3;
+  ImVec2 mouse(-1, -1);
+  bool down = false;
+  app.input = [&](ImGuiIO& io) {
+    io.MousePos = mouse;
+    io.MouseDown[0] = down;
+  };
+  app.frame();  // lays the new tree out
+  const viewer::FlameView& f = app.flame();
+  ImVec2 o = f.origin();
+  for (int i = 0; i < 100; ++i) {
+    mouse = ImVec2(o.x + f.width() * static_cast<float>(i % 50) / 50, o.y + viewer::FlameView::row_height() * static_cast<float>(1 + i % 6));
+    out.flame_hover.add(app);
+  }
+  for (int i = 0; i < 20; ++i) {
+    // Press and release on the widest box of row 2 (zooming in), then on the zoomed box (zooming out).
+    mouse = ImVec2(o.x + 2, o.y + viewer::FlameView::row_height() * 2.5f);
+    down = true;
+    out.flame_zoom.add(app);
+    down = false;
+    out.flame_zoom.add(app);
+  }
+  app.input = nullptr;
+}
+
+// Scrubbing: each frame shows the segments at another instant, spread over the whole run.
+void scrub_frames(viewer::App& app, ViewTimes& out) {
+  show(app, viewer::Focus::segments);
+  uint32_t steps = app.doc().replay->steps();
+  for (uint32_t i = 0; i < 100; ++i) {
+    app.state().set_instant(app.doc(), static_cast<uint32_t>(static_cast<uint64_t>(steps - 1) * (i * 37 % 100) / 99));
+    out.scrub.add(app);
+  }
+}
+
 struct LoadAlone {
   double seconds = 0;
   uint64_t data_rss = 0;
 };
 
-void run_size(size_t events, const std::string& dir) {
+// Returns the line of the flame graph's and segment history's times, printed after the table.
+std::string run_size(size_t events, const std::string& dir) {
   std::string path = dir + "/synthetic_" + std::to_string(events) + ".memrec";
   in_child<int>([&] { return write_recording(events, path), 0; }, "write " + path);
   // Loaded alone: the time and memory of the data, before any GL.
@@ -128,12 +200,20 @@ void run_size(size_t events, const std::string& dir) {
   for (int i = 0; i < 100; ++i) still.push_back(full_frame_ms(app, false, nullptr));  // the view at rest
   for (int i = 0; i < 100; ++i) empty.push_back(full_frame_ms(app, true, nullptr));
 
+  ViewTimes views;
+  flame_frames(app, views);
+  scrub_frames(app, views);
+  std::string views_line = fmt::format(
+      "{} events: flame graph of the peak built in {:.1f} ms; median / p99 ms: hovering it {}; click-zooming {}; "
+      "scrubbing the segment history {}\n",
+      n, views.flame_build_ms, views.flame_hover.describe(), views.flame_zoom.describe(), views.scrub.describe());
   fmt::print("| {:>11} | {:>9} | {:>8} | {:>6.2f} s | {:>6.2f} s | {:>7.1f} | {:>6.0f} MB | {:>6.2f} | {:>6.2f} | {:>6.1f} | {:>6.1f} | {:>6.1f} | {:>6.1f} | {:>5.2f}x |\n",
              n, d.snapshot.kernels.size(), d.snapshot.scopes.size() - 1, alone.seconds, first_frame_s,
              static_cast<double>(alone.data_rss) / n, static_cast<double>(total_rss) / 1e6, percentile(build, 0.5), percentile(build, 0.99), percentile(full, 0.5),
              percentile(full, 0.99), percentile(still, 0.5), percentile(empty, 0.5), percentile(full, 0.5) / percentile(empty, 0.5));
   std::fflush(stdout);
   std::filesystem::remove(path);
+  return views_line;
 }
 
 }  // namespace
@@ -147,7 +227,10 @@ int main(int argc, char** argv) {
              "frame median ms | frame p99 ms | frame at rest ms | empty frame ms | frame / empty |\n");
   fmt::print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   try {
-    for (size_t n : sizes) run_size(n, dir);
+    std::vector<std::string> views;
+    for (size_t n : sizes) views.push_back(run_size(n, dir));
+    fmt::print("\n");
+    for (const std::string& line : views) fmt::print("{}", line);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_viewer: {}\n", e.what());
     return 1;

@@ -40,18 +40,6 @@ Category categorize_one(uint32_t alloc_step, uint32_t free_step, const Replay& r
   }
 }
 
-std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c) {
-  switch (by) {
-    case GroupBy::stack: return allocation_site(s, a.stack);
-    case GroupBy::op: return enclosing_scope(s, a.scope, ScopeKind::op);
-    case GroupBy::module: return enclosing_scope(s, a.scope, ScopeKind::module);
-    case GroupBy::phase: return enclosing_scope(s, a.scope, ScopeKind::phase);
-    case GroupBy::layer: return layer_of(enclosing_scope(s, a.scope, ScopeKind::module));
-    case GroupBy::category: return std::string(to_string(c));
-    case GroupBy::pool: break;  // by address and time: pool_keys()
-  }
-  return {};
-}
 
 // Half-open address ranges of reserved memory. Adding merges nothing; removing splits as needed,
 // which handles expandable segments (map/unmap of pieces) and whole segments alike.
@@ -200,6 +188,19 @@ std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind) {
   for (int depth = 0; scope != 0 && scope < s.scopes.size() && depth < 256; ++depth) {
     if (s.scopes[scope].kind == kind) return s.strings[s.scopes[scope].name];
     scope = s.scopes[scope].parent;
+  }
+  return {};
+}
+
+std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c) {
+  switch (by) {
+    case GroupBy::stack: return allocation_site(s, a.stack);
+    case GroupBy::op: return enclosing_scope(s, a.scope, ScopeKind::op);
+    case GroupBy::module: return enclosing_scope(s, a.scope, ScopeKind::module);
+    case GroupBy::phase: return enclosing_scope(s, a.scope, ScopeKind::phase);
+    case GroupBy::layer: return layer_of(enclosing_scope(s, a.scope, ScopeKind::module));
+    case GroupBy::category: return std::string(to_string(c));
+    case GroupBy::pool: break;  // by address and time: pool_keys()
   }
   return {};
 }

@@ -127,6 +127,7 @@ struct Reserved {
   uint64_t size = 0;
   uint16_t stream = 0;
   const Segment* recorded = nullptr;  // the segment in segments_start/end it is, if the snapshot lists it
+  bool expandable = false;            // mapped by segment_map
 };
 
 // Segments at the start: the recorded start state, else the end state with the trace undone.
@@ -140,7 +141,7 @@ std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r
   for (auto k = changes.rbegin(); k != changes.rend(); ++k) {
     Event e = r.event(*k);
     if (is_segment_grow(e.action)) segs.erase(e.addr);
-    else segs[e.addr] = Reserved{e.size, e.stream};
+    else segs[e.addr] = Reserved{e.size, e.stream, nullptr, e.action == Action::segment_unmap};
   }
   return segs;
 }
@@ -148,20 +149,25 @@ std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r
 }  // namespace
 
 std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step) {
+  return segments_at(s, r, step, r.live_after(step));
+}
+
+std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step, std::vector<uint32_t> live) {
   std::map<uint64_t, Reserved> segs = initial_segments(s, r);
   for (uint32_t k : r.segment_steps()) {
     if (step == kNoEvent || k > step) break;
     Event e = r.event(k);
-    if (is_segment_grow(e.action)) segs[e.addr] = Reserved{e.size, e.stream};
+    if (is_segment_grow(e.action)) segs[e.addr] = Reserved{e.size, e.stream, nullptr, e.action == Action::segment_map};
     else segs.erase(e.addr);
   }
   std::vector<SegmentAt> out;
   std::map<uint64_t, size_t> index;
   for (auto& [addr, seg] : segs) {
     index[addr] = out.size();
-    out.push_back(SegmentAt{.addr = addr, .size = seg.size, .stream = seg.stream, .blocks = {}});
+    bool expandable = seg.expandable || (seg.recorded && seg.recorded->is_expandable);
+    out.push_back(SegmentAt{.addr = addr, .size = seg.size, .stream = seg.stream, .expandable = expandable,
+                            .recorded = seg.recorded, .blocks = {}});
   }
-  std::vector<uint32_t> live = r.live_after(step);
   const auto& allocs = r.allocations();
   std::sort(live.begin(), live.end(), [&](uint32_t a, uint32_t b) { return allocs[a].addr < allocs[b].addr; });
   SegmentAt outside;

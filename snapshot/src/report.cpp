@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "memrec/device_memory.h"
 #include "memrec/stats.h"
 #include "memrec/summary.h"
 #include "memrec/whatif.h"
@@ -367,7 +368,8 @@ std::string report_html(const Snapshot& s, const ReportOptions& o) {
   // Every layer gets a row, however many there are: the table answers "which layer holds the most".
   if (has_module_scopes(s, o.device))
     body += layer_table(stats_json(s, {.at_ns = std::nullopt, .by = GroupBy::layer, .top = SIZE_MAX, .device = o.device}));
-  body += whatif(s, o) + category_table(stats) + sites(stats) + fragmentation(stats["fragmentation"]) + ooms(stats) +
+  body += whatif(s, o) + category_table(stats) + sites(stats) + fragmentation(stats["fragmentation"]) +
+          device_memory_html(stats["device_memory"]) + ooms(stats) +
           kernels(stats) + metadata(s);
   return fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "memrec/allocator_whatif.h"
 #include "memrec/attribution.h"
+#include "memrec/device_memory.h"
 #include "memrec/devices.h"
 #include "memrec/sites.h"
 #include "memrec/summary.h"
@@ -145,6 +147,8 @@ json kernels_json(const Snapshot& s, uint8_t device, size_t top) {
   }
   return out;
 }
+
+std::string signed_bytes(int64_t v) { return (v < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(std::llabs(v))); }
 
 std::string pct(double share) { return fmt::format("{:5.1f}%", share * 100.0); }
 
@@ -302,8 +306,10 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
           {"top_sites", top_sites_json(s, r, o.top)},
           {"size_histogram", size_histogram_json(r)},
           {"fragmentation", fragmentation_json(fragmentation_after(s, r, step))},
+          {"fragmentation_culprits", fragmentation_culprits_json(s, r, o.top)},
           {"ooms", ooms_json(s, r, o.top)},
-          {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()}};
+          {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()},
+          {"device_memory", device_memory_json(s, r, step, o.top)}};
 }
 
 std::string stats_text(const nlohmann::json& j) {
@@ -331,18 +337,17 @@ std::string stats_text(const nlohmann::json& j) {
                        b["count"].get<uint64_t>(), format_bytes(b["bytes"]));
   out += "\n";
   render_fragmentation(out, j["fragmentation"]);
+  render_fragmentation_culprits(out, j["fragmentation_culprits"]);
+  out += device_memory_text(j["device_memory"]);
   for (const json& o : j["ooms"]) render_oom(out += "\n", o);
   if (!j["kernels"].empty()) render_kernels(out, j["kernels"]);
   return out;
 }
 
-nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOptions& o) {
-  Replay ra(a, choose_device(a, o.device)), rb(b, choose_device(b, o.device));
-  auto ga = group_live(a, ra, ra.peak_allocated().step, o.by);
-  auto gb = group_live(b, rb, rb.peak_allocated().step, o.by);
+nlohmann::json group_changes_json(std::span<const Group> a, std::span<const Group> b, size_t top) {
   std::map<std::string, std::pair<const Group*, const Group*>> rows;
-  for (const Group& g : ga) rows[g.key].first = &g;
-  for (const Group& g : gb) rows[g.key].second = &g;
+  for (const Group& g : a) rows[g.key].first = &g;
+  for (const Group& g : b) rows[g.key].second = &g;
   json out = json::array();
   for (auto& [key, pair] : rows) {
     uint64_t ab = pair.first ? pair.first->bytes : 0, bb = pair.second ? pair.second->bytes : 0;
@@ -354,7 +359,25 @@ nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOption
     return std::llabs(x["delta"].get<int64_t>()) > std::llabs(y["delta"].get<int64_t>());
   });
   size_t changed = std::count_if(out.begin(), out.end(), [](const json& r) { return r["delta"].get<int64_t>() != 0; });
-  if (out.size() > o.top) out.erase(out.begin() + static_cast<std::ptrdiff_t>(o.top), out.end());
+  if (out.size() > top) out.erase(out.begin() + static_cast<std::ptrdiff_t>(top), out.end());
+  return {{"groups_changed", changed}, {"rows", out}};
+}
+
+std::string group_changes_text(const nlohmann::json& rows) {
+  std::string out;
+  for (const json& r : rows) {
+    if (r["delta"].get<int64_t>() == 0) continue;
+    out += fmt::format("  {:>13} {:>12} -> {:<12} {}\n", signed_bytes(r["delta"]), format_bytes(r["a_bytes"]),
+                       format_bytes(r["b_bytes"]), r["key"].get<std::string>());
+  }
+  return out;
+}
+
+nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOptions& o) {
+  Replay ra(a, choose_device(a, o.device)), rb(b, choose_device(b, o.device));
+  auto ga = group_live(a, ra, ra.peak_allocated().step, o.by);
+  auto gb = group_live(b, rb, rb.peak_allocated().step, o.by);
+  json changes = group_changes_json(ga, gb, o.top);
   auto side = [](const Replay& r) {
     return json{{"device", r.device()}, {"peak_allocated", r.peak_allocated().bytes},
                 {"peak_reserved", r.peak_reserved().bytes}, {"events", r.steps()}};
@@ -362,13 +385,16 @@ nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOption
   return {{"by", to_string(o.by)}, {"warnings", warnings_json({&a, &b})}, {"a", side(ra)}, {"b", side(rb)},
           {"delta_peak_allocated", int64_t(rb.peak_allocated().bytes) - int64_t(ra.peak_allocated().bytes)},
           {"delta_peak_reserved", int64_t(rb.peak_reserved().bytes) - int64_t(ra.peak_reserved().bytes)},
-          {"groups_changed", changed}, {"rows", out}};
+          {"groups_changed", changes["groups_changed"]}, {"rows", changes["rows"]}};
 }
 
 std::string diff_text(const nlohmann::json& d) {
-  auto signed_bytes = [](int64_t v) { return (v < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(std::llabs(v))); };
-  std::string out;
-  out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "", "a", "b", "b - a");
+  std::string out, a = "a", b = "b";
+  if (d.contains("ranks")) {  // two ranks of one run: named by rank
+    a = fmt::format("rank {}", d["ranks"]["a"].get<int>()), b = fmt::format("rank {}", d["ranks"]["b"].get<int>());
+    out += fmt::format("comparing {} (a) with {} (b)\n", a, b);
+  }
+  out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "", a, b, "b - a");
   out += fmt::format("{:<16} {:>12} {:>12}\n", "device", d["a"]["device"].get<int>(), d["b"]["device"].get<int>());
   out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "peak allocated", format_bytes(d["a"]["peak_allocated"]),
                      format_bytes(d["b"]["peak_allocated"]), signed_bytes(d["delta_peak_allocated"]));
@@ -376,12 +402,7 @@ std::string diff_text(const nlohmann::json& d) {
                      format_bytes(d["b"]["peak_reserved"]), signed_bytes(d["delta_peak_reserved"]));
   out += fmt::format("\nlive at each peak by {}, largest change first ({} groups changed):\n",
                      d["by"].get<std::string>(), d["groups_changed"].get<size_t>());
-  for (const json& r : d["rows"]) {
-    if (r["delta"].get<int64_t>() == 0) continue;
-    out += fmt::format("  {:>13} {:>12} -> {:<12} {}\n", signed_bytes(r["delta"]), format_bytes(r["a_bytes"]),
-                       format_bytes(r["b_bytes"]), r["key"].get<std::string>());
-  }
-  return out;
+  return out + group_changes_text(d["rows"]);
 }
 
 }  // namespace memrec

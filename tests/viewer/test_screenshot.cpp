@@ -2,8 +2,6 @@
 // against a brute-force replay computed here, not against the viewer's own structures.
 #include <gtest/gtest.h>
 
-#include <stb/stb_image.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "viewer/shot.h"
 #include "memrec/load.h"
 #include "memrec/replay.h"
 #include "memrec/viewer.h"
@@ -25,53 +24,10 @@ namespace {
 
 using testing::quote;
 using testing::run_command;
-
-struct Image {
-  int width = 0, height = 0;
-  std::vector<uint32_t> pixels;  // ABGR as ImGui packs colors
-  uint32_t at(int x, int y) const { return pixels[static_cast<size_t>(y) * width + x]; }
-};
-
-Image load_png(const std::string& path) {
-  Image img;
-  int channels = 0;
-  std::unique_ptr<unsigned char, void (*)(void*)> data(stbi_load(path.c_str(), &img.width, &img.height, &channels, 4),
-                                                       stbi_image_free);
-  if (!data) return img;
-  img.pixels.resize(static_cast<size_t>(img.width) * img.height);
-  std::memcpy(img.pixels.data(), data.get(), img.pixels.size() * 4);
-  return img;
-}
-
-struct Shot {
-  nlohmann::json layout;
-  Image image;
-  std::string output;
-};
-
-// The test starts its own X server: ctest runs plainly in CI.
-Shot screenshot(const std::string& fixture, const std::string& extra, const testing::TempDir& dir) {
-  std::string png = dir / "shot.png";
-  auto r = run_command("xvfb-run -a " + quote(MEMREC_BINARY) + " view " + quote(fixture) + " --screenshot " +
-                       quote(png) + " " + extra);
-  Shot shot{{}, {}, r.output};
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  std::istringstream lines(r.output);
-  for (std::string line; std::getline(lines, line);)
-    if (line.starts_with("{")) shot.layout = nlohmann::json::parse(line);
-  shot.image = load_png(png);
-  return shot;
-}
-
-// scripts/screenshots.sh sets MEMREC_SCREENSHOT_DIR: the README's pictures are the ones these tests checked.
-void keep_for_readme(const testing::TempDir& dir, const std::string& name) {
-  const char* out = std::getenv("MEMREC_SCREENSHOT_DIR");
-  if (!out || ::testing::Test::HasFailure()) return;
-  std::filesystem::copy_file(dir / "shot.png", std::filesystem::path(out) / name,
-                             std::filesystem::copy_options::overwrite_existing);
-}
-
-std::string fixture(const std::string& name) { return std::string(MEMREC_TEST_DATA) + "/" + name; }
+using testing::Shot;
+using testing::screenshot;
+using testing::keep_for_readme;
+using testing::fixture;
 
 // Highest allocated total in force during [t0, t1), by scanning every step.
 uint64_t brute_max_allocated(const Replay& r, int64_t t0, int64_t t1) {

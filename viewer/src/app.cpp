@@ -86,7 +86,7 @@ App::App(std::future<std::unique_ptr<Document>> loading, int width, int height, 
   ImGui_ImplOpenGL3_Init("#version 130");
   doc_ = loading.get();
   glfwSetWindowTitle(window_, ("memrec - " + doc_->path).c_str());
-  state_.fit_all(*doc_);
+  state_.fit_activity(*doc_);
   state_.set_instant(*doc_, doc_->replay->peak_allocated().step);
 }
 
@@ -147,39 +147,85 @@ void App::save_png(const std::string& path) const {
   save_framebuffer_png(path, width_, height_);
 }
 
+void App::open_rank(size_t index) {
+  std::shared_ptr<const RankSet> ranks = doc_->ranks;
+  const RankRecording& r = ranks->ranks[index];
+  doc_ = Document::open(r.path, r.device);
+  doc_->ranks = ranks;
+  doc_->rank_index = index;
+  glfwSetWindowTitle(window_, ("memrec - " + doc_->path).c_str());
+  state_.attribution.reset();  // of the other rank's blocks
+  state_.selected_allocation = kNone;
+  state_.clear_highlight();
+  state_.fit_all(*doc_);
+  state_.set_instant(*doc_, doc_->replay->peak_allocated().step);
+}
+
 void App::build_ui() {
+  if (doc_->ranks)
+    if (auto picked = ranks_.draw(*doc_->ranks, doc_->rank_index, ImGui::GetContentRegionAvail().y * 0.4f))
+      if (*picked != doc_->rank_index) open_rank(*picked);
   Document& doc = *doc_;
-  search_.draw(doc, state_);
-  float status = ImGui::GetFrameHeightWithSpacing() + 4;
+  if (chrome) search_.draw(doc, state_);
+  // The status bar's line is kept free at the bottom of the window, whatever the views above ask for.
+  float status = ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().ItemSpacing.y + 2;
   float total = ImGui::GetContentRegionAvail().y - status;
   float lanes = LanesView::height_for(doc);
-  float timeline = std::max(120.0f, (total - lanes) * 0.55f);
+  // The flame graph and the segments want rows of their own: the timeline gives them room when they are shown.
+  float share = state_.focus == Focus::timeline ? 0.55f : 0.35f;
+  float timeline = std::max(120.0f, (total - lanes) * share);
   timeline_.draw(doc, state_, timeline);
   lanes_.draw(doc, state_, timeline_.grid());
-  float bottom = std::max(80.0f, ImGui::GetContentRegionAvail().y - status);
-  if (ImGui::BeginTable("panels", 2, ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV, ImVec2(0, bottom))) {
-    ImGui::TableSetupColumn("attribution", ImGuiTableColumnFlags_WidthStretch, 0.6f);
-    ImGui::TableSetupColumn("details", ImGuiTableColumnFlags_WidthStretch, 0.4f);
-    ImGui::TableNextRow();
-    ImGui::TableNextColumn();
-    if (ImGui::BeginChild("attribution", ImVec2(0, bottom - 4))) draw_attribution(doc, state_);
-    ImGui::EndChild();
-    ImGui::TableNextColumn();
-    if (ImGui::BeginTabBar("details")) {
-      if (ImGui::BeginTabItem("inspector")) {
-        if (ImGui::BeginChild("inspector")) draw_inspector(doc, state_);
-        ImGui::EndChild();
-        ImGui::EndTabItem();
-      }
-      if (ImGui::BeginTabItem("segments")) {
-        segments_.draw(doc, state_);
-        ImGui::EndTabItem();
-      }
-      ImGui::EndTabBar();
-    }
-    ImGui::EndTable();
-  }
+  draw_panels(std::max(80.0f, ImGui::GetContentRegionAvail().y - status));
+  ImVec2 window_bottom(ImGui::GetWindowPos().x, ImGui::GetWindowPos().y + ImGui::GetWindowHeight());
+  ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, window_bottom.y - status));
+  status_y_ = ImGui::GetCursorScreenPos().y;
   draw_status_bar(doc, state_, frame_ms_);
+}
+
+void App::draw_panels(float height) {
+  Document& doc = *doc_;
+  float bottom = ImGui::GetCursorScreenPos().y + height;
+  // Each tab's content ends at the panel's bottom, so a long list scrolls instead of running under the status bar.
+  auto content = [&](const char* name) { return ImGui::BeginChild(name, ImVec2(0, bottom - ImGui::GetCursorScreenPos().y - 4)); };
+  if (!ImGui::BeginTable("panels", 2, ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV, ImVec2(0, height)))
+    return;
+  ImGui::TableSetupColumn("views", ImGuiTableColumnFlags_WidthStretch, 0.65f);
+  ImGui::TableSetupColumn("inspector", ImGuiTableColumnFlags_WidthStretch, 0.35f);
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  bool refocus = shown_focus_ != state_.focus;
+  auto tab = [&](const char* name, Focus focus) {
+    ImGuiTabItemFlags flags = refocus && state_.focus == focus ? ImGuiTabItemFlags_SetSelected : 0;
+    if (!ImGui::BeginTabItem(name, nullptr, flags)) return false;
+    if (!refocus) state_.focus = focus;
+    shown_focus_ = state_.focus;
+    return true;
+  };
+  if (ImGui::BeginTabBar("views")) {
+    if (tab("attribution", Focus::timeline)) {
+      if (content("attribution")) draw_attribution(doc, state_);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
+    if (tab("flame graph", Focus::flame)) {
+      if (content("flame")) flame_.draw(doc, state_);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
+    if (tab("segments", Focus::segments)) {
+      if (content("segments")) segments_.draw(doc, state_);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
+    ImGui::EndTabBar();
+  }
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted("inspector");
+  ImGui::Separator();
+  if (content("inspector")) draw_inspector(doc, state_);
+  ImGui::EndChild();
+  ImGui::EndTable();
 }
 
 namespace {
@@ -195,12 +241,44 @@ uint32_t largest_with_stack(const Document& doc, uint32_t step) {
   return best;
 }
 
-// One JSON line on stdout: where the plot is and which time its columns show, for tests and scripts.
-void print_layout(App& app, const std::string& png) {
+nlohmann::json flame_layout(App& app) {
+  const FlameView& f = app.flame();
+  nlohmann::json boxes = nlohmann::json::array();
+  const Attribution* tree = f.tree();
+  if (!tree) return nullptr;
+  // The top rows: enough for tests to check the graph against a replay, few enough to print.
+  for (const FlameView::Box& b : f.boxes()) {
+    if (b.depth > 3 || boxes.size() >= 400) continue;
+    const GroupNode& n = tree->nodes()[b.node];
+    boxes.push_back({{"depth", b.depth}, {"x0", b.x0}, {"x1", b.x1}, {"bytes", n.bytes}, {"blocks", n.blocks},
+                     {"key", n.key == kMissing ? -1 : static_cast<int64_t>(n.key)}, {"label", tree->label(b.node)}});
+  }
+  return {{"x", f.origin().x}, {"y", f.origin().y}, {"w", f.width()}, {"row_h", FlameView::row_height()},
+          {"grouping", std::string(to_string(tree->grouping()))}, {"boxes", boxes}};
+}
+
+nlohmann::json segments_layout(App& app) {
+  const SegmentsView& v = app.segments();
+  nlohmann::json bars = nlohmann::json::array();
+  for (const SegmentsView::Bar& b : v.bars()) {
+    const SegmentAt& s = v.segments()[b.segment];
+    nlohmann::json pending = nlohmann::json::array();
+    for (uint32_t id : v.pending()[b.segment]) pending.push_back(id);
+    bars.push_back({{"addr", s.addr}, {"size", s.size}, {"x", b.x}, {"y", b.y}, {"w", b.width},
+                    {"blocks", s.blocks}, {"pending", pending}});
+  }
+  return {{"bar_h", SegmentsView::bar_height()}, {"count", v.segments().size()}, {"bars", bars}};
+}
+
+// One JSON line on stdout: where the plot (and the flame graph or segment bars) are and what they show, for tests
+// and scripts.
+void print_layout(App& app, const std::string& png, int height) {
   const ColumnGrid& g = app.timeline().grid();
   const ViewState& st = app.state();
+  static constexpr const char* kFocus[] = {"timeline", "flame", "segments"};
   nlohmann::json out = {
       {"png", png},
+      {"view", kFocus[static_cast<int>(st.focus)]},
       {"plot", {{"x", g.x}, {"y", g.y}, {"w", g.width}, {"h", app.timeline().plot_height()}}},
       {"t0_ns", g.t0},  // after begin_ns
       {"dt_ns", g.dt},
@@ -209,27 +287,91 @@ void print_layout(App& app, const std::string& png) {
       {"device", app.doc().device},
       {"instant_step", st.instant == kNoEvent ? -1 : static_cast<int64_t>(st.instant)},
       {"selected", st.selected_allocation == kNone ? -1 : static_cast<int64_t>(st.selected_allocation)},
+      {"status_y", app.status_y()},
+      {"height", height},
   };
+  if (st.focus == Focus::flame) out["flame"] = flame_layout(app);
+  if (st.focus == Focus::segments) out["segments"] = segments_layout(app);
+  if (app.doc().ranks) out["ranks"] = app.ranks().layout(*app.doc().ranks);
   fmt::print("{}\n", out.dump());
   std::fflush(stdout);
+}
+
+// The flags that aim a screenshot, checked before any window opens.
+struct Aim {
+  Focus focus = Focus::timeline;
+  Grouping grouping = Grouping::stack_top_down;
+  std::optional<GroupBy> flat;
+  std::optional<std::pair<int64_t, int64_t>> range;
+};
+
+Aim parse_aim(const Options& o) {
+  Aim aim;
+  if (o.view == "flame") aim.focus = Focus::flame;
+  else if (o.view == "segments") aim.focus = Focus::segments;
+  else if (!o.view.empty() && o.view != "timeline")
+    throw Error("--view wants timeline, flame or segments, got '" + o.view + "'");
+  static const std::pair<const char*, Grouping> kTrees[] = {
+      {"stack", Grouping::stack_top_down}, {"stack-bottom-up", Grouping::stack_bottom_up},
+      {"op", Grouping::op}, {"module", Grouping::module}, {"phase", Grouping::phase}};
+  static const std::pair<const char*, GroupBy> kFlat[] = {
+      {"site", GroupBy::stack}, {"category", GroupBy::category}, {"layer", GroupBy::layer}, {"pool", GroupBy::pool}};
+  bool known = o.group_by.empty();
+  for (auto [name, g] : kTrees)
+    if (o.group_by == name) aim.grouping = g, known = true;
+  for (auto [name, by] : kFlat)
+    if (o.group_by == name) aim.flat = by, known = true;
+  if (!known)
+    throw Error("--group-by wants stack, stack-bottom-up, op, module, phase, site, category, layer or pool, got '" +
+                o.group_by + "'");
+  if (!o.range.empty()) {
+    size_t dots = o.range.find("..");
+    std::string why = "--range wants T1..T2, two times after the start with T1 before T2 (e.g. 10ms..25ms), got '" +
+                      o.range + "'";
+    if (dots == std::string::npos) throw Error(why);
+    std::optional<int64_t> t1, t2;
+    try {
+      t1 = parse_at(o.range.substr(0, dots));
+      t2 = parse_at(o.range.substr(dots + 2));
+    } catch (const Error&) {
+      throw Error(why);
+    }
+    if (!t1 || !t2 || *t2 <= *t1) throw Error(why);
+    aim.range = {*t1, *t2};
+    if (o.view.empty()) aim.focus = Focus::flame;  // only the flame graph shows a range
+  }
+  if (aim.focus == Focus::flame && aim.flat)
+    throw Error("--view flame draws a tree: --group-by stack, stack-bottom-up, op, module or phase");
+  if (aim.range && aim.focus != Focus::flame) throw Error("--range is drawn by --view flame only");
+  return aim;
 }
 
 }  // namespace
 
 int run(const Options& options) {
   std::optional<int64_t> at = options.at.empty() ? std::nullopt : parse_at(options.at);  // checked before anything opens
+  Aim aim = parse_aim(options);
   bool offscreen = !options.screenshot.empty();
-  App app(options.path, options.device, options.width, options.height, offscreen);
+  auto loading = options.ranks.size() > 1 ? std::async(std::launch::async, open_ranks, options.ranks, options.device)
+                                          : std::async(std::launch::async, Document::open, options.path, options.device);
+  App app(std::move(loading), options.width, options.height, offscreen);
+  app.chrome = !offscreen;  // pictures show the views, not the search box and key hints
+  ViewState& st = app.state();
+  st.focus = aim.focus;
+  st.grouping = aim.grouping;
+  st.flat = aim.flat;
+  st.range = aim.range;
+  st.regroup(app.doc());
   Instant found = instant_at(*app.doc().replay, at);
   if (!found.note.empty()) fmt::print(stderr, "memrec view: note: {}\n", found.note);
   uint32_t instant = found.step;
-  app.state().set_instant(app.doc(), instant);
-  app.state().selected_allocation = largest_with_stack(app.doc(), instant);
+  st.set_instant(app.doc(), instant);
+  st.selected_allocation = largest_with_stack(app.doc(), instant);
   if (offscreen) {
     // ImGui sizes tables and trees over the first frames; the timeline may need a few more to paint every column.
-    for (int i = 0; i < 3 || (!app.timeline().complete() && i < 1000); ++i) app.frame();
+    for (int i = 0; i < 4 || (!app.timeline().complete() && i < 1000); ++i) app.frame();
     app.save_png(options.screenshot);
-    print_layout(app, options.screenshot);
+    print_layout(app, options.screenshot, options.height);
     return 0;
   }
   while (!app.should_close()) app.frame();

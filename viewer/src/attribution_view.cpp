@@ -1,6 +1,11 @@
 // Peak attribution: the memory live at the selected instant as a tree (by stack top-down or bottom-up, op, module
-// or phase) with bytes and share. Clicking a row highlights every block of that group along the timeline.
+// or phase) or as one row per key (site, category, layer, pool: the keys of `memrec stats --by`), with bytes and
+// share. Clicking a row highlights every block of that group along the timeline.
 #include <fmt/format.h>
+
+#include "memrec/viewer.h"
+
+#include <unordered_map>
 
 #include "units.h"
 #include "views.h"
@@ -9,16 +14,6 @@ namespace memrec::viewer {
 namespace {
 
 constexpr size_t kMaxChildren = 64;  // per node; the rest is summed in one row
-
-void highlight_group(const Document& doc, ViewState& state, uint32_t node) {
-  const Attribution& at = *state.attribution;
-  GroupMatcher matches(doc.snapshot, at.grouping(), at.path(node));
-  const auto& allocs = doc.replay->allocations();
-  std::vector<uint8_t> marks(allocs.size());
-  for (size_t i = 0; i < allocs.size(); ++i) marks[i] = matches(allocs[i]);
-  state.selected_node = node;
-  state.set_highlight(std::move(marks), at.label(node));
-}
 
 void draw_row_values(const GroupNode& n, uint64_t total) {
   ImGui::TableNextColumn();
@@ -62,27 +57,122 @@ void draw_node(const Document& doc, ViewState& state, uint32_t id) {
   ImGui::TreePop();
 }
 
+// Highlights the blocks whose key under `by` is `key`: keys depend on the stack, the scope or the category only,
+// so each is computed once.
+void highlight_key(const Document& doc, ViewState& state, GroupBy by, const Group& group) {
+  const Replay& r = *doc.replay;
+  std::vector<uint8_t> marks(r.allocations().size());
+  if (by == GroupBy::pool) {
+    std::vector<uint32_t> ids(marks.size());
+    for (uint32_t i = 0; i < ids.size(); ++i) ids[i] = i;
+    auto pools = pool_keys(doc.snapshot, r, ids);
+    for (size_t i = 0; i < marks.size(); ++i) marks[i] = pools[i] == group.key;
+  } else {
+    std::vector<Category> categories = categorize(doc.snapshot, r);
+    std::unordered_map<uint32_t, uint8_t> memo;
+    for (uint32_t i = 0; i < marks.size(); ++i) {
+      Allocation a = r.allocations()[i];
+      Category c = categories[i];
+      uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
+      auto [it, fresh] = memo.try_emplace(source, 0);
+      if (fresh) {
+        std::string key = group_key(doc.snapshot, a, by, c);
+        it->second = (key.empty() ? "<none>" : key) == group.key;
+      }
+      marks[i] = it->second;
+    }
+  }
+  state.set_highlight(std::move(marks), group.key);
+}
+
+void draw_flat(const Document& doc, ViewState& state) {
+  uint64_t total = state.attribution->root().bytes;
+  for (size_t i = 0; i < state.flat_groups.size(); ++i) {
+    const Group& g = state.flat_groups[i];
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    bool selected = !state.highlight.empty() && state.highlight_reason == g.key;
+    ImGui::PushID(static_cast<int>(i));
+    if (ImGui::Selectable(g.key.c_str(), selected, ImGuiSelectableFlags_SpanAllColumns)) {
+      if (selected) state.clear_highlight();
+      else highlight_key(doc, state, *state.flat, g);
+    }
+    ImGui::PopID();
+    draw_row_values(GroupNode{.bytes = g.bytes, .blocks = g.count}, total);
+  }
+}
+
+// The keys the panel offers: the trees, then the flat keys of `memrec stats --by`.
+struct Choice {
+  std::string name;
+  Grouping tree;
+  std::optional<GroupBy> flat;
+};
+
+std::vector<Choice> choices() {
+  std::vector<Choice> out;
+  for (int i = 0; i < kGroupingCount; ++i)
+    out.push_back({std::string(to_string(static_cast<Grouping>(i))), static_cast<Grouping>(i), std::nullopt});
+  for (GroupBy by : {GroupBy::stack, GroupBy::category, GroupBy::layer, GroupBy::pool})
+    out.push_back({by == GroupBy::stack ? "site" : std::string(to_string(by)), Grouping::stack_top_down, by});
+  return out;
+}
+
+void draw_choice(const Document& doc, ViewState& state) {
+  auto all = choices();
+  auto current = std::find_if(all.begin(), all.end(), [&](const Choice& c) {
+    return c.flat == state.flat && (state.flat || c.tree == state.grouping);
+  });
+  ImGui::SetNextItemWidth(150);
+  if (!ImGui::BeginCombo("group by", current == all.end() ? "" : current->name.c_str())) return;
+  for (auto it = all.begin(); it != all.end(); ++it)
+    if (ImGui::Selectable(it->name.c_str(), it == current) && it != current) {
+      if (!it->flat) state.grouping = it->tree;
+      state.flat = it->flat;
+      state.clear_highlight();
+      state.regroup(doc);
+    }
+  ImGui::EndCombo();
+}
+
+// What the timeline's colors mean.
+void draw_legend() {
+  auto swatch = [](uint32_t color, const char* text) {
+    ImVec2 p = ImGui::GetCursorScreenPos();
+    float h = ImGui::GetTextLineHeight();
+    ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(p.x + h - 4, p.y + h - 2), color);
+    ImGui::Dummy(ImVec2(h - 2, h));
+    ImGui::SameLine(0, 2);
+    ImGui::TextUnformatted(text);
+    ImGui::SameLine();
+  };
+  swatch(band_palette()[0], "block (hue: call stack)");
+  swatch(kAllocatedColor, "allocated");
+  swatch(kReservedColor, "reserved");
+  swatch(kPeakColor, "peak");
+  swatch(kSelectedColor, "selected instant");
+  ImGui::NewLine();
+}
+
 }  // namespace
+
+void highlight_group(const Document& doc, ViewState& state, uint32_t node) {
+  const Attribution& at = *state.attribution;
+  GroupMatcher matches(doc.snapshot, at.grouping(), at.path(node));
+  const auto& allocs = doc.replay->allocations();
+  std::vector<uint8_t> marks(allocs.size());
+  for (size_t i = 0; i < allocs.size(); ++i) marks[i] = matches(allocs[i]);
+  state.selected_node = node;
+  state.set_highlight(std::move(marks), at.label(node));
+}
 
 void draw_attribution(const Document& doc, ViewState& state) {
   if (!state.attribution) state.set_instant(doc, state.instant);
-  int g = static_cast<int>(state.grouping);
-  ImGui::SetNextItemWidth(170);
-  if (ImGui::BeginCombo("group by", std::string(to_string(state.grouping)).c_str())) {
-    for (int i = 0; i < kGroupingCount; ++i)
-      if (ImGui::Selectable(std::string(to_string(static_cast<Grouping>(i))).c_str(), i == g)) g = i;
-    ImGui::EndCombo();
-  }
-  if (g != static_cast<int>(state.grouping)) {
-    state.grouping = static_cast<Grouping>(g);
-    state.attribution.reset();
-    state.set_instant(doc, state.instant);
-  }
+  draw_legend();
+  draw_choice(doc, state);
   ImGui::SameLine();
-  const Timeline& tl = *doc.timeline;
-  bool at_peak = state.instant == doc.replay->peak_allocated().step;
-  ImGui::Text("live at %s%s: %s in %llu blocks", human_duration(tl.time_of(state.instant) - tl.begin_ns()).c_str(),
-              at_peak ? " (peak)" : "", human_bytes(state.attribution->root().bytes).c_str(),
+  ImGui::Text("%s: %s in %llu blocks", describe_instant(doc, state).c_str(),
+              human_bytes(state.attribution->root().bytes).c_str(),
               static_cast<unsigned long long>(state.attribution->root().blocks));
   ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                           ImGuiTableFlags_Resizable;
@@ -93,7 +183,8 @@ void draw_attribution(const Document& doc, ViewState& state) {
   ImGui::TableSetupColumn("share", ImGuiTableColumnFlags_WidthFixed, 52);
   ImGui::TableSetupColumn("blocks", ImGuiTableColumnFlags_WidthFixed, 56);
   ImGui::TableHeadersRow();
-  draw_node(doc, state, 0);
+  if (state.flat) draw_flat(doc, state);
+  else draw_node(doc, state, 0);
   ImGui::EndTable();
 }
 

@@ -33,6 +33,24 @@ void ViewState::fit_all(const Document& doc) {
   this->span = span * 1.02;
 }
 
+void ViewState::fit_activity(const Document& doc) {
+  fit_all(doc);
+  const Timeline& tl = *doc.timeline;
+  const Replay& r = *doc.replay;
+  int64_t prev = tl.begin_ns(), gap = 0, gap_end = prev;
+  uint32_t after = 0;  // the first step after the longest gap
+  r.for_each_step(0, r.steps(), [&](uint32_t step, const Event& e) __attribute__((always_inline)) {
+    if (e.time_ns - prev > gap) gap = e.time_ns - prev, gap_end = e.time_ns, after = step;
+    prev = e.time_ns;
+  });
+  int64_t rest = tl.end_ns() - gap_end;
+  // A prologue: fewer events than what follows, then a pause longer than all that follows.
+  if (gap <= rest || after > r.steps() / 2) return;
+  double margin = std::max<double>(static_cast<double>(rest) * 0.02, 1000.0);
+  t0 = static_cast<double>(gap_end - tl.begin_ns()) - margin;
+  span = static_cast<double>(rest) + 2 * margin;
+}
+
 void ViewState::fit_peak(const Document& doc) {
   const Timeline& tl = *doc.timeline;
   const Peak& peak = doc.replay->peak_allocated();
@@ -63,10 +81,16 @@ void ViewState::pan(double ns) { t0 += ns; }
 void ViewState::set_instant(const Document& doc, uint32_t step) {
   if (attribution && step == instant) return;
   instant = step;
+  regroup(doc);
+}
+
+void ViewState::regroup(const Document& doc) {
   std::vector<uint32_t> live;
-  doc.timeline->live_at(step, live);
+  doc.timeline->live_at(instant, live);
   attribution.emplace(doc.snapshot, doc.replay->allocations(), live, grouping);
+  flat_groups = flat ? group_allocations(doc.snapshot, *doc.replay, live, *flat) : std::vector<Group>{};
   selected_node = 0;
+  ++attribution_version;
 }
 
 void ViewState::set_highlight(std::vector<uint8_t> marks, std::string reason) {

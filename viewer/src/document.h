@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "memrec/analysis.h"
 #include "memrec/attribution.h"
+#include "memrec/ranks.h"
 #include "memrec/replay.h"
 #include "memrec/snapshot.h"
 #include "memrec/timeline.h"
@@ -24,6 +26,9 @@ struct Document {
   std::unique_ptr<Timeline> timeline;
   std::vector<Lane> kernel_lanes;
   std::vector<Lane> scope_lanes;
+  // Opened as one rank of several (memrec view A B ...): all of them, and which one this is.
+  std::shared_ptr<const RankSet> ranks;
+  size_t rank_index = 0;
 
   // Loads the file and analyzes `device` (unset: choose_device's default).
   static std::unique_ptr<Document> open(const std::string& path, std::optional<uint8_t> device);
@@ -31,6 +36,10 @@ struct Document {
   void analyze(uint8_t device);
   uint64_t device_events() const { return replay->steps(); }
 };
+
+// The view the bottom panel shows (and a screenshot aims at): the attribution table, the flame graph of the same
+// memory, or the segment history.
+enum class Focus : uint8_t { timeline, flame, segments };
 
 struct ViewState {
   // Visible time range in nanoseconds after the first event (doubles of absolute clock values would round to
@@ -40,8 +49,17 @@ struct ViewState {
   // The instant the attribution and segments views describe (a replay step, kNoEvent = before the first event).
   uint32_t instant = kNoEvent;
   uint32_t selected_allocation = kNone;
+  Focus focus = Focus::timeline;
+  // The tree the attribution panel and the flame graph group by; `flat` set: the panel lists one key per block
+  // instead (GroupBy::stack is the site, as `memrec stats --by stack` prints it) and the flame graph keeps the tree.
   Grouping grouping = Grouping::stack_top_down;
+  std::optional<GroupBy> flat;
   std::optional<Attribution> attribution;  // of the live blocks at `instant`
+  std::vector<Group> flat_groups;          // of the live blocks at `instant`, when `flat` is set
+  uint64_t attribution_version = 0;        // changes whenever `attribution` is rebuilt
+  // Set: the flame graph shows the bytes allocated in [first, second] (ns after the first event) instead.
+  std::optional<std::pair<int64_t, int64_t>> range;
+  std::string search;  // the text last searched for: the flame graph highlights the boxes it names
   uint32_t selected_node = 0;              // in attribution; 0 = none
   // Per allocation: drawn bright when set, the rest dimmed. Empty: nothing highlighted.
   std::vector<uint8_t> highlight;
@@ -49,11 +67,16 @@ struct ViewState {
   uint64_t highlight_version = 0;  // changes whenever `highlight` does, so cached pixels are redrawn
 
   void fit_all(const Document& doc);
+  // What the viewer opens on: everything, except an idle prologue (loading, compiling: a few events, then a pause
+  // longer than the rest of the run), which would squash the steps into a sliver.
+  void fit_activity(const Document& doc);
   // A window around the peak: the peak's column and the allocations around it fill the view.
   void fit_peak(const Document& doc);
   void zoom(double factor, double around);
   void pan(double ns);
   void set_instant(const Document& doc, uint32_t step);
+  // Regroups the memory live at the instant after `grouping` or `flat` changed.
+  void regroup(const Document& doc);
   void set_highlight(std::vector<uint8_t> marks, std::string reason);
   void clear_highlight();
 };

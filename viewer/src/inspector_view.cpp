@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "memrec/devices.h"
+#include "memrec/summary.h"
 #include "units.h"
 #include "views.h"
 
@@ -71,8 +72,9 @@ void draw_inspector(const Document& doc, ViewState& state) {
   }
   ImGui::Text("on         %s, handle 0x%llx", stream_name(doc.snapshot, a.stream).c_str(),
               static_cast<unsigned long long>(a.stream < doc.snapshot.streams.size() ? doc.snapshot.streams[a.stream] : 0));
+  ImGui::TextWrapped("site       %s", allocation_site(doc.snapshot, a.stack).c_str());
   draw_life(doc, a);
-  if (ImGui::CollapsingHeader("stack", ImGuiTreeNodeFlags_DefaultOpen)) {
+  if (ImGui::CollapsingHeader("stack")) {
     auto frames = doc.snapshot.stacks[a.stack];
     if (frames.empty()) ImGui::TextDisabled("no stack recorded");
     for (uint32_t f : frames) ImGui::TextUnformatted(frame_label(doc.snapshot, f).c_str());

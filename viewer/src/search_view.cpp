@@ -50,10 +50,12 @@ void SearchView::draw(const Document& doc, ViewState& state) {
     auto marks = search(doc.snapshot, doc.replay->allocations(), text_);
     size_t n = std::count(marks.begin(), marks.end(), 1);
     state.set_highlight(std::move(marks), fmt::format("\"{}\": {} blocks", text_, n));
+    state.search = text_;
   }
   if (clear || (entered && !text_[0])) {
     text_[0] = 0;
     state.clear_highlight();
+    state.search.clear();
   }
   ImGui::SameLine();
   if (!state.highlight.empty()) ImGui::Text("highlighted: %s", state.highlight_reason.c_str());

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/summary.h"
 #include "memrec/viewer.h"
 #include "units.h"
 #include "views.h"
@@ -42,7 +43,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   ImVec2 origin = ImGui::GetCursorScreenPos();
   float avail = ImGui::GetContentRegionAvail().x;
   int width = std::max(16, static_cast<int>(avail - kAxisWidth));
-  int rows = std::max(16, static_cast<int>(height - kAxisHeight));
+  int rows = std::max(16, static_cast<int>(height - kAxisHeight - device_band_height(doc)));
   bool resized = image_.resize(width, rows);
   rows_.resize(rows);
   column_step_.resize(width, kNoEvent);
@@ -72,6 +73,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   ImDrawList* list = ImGui::GetWindowDrawList();
   image_.draw(list, ImVec2(grid_.x, grid_.y));
   draw_overlay(doc, state, list);
+  draw_device_band(doc, grid_, list, grid_.y + rows + kAxisHeight);
 
   ImGui::SetCursorScreenPos(ImVec2(grid_.x, grid_.y));
   ImGui::InvisibleButton("##timeline", ImVec2(static_cast<float>(width), static_cast<float>(rows)));
@@ -193,7 +195,7 @@ void TimelineView::draw_overlay(const Document& doc, const ViewState& state, ImD
     list->AddText(ImVec2(x + 3, y0 + 2), color, label.c_str());
   };
   if (state.attribution && state.instant != doc.replay->peak_allocated().step)
-    marker(tl.time_of(state.instant), IM_COL32(255, 220, 0, 255), "selected");
+    marker(tl.time_of(state.instant), kSelectedColor, "selected");
   const Peak& peak = doc.replay->peak_allocated();
   marker(peak.time_ns, kPeakColor, "peak " + human_bytes(peak.bytes));
 }
@@ -227,9 +229,8 @@ void TimelineView::handle_input(Document& doc, ViewState& state, bool hovered, b
               human_bytes(totals.allocated).c_str(), human_bytes(totals.reserved).c_str());
   if (id != kNone) {
     const Allocation& a = doc.replay->allocations()[id];
-    auto frames = doc.snapshot.stacks[a.stack];
     ImGui::Text("block %s at 0x%llx", human_bytes(a.size).c_str(), static_cast<unsigned long long>(a.addr));
-    if (!frames.empty()) ImGui::TextUnformatted(frame_label(doc.snapshot, frames[0]).c_str());
+    ImGui::TextUnformatted(allocation_site(doc.snapshot, a.stack).c_str());
     ImGui::TextDisabled("click: inspect this block and group the memory live here");
   }
   ImGui::EndTooltip();

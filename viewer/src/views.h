@@ -3,10 +3,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <imgui.h>
+#include <nlohmann/json.hpp>
 
 #include "document.h"
 
@@ -52,6 +55,11 @@ struct ColumnGrid {
   double time_at(float sx) const { return t0 + (sx - x) * dt; }  // after origin
   int64_t absolute(double t) const { return origin + static_cast<int64_t>(std::floor(t)); }
 };
+
+// The device memory band under the timeline (device_band.cpp): its height (0 for a recording without NVML
+// samples), and the band itself, drawn from `top` on the timeline's columns.
+float device_band_height(const Document& doc);
+void draw_device_band(const Document& doc, const ColumnGrid& grid, ImDrawList* list, float top);
 
 class TimelineView {
  public:
@@ -109,14 +117,87 @@ class LanesView {
 };
 
 void draw_attribution(const Document& doc, ViewState& state);
+// Highlights every block of the attribution's node along the timeline (the panel's row, the flame graph's box).
+void highlight_group(const Document& doc, ViewState& state, uint32_t node);
+// "live at 12.3 ms (peak)"
+std::string describe_instant(const Document& doc, const ViewState& state);
+
+class FlameView {
+ public:
+  // One box as laid out for the last frame, in pixels from the graph's top-left (tests read them back).
+  struct Box {
+    uint32_t node;  // in tree()
+    uint32_t depth;
+    float x0, x1;
+  };
+  void draw(const Document& doc, ViewState& state);
+  const Attribution* tree() const { return tree_; }
+  const std::vector<Box>& boxes() const { return boxes_; }
+  ImVec2 origin() const { return origin_; }
+  float width() const { return laid_width_; }
+  static float row_height();
+
+ private:
+  void update_tree(const Document& doc, const ViewState& state);
+  void update_search(const std::string& text);
+  void draw_header(const Document& doc, ViewState& state);
+  void lay_out(float width);
+  void place(uint32_t node, uint32_t depth, float x0, double scale);
+  void zoom_to(uint32_t node);
+  const std::string& label(uint32_t node);
+
+  std::optional<Attribution> range_tree_;
+  const Attribution* tree_ = nullptr;
+  uint32_t zoom_ = 0;                // the node drawn full width
+  std::vector<uint32_t> zoom_path_;  // its keys, to find it again in the next tree
+  std::vector<Box> boxes_;
+  uint32_t rows_ = 0;
+  float laid_width_ = -1;
+  ImVec2 origin_;
+  std::vector<std::string> labels_;  // per node, filled when first drawn
+  std::vector<uint8_t> hits_;        // per node: its label holds the search text
+  std::string searched_;
+  // What the tree was built for.
+  const Document* built_doc_ = nullptr;
+  uint8_t built_device_ = 0;
+  bool built_ranged_ = false;
+  std::pair<int64_t, int64_t> built_range_;
+  Grouping built_grouping_ = Grouping::stack_top_down;
+  uint64_t built_version_ = 0;
+};
 void draw_inspector(const Document& doc, ViewState& state);
 
 class SegmentsView {
  public:
-  void draw(const Document& doc, const ViewState& state);
+  void draw(const Document& doc, ViewState& state);
+  // Where each segment's bar was drawn in the last frame (tests read the pixels back).
+  struct Bar {
+    size_t segment;  // in segments()
+    float x, y, width;
+  };
+  const std::vector<SegmentAt>& segments() const { return segments_; }
+  const std::vector<std::vector<uint32_t>>& pending() const { return pending_; }
+  const std::vector<Bar>& bars() const { return bars_; }
+  static float bar_height();
 
  private:
+  void update(const Document& doc, const ViewState& state);
+  void draw_scrubber(const Document& doc, ViewState& state);
+  void draw_bar(const Document& doc, ViewState& state, size_t index, float width);
+
   std::vector<SegmentAt> segments_;
+  std::vector<std::vector<uint32_t>> pending_;  // per segment: blocks freed but not yet released
+  struct Delayed {
+    Delayed() = default;
+    explicit Delayed(const Replay& r);
+    std::vector<uint32_t> pending_after(const Replay& r, uint32_t step) const;
+    std::vector<uint32_t> ids;  // blocks whose release comes after their free, by free step
+    uint32_t longest = 0;       // the most steps between a free and its release
+  } delayed_;
+  std::vector<Bar> bars_;
+  struct {
+    uint64_t reserved = 0, allocated = 0, pending = 0, inactive_split = 0, free = 0;
+  } totals_;
   uint32_t step_ = kNoEvent;
   const Replay* replay_ = nullptr;
 };
@@ -128,6 +209,43 @@ class SearchView {
  private:
   char text_[256] = {};
 };
+
+// The ranks of one run side by side (ranks_view.cpp): drawn above the views of the rank they show.
+class RanksView {
+ public:
+  // Draws the plot and the table of ranks in `height` pixels; returns the rank (index into set.ranks) picked.
+  std::optional<size_t> draw(const RankSet& set, size_t current, float height);
+  // Where each lane's curve is on screen, for tests: {"lanes": [{"rank", "x", "y" (the bottom row), "w", "h"}],
+  // "scale_bytes" (bytes at the top row, h - 1 rows above the bottom), "dt_ns" (per column), "envelope"}.
+  nlohmann::json layout(const RankSet& set) const;
+
+  bool envelope = false;  // one plot of max / median / min over the ranks instead of a lane each (the checkbox)
+
+ private:
+  struct LaneRows {
+    int top, bottom, height;
+  };
+  std::optional<size_t> draw_plot(const RankSet& set, size_t current, float height);
+  std::optional<size_t> draw_table(const RankSet& set, size_t current);
+  void paint(const RankSet& set, size_t current);
+  void paint_lanes(const RankSet& set);
+  void paint_envelope(const RankSet& set, size_t current);
+  std::optional<std::pair<uint64_t, uint64_t>> column_value(const RankSet& set, size_t rank, int column) const;
+  int row_of(uint64_t bytes, int bottom, int height) const;
+  std::optional<size_t> rank_at(const RankSet& set, int x, int y) const;
+
+  PixelImage image_;
+  uint64_t scale_ = 1;
+  double dt_ = 1;
+  float plot_x_ = 0, plot_y_ = 0;
+  std::vector<LaneRows> lanes_;
+  size_t painted_current_ = SIZE_MAX;
+  bool painted_envelope_ = false;
+  const RankSet* painted_set_ = nullptr;
+};
+
+// Loads the ranks (memrec/ranks.h) and opens the one furthest from the median as the document.
+std::unique_ptr<Document> open_ranks(const std::vector<std::string>& paths, std::optional<uint8_t> device);
 
 void draw_status_bar(const Document& doc, const ViewState& state, float frame_ms);
 

@@ -81,6 +81,9 @@ struct Group {
   uint32_t stacks = 0;  // GroupBy::stack: how many distinct stacks the group holds
 };
 
+// A block's key under `by` as group_allocations() files it ("" when it has none); `c` is its category. Not for
+// GroupBy::pool, whose keys come from pool_keys().
+std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c);
 // The given allocations (ids into Replay::allocations()), grouped and sorted by bytes, largest first.
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by);
 // The live blocks after `step`, grouped and sorted by bytes. Sums exactly to the live bytes.

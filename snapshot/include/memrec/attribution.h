@@ -87,11 +87,15 @@ struct SegmentAt {
   uint64_t addr = 0;
   uint64_t size = 0;  // 0 for the pseudo-segment of blocks outside every known segment
   uint16_t stream = 0;
+  bool expandable = false;            // a piece mapped by an expandable segment (segment_map)
+  const Segment* recorded = nullptr;  // its entry in segments_start/end when the snapshot lists it there
   uint64_t allocated = 0;
   std::vector<uint32_t> blocks;  // allocation ids
 };
 // The segments reserved after `step` (kNoEvent: at the start), by address.
 std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step);
+// The same with the blocks live after `step` given (Timeline::live_at finds them without a pass over every block).
+std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step, std::vector<uint32_t> live);
 
 // The pool of each given block (ids into Replay::allocations()): that of the segment holding its address when it
 // was allocated. "pool (1, 0)" is a private pool (a CUDA graph's, a MemPool's), "default pool" the allocator's

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -40,5 +41,11 @@ std::string stats_text(const nlohmann::json& stats);
 // Peaks of two runs and what was live at each, matched by group key (frame and scope names, not addresses).
 nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOptions& o);
 std::string diff_text(const nlohmann::json& diff);
+
+// Two sets of groups matched by key, largest change first, at most `top` rows: {"groups_changed": N, "rows":
+// [{"key", "a_bytes", "b_bytes", "delta" (b - a), "a_count", "b_count"}]}. diff's rows; also ranks against ranks.
+nlohmann::json group_changes_json(std::span<const Group> a, std::span<const Group> b, size_t top);
+// The changed rows as diff prints them: "  +1.00 MiB   2.00 MiB -> 3.00 MiB    key".
+std::string group_changes_text(const nlohmann::json& rows);
 
 }  // namespace memrec

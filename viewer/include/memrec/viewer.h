@@ -6,13 +6,18 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace memrec::viewer {
 
 struct Options {
   std::string path;
+  std::vector<std::string> ranks;  // two or more: the ranks of one run side by side (path is the first)
   std::string screenshot;  // write this PNG after a few frames and exit; empty: interactive window
   std::string at;          // instant to analyze: "peak" or a time after the start (memrec::parse_at)
+  std::string view;        // the view a screenshot shows: "timeline" (default), "flame" or "segments"
+  std::string range;       // "T1..T2": the flame graph shows the bytes allocated in that time range
+  std::string group_by;    // stack|op|module|phase|category|layer|site|pool (default: stack)
   int width = 1600;
   int height = 900;
   std::optional<uint8_t> device;  // unset: the first device with events (memrec::choose_device)
@@ -33,5 +38,10 @@ inline constexpr uint32_t kPlotBackground = 0xFF1E1E1Eu;
 inline constexpr uint32_t kReservedColor = 0xFF50A0F0u;  // orange line: reserved bytes
 inline constexpr uint32_t kAllocatedColor = 0xFFFFFFFFu; // white line: allocated bytes
 inline constexpr uint32_t kPeakColor = 0xFF0000FFu;      // pure red: the peak marker
+inline constexpr uint32_t kSelectedColor = 0xFF00DCFFu;  // yellow: the selected instant
+// Segment history: what is not a live block in a segment's bar.
+inline constexpr uint32_t kPendingFreeColor = 0xFF00B0FFu;     // amber: freed, not yet released (record_stream)
+inline constexpr uint32_t kInactiveSplitColor = 0xFF30305Au;   // dark red: free piece of a segment in use
+inline constexpr uint32_t kFreeSegmentColor = 0xFF484848u;     // gray: a segment with nothing in it
 
 }  // namespace memrec::viewer
