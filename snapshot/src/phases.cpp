@@ -79,6 +79,7 @@ PhaseIndex::PhaseIndex(const Snapshot& s, uint8_t device) {
   }
   if (!recorded) infer(s, device);
   std::stable_sort(phases_.begin(), phases_.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  for (const Interval& p : phases_) last_end_ = std::max(last_end_, p.end);
 }
 
 void PhaseIndex::infer(const Snapshot& s, uint8_t device) {
@@ -115,11 +116,6 @@ PhaseKind PhaseIndex::kind(uint32_t phase) const { return phases_.at(phase - 1).
 
 int64_t PhaseIndex::end(uint32_t phase) const { return phases_.at(phase - 1).end; }
 
-int64_t PhaseIndex::last_end() const {
-  int64_t last = INT64_MIN;
-  for (const Interval& p : phases_) last = std::max(last, p.end);
-  return last;
-}
 
 uint32_t PhaseIndex::at(int64_t t) const {
   auto it = std::upper_bound(phases_.begin(), phases_.end(), t, [](int64_t v, const Interval& p) { return v < p.start; });

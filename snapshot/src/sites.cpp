@@ -123,24 +123,39 @@ std::string frame_site_label(const Snapshot& s, uint32_t id) {
   return fmt::format("{} ({}:{})", name, basename(file), f.line);
 }
 
-// The outermost at::_ops frame among frames[0, end), as the op name aten::NAME; "" if none.
-std::string outermost_op(const Snapshot& s, std::span<const uint32_t> frames, size_t end) {
-  for (size_t i = std::min(end, frames.size()); i-- > 0;) {
-    std::string name = short_function(s.strings[s.frames[frames[i]].function]);
-    if (!name.starts_with("at::_ops::")) continue;
-    name.erase(0, std::string_view("at::_ops::").size());
-    for (std::string_view tail : {"::call", "::redispatch"})
-      if (name.ends_with(tail)) name.resize(name.size() - tail.size());
-    return "aten::" + name;
-  }
-  return {};
-}
-
 // Index of the site in `frames`, or frames.size() when no frame is user code.
 size_t user_index(const Snapshot& s, std::span<const uint32_t> frames) {
   for (size_t i = 0; i < frames.size(); ++i)
     if (is_user_frame(s, frames[i])) return i;
   return frames.size();
+}
+
+// Index of the outermost at::_ops frame among frames[0, end), or `end` when there is none.
+size_t outermost_op(const Snapshot& s, std::span<const uint32_t> frames, size_t end) {
+  for (size_t i = end; i-- > 0;)
+    if (short_function(s.strings[s.frames[frames[i]].function]).starts_with("at::_ops::")) return i;
+  return end;
+}
+
+// An at::_ops frame as the op's name: "at::_ops::add_Tensor::call" -> "aten::add_Tensor".
+std::string op_name(const Snapshot& s, uint32_t frame) {
+  std::string name = short_function(s.strings[s.frames[frame].function]);
+  name.erase(0, std::string_view("at::_ops::").size());
+  for (std::string_view tail : {"::call", "::redispatch"})
+    if (name.ends_with(tail)) name.resize(name.size() - tail.size());
+  return "aten::" + name;
+}
+
+// Where the site and the op sit in a stack, found once: indexes into its frames, frames.size() for none.
+struct Located {
+  std::span<const uint32_t> frames;
+  size_t user, op;  // op: the outermost at::_ops frame below the user frame (or in the whole stack without one)
+};
+Located locate(const Snapshot& s, uint32_t stack) {
+  auto frames = s.stacks[stack];
+  size_t user = user_index(s, frames);
+  size_t op = outermost_op(s, frames, user);
+  return {frames, user, op == user ? frames.size() : op};
 }
 
 // The first frame that is not noise (the op where nothing names it better), or kNoFrame.
@@ -149,16 +164,30 @@ uint32_t first_meaningful(const Snapshot& s, std::span<const uint32_t> frames) {
   return it == frames.end() ? (frames.empty() ? kNoFrame : frames.front()) : *it;
 }
 
+// The autograd node a frame runs ("torch::autograd::generated::AddmmBackward0::apply" -> "AddmmBackward0"), or "".
+std::string autograd_node(std::string_view name) {
+  constexpr std::string_view kNode = "torch::autograd::generated::", kApply = "::apply";
+  if (!name.starts_with(kNode) || !name.ends_with(kApply)) return {};
+  return std::string(name.substr(kNode.size(), name.size() - kNode.size() - kApply.size()));
+}
+
+// The autograd node among frames[0, end), the backward of the user's op: "" if none.
+std::string node_below(const Snapshot& s, std::span<const uint32_t> frames, size_t end) {
+  for (size_t i = 0; i < end && i < frames.size(); ++i) {
+    std::string node = autograd_node(short_function(s.strings[s.frames[frames[i]].function]));
+    if (!node.empty()) return node;
+  }
+  return {};
+}
+
 // Where a framework-only stack's op ran, for a key that tells such stacks apart: the autograd node
 // ("AddmmBackward0") or torch's Python function ("_init_group (adam.py:182)") nearest outside the op; "" if none.
 std::string framework_context(const Snapshot& s, std::span<const uint32_t> frames, uint32_t op) {
   auto it = std::find(frames.begin(), frames.end(), op);
-  constexpr std::string_view kNode = "torch::autograd::generated::", kApply = "::apply";
   for (it = it == frames.end() ? it : it + 1; it != frames.end(); ++it) {
     const Frame& f = s.frames[*it];
     std::string name = short_function(s.strings[f.function]);
-    if (name.starts_with(kNode) && name.ends_with(kApply))
-      return name.substr(kNode.size(), name.size() - kNode.size() - kApply.size());
+    if (std::string node = autograd_node(name); !node.empty()) return node;
     const std::string& file = s.strings[f.file];
     if (is_python_file(file) && f.line && builtin_internal(name, file, s.strings[f.library]))
       return frame_site_label(s, *it);
@@ -185,43 +214,38 @@ bool is_user_frame(const Snapshot& s, uint32_t id) {
 }
 
 uint32_t site_frame(const Snapshot& s, uint32_t stack) {
-  auto frames = s.stacks[stack];
-  if (frames.empty()) return kNoFrame;
-  size_t user = user_index(s, frames);
-  if (user < frames.size()) return frames[user];
-  for (size_t i = frames.size(); i-- > 0;)
-    if (short_function(s.strings[s.frames[frames[i]].function]).starts_with("at::_ops::")) return frames[i];
-  return first_meaningful(s, frames);
+  Located l = locate(s, stack);
+  if (l.user < l.frames.size()) return l.frames[l.user];
+  if (l.op < l.frames.size()) return l.frames[l.op];
+  return first_meaningful(s, l.frames);
 }
 
 std::string site_label(const Snapshot& s, uint32_t stack) {
-  auto frames = s.stacks[stack];
-  if (frames.empty()) return "<no stack>";
-  size_t user = user_index(s, frames);
-  if (user < frames.size()) return frame_site_label(s, frames[user]);
-  std::string op = outermost_op(s, frames, frames.size());
-  return op.empty() ? frame_site_label(s, first_meaningful(s, frames)) : op;
+  Located l = locate(s, stack);
+  if (l.frames.empty()) return "<no stack>";
+  if (l.user < l.frames.size()) return frame_site_label(s, l.frames[l.user]);
+  if (l.op < l.frames.size()) return op_name(s, l.frames[l.op]);
+  return frame_site_label(s, first_meaningful(s, l.frames));
 }
 
 std::string op_label(const Snapshot& s, uint32_t stack) {
-  auto frames = s.stacks[stack];
-  size_t user = user_index(s, frames);
-  if (user == 0 || user == frames.size()) return {};
-  std::string op = outermost_op(s, frames, user);
-  if (!op.empty()) return op;
-  uint32_t first = first_meaningful(s, frames.first(user));
-  return first == kNoFrame || first == frames[user] ? std::string() : short_function(s.strings[s.frames[first].function]);
+  Located l = locate(s, stack);
+  if (l.user == 0 || l.user == l.frames.size()) return {};
+  if (l.op < l.frames.size()) return op_name(s, l.frames[l.op]);
+  uint32_t first = first_meaningful(s, l.frames.first(l.user));
+  return first == l.frames[l.user] ? std::string() : short_function(s.strings[s.frames[first].function]);
 }
 
 std::string allocation_site(const Snapshot& s, uint32_t stack) {
+  Located l = locate(s, stack);
   std::string site = site_label(s, stack);
-  uint32_t frame = site_frame(s, stack);
-  if (frame != kNoFrame && !is_user_frame(s, frame)) {
-    std::string context = framework_context(s, s.stacks[stack], frame);
+  if (l.user == l.frames.size()) {  // no user code: the op, and where it ran
+    std::string context = l.frames.empty() ? "" : framework_context(s, l.frames, site_frame(s, stack));
     return context.empty() ? site : site + " in " + context;
   }
   std::string op = op_label(s, stack);
-  return op.empty() ? site : site + " via " + op;
+  std::string node = op.empty() ? std::string() : node_below(s, l.frames, l.user);
+  return op.empty() ? site : site + " via " + op + (node.empty() ? "" : " in " + node);
 }
 
 std::vector<uint32_t> top_frames(const Snapshot& s, uint32_t stack, size_t n) {

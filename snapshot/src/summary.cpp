@@ -51,11 +51,13 @@ void append_largest_live(std::string& out, const Snapshot& s, const Replay& r, u
   std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return allocs[a].size > allocs[b].size; });
   ids.resize(std::min<size_t>(ids.size(), 10));
   out += fmt::format("  largest live allocations at the allocated peak:\n");
+  // The site first (docs/attribution.md), then the scopes the block was allocated in.
   for (uint32_t id : ids) {
     const Allocation& a = allocs[id];
-    std::string origin = a.alloc_step == kNoEvent ? "before recording" : scope_path(s, a.scope);
-    out += fmt::format("    {:>12}  0x{:x}  {}\n", format_bytes(a.size), a.addr, origin);
-    if (a.stack) out += fmt::format("        {}\n", allocation_site(s, a.stack));
+    std::string site = a.alloc_step == kNoEvent ? "live before recording" : allocation_site(s, a.stack);
+    out += fmt::format("    {:>12}  0x{:x}  {}\n", format_bytes(a.size), a.addr, site);
+    std::string scopes = a.alloc_step == kNoEvent ? "" : scope_path(s, a.scope);
+    if (!scopes.empty()) out += fmt::format("{:>18}in {}\n", "", scopes);  // under the address
   }
 }
 

@@ -50,6 +50,25 @@ TEST(CliSites, RecordingSitesAreTheWorkloadsCode) {
     if (row.contains("site")) EXPECT_NE(row["site"].get<std::string>().find("(workloads.cpp:"), std::string::npos) << row["key"];
 }
 
+// info's largest live allocations: each leads with its site, the scopes it was allocated in below it.
+TEST(CliSites, InfoLeadsWithTheSite) {
+  auto r = memrec("info " + quote(kRecording));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(r.output);
+  size_t entries = 0;
+  bool in_list = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("largest live allocations") != std::string::npos) in_list = true;
+    else if (in_list && line.find("  0x") != std::string::npos) {
+      ++entries;
+      EXPECT_NE(line.find("(workloads.cpp:"), std::string::npos) << line;
+    } else if (in_list) {
+      EXPECT_TRUE(line.starts_with(std::string(18, ' ') + "in step ")) << line;
+    }
+  }
+  EXPECT_EQ(entries, 10u) << r.output;
+}
+
 TEST(CliSites, FullStackPrintsEveryFrameMarked) {
   auto j = json_of("stats " + quote(kAll) + " --by stack --top 3");
   auto r = memrec("stats " + quote(kAll) + " --by stack --top 3 --full-stack");
@@ -104,6 +123,16 @@ TEST(CliSites, InternalPatternsReachEveryCommand) {
   std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(html.find("Top allocation sites"), std::string::npos);
   EXPECT_EQ(html.find(script), std::string::npos);
+}
+
+// MEMREC_INTERNAL keeps "::" inside a pattern: a namespace prefix, here the recorded workload's own.
+TEST(CliSites, EnvironmentPatternsKeepNamespaces) {
+  auto plain = json_of("stats " + quote(kRecording) + " --by stack --top 5");
+  auto hidden = json_of("stats " + quote(kRecording) + " --by stack --top 5", "MEMREC_INTERNAL='memrec::workloads:::/nowhere/'");
+  size_t before = 0;
+  for (const auto& row : plain["live"]) before += row.value("site", "").starts_with("memrec::workloads::");
+  EXPECT_GT(before, 0u);
+  for (const auto& row : hidden["live"]) EXPECT_FALSE(row.value("site", "").starts_with("memrec::workloads::")) << row["key"];
 }
 
 // PyTorch's snapshot has no phase scopes: --by phase shows the phases the frames infer, not one "<none>" row.

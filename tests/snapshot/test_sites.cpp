@@ -70,6 +70,17 @@ TEST(Sites, CppProgramLeadsWithItsOwnFunction) {
             "memrec::workloads::Workload::create (workloads.cpp:353) via aten::randn");
 }
 
+// Backward run by the calling thread (libtorch on CPU): the user's backward() call, the op and its autograd node.
+TEST(Sites, BackwardOnTheCallingThreadNamesTheNode) {
+  EXPECT_EQ(site_of({{"at::detail::empty_cpu(c10::ArrayRef<long>)", "", 0},
+                     {"at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", "", 0},
+                     {"torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)", "", 0},
+                     {"torch::autograd::Engine::execute(std::vector<torch::autograd::Edge> const&)", "", 0},
+                     {"at::Tensor::backward(at::Tensor const&) const", "/usr/include/ATen/core/TensorBody.h", 436},
+                     {"memrec::workloads::Training::forward_backward()", "../workloads/src/workloads.cpp", 271}}),
+            "memrec::workloads::Training::forward_backward (workloads.cpp:271) via aten::mm in MmBackward0");
+}
+
 // Autograd's thread has no frame of the user's: the site is the op, never the allocator or the unwinder.
 TEST(Sites, AutogradThreadFallsBackToTheOp) {
   Snapshot s;

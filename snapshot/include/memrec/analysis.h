@@ -29,7 +29,7 @@ class PhaseIndex {
   int64_t next_start(int64_t t) const;  // start of the first phase after t; INT64_MAX if none
   PhaseKind kind(uint32_t phase) const;
   int64_t end(uint32_t phase) const;    // INT64_MAX while open
-  int64_t last_end() const;             // when the last phase ended; INT64_MIN without phases
+  int64_t last_end() const { return last_end_; }  // when the last phase ended; INT64_MIN without phases
   bool inferred() const { return inferred_; }
   size_t size() const { return phases_.size(); }
 
@@ -39,6 +39,7 @@ class PhaseIndex {
     PhaseKind kind = PhaseKind::none;
   };
   std::vector<Interval> phases_;  // sorted by start
+  int64_t last_end_ = INT64_MIN;
   bool inferred_ = false;
   void infer(const Snapshot& s, uint8_t device);
 };

@@ -37,7 +37,8 @@ std::string site_label(const Snapshot& s, uint32_t stack);
 // site, else the first framework frame; "" when the site is the stack's first frame.
 std::string op_label(const Snapshot& s, uint32_t stack);
 
-// Where an allocation came from, in one line, the site first: "Attention.forward (train.py:29) via aten::addmm";
+// Where an allocation came from, in one line, the site first: "Attention.forward (train.py:29) via aten::addmm",
+// "train (train.py:80) via aten::mm in MmBackward0" where the user's line ran autograd on its own thread (CPU);
 // where no frame is user code, the op and the autograd node or torch function it ran in: "aten::mm in
 // AddmmBackward0". `stats --by stack` groups by it; names only, no addresses, so it matches across runs.
 std::string allocation_site(const Snapshot& s, uint32_t stack);
