@@ -251,7 +251,11 @@ std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Catego
 }
 
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) {
-  std::vector<Category> categories = categorize(s, r);
+  return group_allocations(s, r, ids, by, categorize(s, r));
+}
+
+std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
+                                     std::span<const Category> categories) {
   std::unordered_map<std::string, uint32_t> group_of_key;
   std::vector<Group> out;
   auto group_of = [&](std::string key) {

@@ -211,6 +211,14 @@ TEST(StatusBar, ShowsTheWarningsOfACutFile) {
   EXPECT_GT(orange, 30);
 }
 
+// Pictures (the README's, the report's) show the views: no search box above the timeline, which starts at the top.
+TEST(StatusBar, ScreenshotsLeaveOutTheSearchBox) {
+  testing::TempDir dir;
+  Shot shot = testing::screenshot(fixture("torch_2layer_python.pickle"), "--size 1024x600", dir);
+  ASSERT_FALSE(shot.layout.is_null()) << shot.output;
+  EXPECT_LE(shot.layout["plot"]["y"].get<double>(), 8);  // the window padding; the search row took 23 px more
+}
+
 TEST(ViewFlags, BadValuesSayWhy) {
   testing::TempDir dir;
   auto view = [&](const std::string& args) {

@@ -283,7 +283,7 @@ void print_layout(App& app, const std::string& png, int height) {
 struct Aim {
   Focus focus = Focus::timeline;
   Grouping grouping = Grouping::stack_top_down;
-  std::optional<GroupBy> flat;
+  std::optional<GroupBy> flat = GroupBy::stack;  // the panel opens on the sites; the flame graph on the stack tree
   std::optional<std::pair<int64_t, int64_t>> range;
 };
 
@@ -300,7 +300,7 @@ Aim parse_aim(const Options& o) {
       {"site", GroupBy::stack}, {"category", GroupBy::category}, {"layer", GroupBy::layer}, {"pool", GroupBy::pool}};
   bool known = o.group_by.empty();
   for (auto [name, g] : kTrees)
-    if (o.group_by == name) aim.grouping = g, known = true;
+    if (o.group_by == name) aim.grouping = g, aim.flat.reset(), known = true;
   for (auto [name, by] : kFlat)
     if (o.group_by == name) aim.flat = by, known = true;
   if (!known)
@@ -322,7 +322,7 @@ Aim parse_aim(const Options& o) {
     aim.range = {*t1, *t2};
     if (o.view.empty()) aim.focus = Focus::flame;  // only the flame graph shows a range
   }
-  if (aim.focus == Focus::flame && aim.flat)
+  if (aim.focus == Focus::flame && aim.flat && !o.group_by.empty())
     throw Error("--view flame draws a tree: --group-by stack, stack-bottom-up, op, module or phase");
   if (aim.range && aim.focus != Focus::flame) throw Error("--range is drawn by --view flame only");
   return aim;

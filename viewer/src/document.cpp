@@ -17,8 +17,14 @@ std::unique_ptr<Document> Document::open(const std::string& path, std::optional<
   return doc;
 }
 
+const std::vector<Category>& Document::categories() const {
+  if (!categories_) categories_ = categorize(snapshot, *replay);
+  return *categories_;
+}
+
 void Document::analyze(uint8_t d) {
   device = d;
+  categories_.reset();
   timeline.reset();  // holds a reference into the old replay
   replay = std::make_unique<Replay>(snapshot, device);
   timeline = std::make_unique<Timeline>(snapshot, *replay);
@@ -88,7 +94,7 @@ void ViewState::regroup(const Document& doc) {
   std::vector<uint32_t> live;
   doc.timeline->live_at(instant, live);
   attribution.emplace(doc.snapshot, doc.replay->allocations(), live, grouping);
-  flat_groups = flat ? group_allocations(doc.snapshot, *doc.replay, live, *flat) : std::vector<Group>{};
+  flat_groups = flat ? group_allocations(doc.snapshot, *doc.replay, live, *flat, doc.categories()) : std::vector<Group>{};
   selected_node = 0;
   ++attribution_version;
 }

@@ -31,6 +31,11 @@ struct Document {
   // Builds the replay, timeline and lanes of one device.
   void analyze(uint8_t device);
   uint64_t device_events() const { return replay->steps(); }
+  // Per allocation, made on first use (a pass over every block): grouping by a flat key needs them at each instant.
+  const std::vector<Category>& categories() const;
+
+ private:
+  mutable std::optional<std::vector<Category>> categories_;
 };
 
 // The view the bottom panel shows (and a screenshot aims at): the attribution table, the flame graph of the same
@@ -47,9 +52,10 @@ struct ViewState {
   uint32_t selected_allocation = kNone;
   Focus focus = Focus::timeline;
   // The tree the attribution panel and the flame graph group by; `flat` set: the panel lists one key per block
-  // instead (GroupBy::stack is the site, as `memrec stats --by stack` prints it) and the flame graph keeps the tree.
+  // instead (GroupBy::stack is the site, as `memrec stats --by stack` prints it: the panel opens on it) and the
+  // flame graph keeps the tree.
   Grouping grouping = Grouping::stack_top_down;
-  std::optional<GroupBy> flat;
+  std::optional<GroupBy> flat = GroupBy::stack;
   std::optional<Attribution> attribution;  // of the live blocks at `instant`
   std::vector<Group> flat_groups;          // of the live blocks at `instant`, when `flat` is set
   uint64_t attribution_version = 0;        // changes whenever `attribution` is rebuilt
