@@ -271,7 +271,7 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
   for (size_t i = 0; i < ids.size(); ++i) {
     uint32_t id = ids[i];
     const Allocation& a = r.allocations()[id];
-    Category c = categories[id];
+    Category c = categories.empty() ? Category::unknown : categories[id];
     uint32_t group = 0;
     if (by == GroupBy::pool) {
       group = group_of(std::move(pools[i]));
@@ -284,7 +284,7 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
     Group& g = out[group];
     g.bytes += a.size;
     ++g.count;
-    g.by_category[static_cast<size_t>(c)] += a.size;
+    if (!categories.empty()) g.by_category[static_cast<size_t>(c)] += a.size;
   }
   std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : natural_less(a.key, b.key);

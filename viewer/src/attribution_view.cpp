@@ -78,11 +78,11 @@ void highlight_key(const Document& doc, ViewState& state, GroupBy by, const Grou
     auto pools = pool_keys(doc.snapshot, r, ids);
     for (size_t i = 0; i < marks.size(); ++i) marks[i] = pools[i] == group.key;
   } else {
-    const std::vector<Category>& categories = doc.categories();
+    bool by_category = by == GroupBy::category;
     std::unordered_map<uint32_t, uint8_t> memo;
     for (uint32_t i = 0; i < marks.size(); ++i) {
       Allocation a = r.allocations()[i];
-      Category c = categories[i];
+      Category c = by_category ? doc.categories()[i] : Category::unknown;  // the other keys do not read it
       uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
       auto [it, fresh] = memo.try_emplace(source, 0);
       if (fresh) {

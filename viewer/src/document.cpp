@@ -94,7 +94,10 @@ void ViewState::regroup(const Document& doc) {
   std::vector<uint32_t> live;
   doc.timeline->live_at(instant, live);
   attribution.emplace(doc.snapshot, doc.replay->allocations(), live, grouping);
-  flat_groups = flat ? group_allocations(doc.snapshot, *doc.replay, live, *flat, doc.categories()) : std::vector<Group>{};
+  // Only the category key needs the categories (a pass over every block, made once); the panel shows no split by them.
+  std::span<const Category> categories;
+  if (flat == GroupBy::category) categories = doc.categories();
+  flat_groups = flat ? group_allocations(doc.snapshot, *doc.replay, live, *flat, categories) : std::vector<Group>{};
   selected_node = 0;
   ++attribution_version;
 }

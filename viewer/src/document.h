@@ -31,7 +31,7 @@ struct Document {
   // Builds the replay, timeline and lanes of one device.
   void analyze(uint8_t device);
   uint64_t device_events() const { return replay->steps(); }
-  // Per allocation, made on first use (a pass over every block): grouping by a flat key needs them at each instant.
+  // Per allocation, made on first use (a pass over every block): grouping by category needs them at each instant.
   const std::vector<Category>& categories() const;
 
  private:

@@ -182,7 +182,7 @@ void FlameView::draw(const Document& doc, ViewState& state) {
     ImGui::EndChild();
     return;
   }
-  float width = std::floor(ImGui::GetContentRegionAvail().x);
+  float width = std::max(16.0f, std::floor(ImGui::GetContentRegionAvail().x));
   lay_out(width);
   ImVec2 p = ImGui::GetCursorScreenPos();
   origin_ = ImVec2(std::floor(p.x), std::floor(p.y));
