@@ -253,6 +253,21 @@ nlohmann::json segments_layout(App& app) {
   return {{"bar_h", SegmentsView::bar_height()}, {"count", v.segments().size()}, {"bars", bars}};
 }
 
+// The attribution panel's rows: the flat groups, or the tree's top level.
+nlohmann::json attribution_layout(const ViewState& st) {
+  nlohmann::json rows = nlohmann::json::array();
+  if (st.flat) {
+    for (const Group& g : st.flat_groups) rows.push_back({{"key", g.key}, {"bytes", g.bytes}, {"blocks", g.count}});
+  } else {
+    const Attribution& at = *st.attribution;
+    for (uint32_t c : at.root().children)
+      rows.push_back({{"key", at.label(c)}, {"bytes", at.nodes()[c].bytes}, {"blocks", at.nodes()[c].blocks}});
+  }
+  return {{"grouping", st.flat ? std::string(st.flat == GroupBy::stack ? "site" : to_string(*st.flat))
+                               : std::string(to_string(st.grouping))},
+          {"rows", rows}};
+}
+
 // One JSON line on stdout: where the plot (and the flame graph or segment bars) are and what they show, for tests
 // and scripts.
 void print_layout(App& app, const std::string& png, int height) {
@@ -273,6 +288,7 @@ void print_layout(App& app, const std::string& png, int height) {
       {"status_y", app.status_y()},
       {"height", height},
   };
+  if (st.focus == Focus::timeline) out["attribution"] = attribution_layout(st);
   if (st.focus == Focus::flame) out["flame"] = flame_layout(app);
   if (st.focus == Focus::segments) out["segments"] = segments_layout(app);
   fmt::print("{}\n", out.dump());
