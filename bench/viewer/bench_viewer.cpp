@@ -159,18 +159,18 @@ void flame_frames(viewer::App& app, ViewTimes& out) {
   app.input = nullptr;
 }
 
-// Scrubbing: each frame shows the segments at another instant, spread over the whole run. Moving the instant
-// regroups the live memory (as the slider does inside the frame), so its time counts in both columns.
+// Scrubbing: each frame shows the segments at another instant, spread over the whole run. Moving the instant (the
+// slider does it inside the frame) counts in both columns.
 void scrub_frames(viewer::App& app, ViewTimes& out) {
   show(app, viewer::Focus::segments);
   uint32_t steps = app.doc().replay->steps();
   for (uint32_t i = 0; i < 100; ++i) {
     auto t = Clock::now();
     app.state().set_instant(app.doc(), static_cast<uint32_t>(static_cast<uint64_t>(steps - 1) * (i * 37 % 100) / 99));
-    double regroup = seconds_since(t) * 1e3;
+    double moved = seconds_since(t) * 1e3;
     out.scrub.add(app);
-    out.scrub.full.back() += regroup;
-    out.scrub.build.back() += regroup;
+    out.scrub.full.back() += moved;
+    out.scrub.build.back() += moved;
   }
 }
 

@@ -254,7 +254,8 @@ nlohmann::json segments_layout(App& app) {
 }
 
 // The attribution panel's rows: the flat groups, or the tree's top level.
-nlohmann::json attribution_layout(const ViewState& st) {
+nlohmann::json attribution_layout(const Document& doc, ViewState& st) {
+  st.group(doc);
   nlohmann::json rows = nlohmann::json::array();
   if (st.flat) {
     for (const Group& g : st.flat_groups) rows.push_back({{"key", g.key}, {"bytes", g.bytes}, {"blocks", g.count}});
@@ -272,7 +273,7 @@ nlohmann::json attribution_layout(const ViewState& st) {
 // and scripts.
 void print_layout(App& app, const std::string& png, int height) {
   const ColumnGrid& g = app.timeline().grid();
-  const ViewState& st = app.state();
+  ViewState& st = app.state();
   static constexpr const char* kFocus[] = {"timeline", "flame", "segments"};
   nlohmann::json out = {
       {"png", png},
@@ -288,7 +289,7 @@ void print_layout(App& app, const std::string& png, int height) {
       {"status_y", app.status_y()},
       {"height", height},
   };
-  if (st.focus == Focus::timeline) out["attribution"] = attribution_layout(st);
+  if (st.focus == Focus::timeline) out["attribution"] = attribution_layout(app.doc(), app.state());
   if (st.focus == Focus::flame) out["flame"] = flame_layout(app);
   if (st.focus == Focus::segments) out["segments"] = segments_layout(app);
   fmt::print("{}\n", out.dump());
@@ -357,7 +358,6 @@ int run(const Options& options) {
   st.grouping = aim.grouping;
   st.flat = aim.flat;
   st.range = aim.range;
-  st.regroup(app.doc());
   Instant found = instant_at(*app.doc().replay, at);
   if (!found.note.empty()) fmt::print(stderr, "memrec view: note: {}\n", found.note);
   uint32_t instant = found.step;

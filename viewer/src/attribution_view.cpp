@@ -167,7 +167,7 @@ void draw_legend() {
 }  // namespace
 
 void draw_attribution(const Document& doc, ViewState& state) {
-  if (!state.attribution) state.set_instant(doc, state.instant);
+  state.group(doc);
   draw_legend();
   draw_choice(doc, state);
   ImGui::SameLine();

@@ -84,10 +84,17 @@ void ViewState::zoom(double factor, double around) {
 
 void ViewState::pan(double ns) { t0 += ns; }
 
-void ViewState::set_instant(const Document& doc, uint32_t step) {
+void ViewState::set_instant(const Document&, uint32_t step) {
   if (attribution && step == instant) return;
   instant = step;
-  regroup(doc);
+  // Grouped when a view shows the groups: scrubbing the segment history regroups nothing.
+  attribution.reset();
+  flat_groups.clear();
+  ++attribution_version;
+}
+
+void ViewState::group(const Document& doc) {
+  if (!attribution) regroup(doc);
 }
 
 void ViewState::regroup(const Document& doc) {

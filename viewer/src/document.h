@@ -56,7 +56,7 @@ struct ViewState {
   // flame graph keeps the tree.
   Grouping grouping = Grouping::stack_top_down;
   std::optional<GroupBy> flat = GroupBy::stack;
-  std::optional<Attribution> attribution;  // of the live blocks at `instant`
+  std::optional<Attribution> attribution;  // of the live blocks at `instant`, once group() made it
   std::vector<Group> flat_groups;          // of the live blocks at `instant`, when `flat` is set
   uint64_t attribution_version = 0;        // changes whenever `attribution` is rebuilt
   // Set: the flame graph shows the bytes allocated in [first, second] (ns after the first event) instead.
@@ -77,6 +77,8 @@ struct ViewState {
   void zoom(double factor, double around);
   void pan(double ns);
   void set_instant(const Document& doc, uint32_t step);
+  // Groups the memory live at the instant unless it is grouped already.
+  void group(const Document& doc);
   // Regroups the memory live at the instant after `grouping` or `flat` changed.
   void regroup(const Document& doc);
   void set_highlight(std::vector<uint8_t> marks, std::string reason);

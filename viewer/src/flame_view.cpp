@@ -173,7 +173,7 @@ void FlameView::draw_header(const Document& doc, ViewState& state) {
 }
 
 void FlameView::draw(const Document& doc, ViewState& state) {
-  if (!state.attribution) state.set_instant(doc, state.instant);
+  state.group(doc);
   update_tree(doc, state);
   draw_header(doc, state);
   update_tree(doc, state);  // the header may have changed the mode or grouping
