@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fragmenting workload (examples/train.py with a sequence length that varies per step, seeded) under each common
-# PYTORCH_CUDA_ALLOC_CONF setting: DIR/NAME.log holds each plain run's memory_stats() (the measured peaks), and
-# DIR/NAME.memrec a recording of the same run under that setting.
+# PYTORCH_CUDA_ALLOC_CONF setting: DIR/NAME.log holds each plain run's memory_stats() (the measured peaks),
+# DIR/NAME.memrec a recording of the same run under that setting, DIR/NAME.conf the setting.
 #   bench/alloc_conf_runs.sh MEMREC DIR
 set -euo pipefail
 memrec=$1 dir=$2
@@ -18,6 +18,7 @@ settings=(
 )
 for s in "${settings[@]}"; do
   name=${s%%=*} conf=${s#*=}
+  printf '%s\n' "$conf" > "$dir/$name.conf"
   PYTORCH_CUDA_ALLOC_CONF=$conf "${train[@]}" > "$dir/$name.log" 2>&1
   PYTORCH_CUDA_ALLOC_CONF=$conf "$memrec" record -o "$dir/$name.memrec" -- "${train[@]}" > "$dir/$name.record.log" 2>&1
   printf '%-14s %-58s %s\n' "$name" "${conf:-(default)}" "$(grep -o 'memory_stats .*' "$dir/$name.log")"

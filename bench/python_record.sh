@@ -9,7 +9,9 @@
 # line) to the command's return: for memrec rows, to `memrec record` returning with complete files. That is an upper
 # bound: it includes the interpreter's shutdown (the rows without memrec give that alone) and memrec's summary,
 # which reads the files back (no --pickle, so nothing else is written); "read ms" is `memrec info` on the same
-# file, an estimate of that read's share.
+# file, an estimate of that read's share. "file ms", for memrec rows, is from `end_ns` to the file's last write (its
+# modification time, from the file system's coarse clock: within a few ms): when the recording was complete, whatever
+# the interpreter does after.
 # Usage: [PYTHON=python3] [PAIRS=200000] [TABLES="steps pairs"] bench/python_record.sh MEMREC [STEPS] [train.py args]
 set -uo pipefail
 memrec=$1 steps=${2:-12}
@@ -20,10 +22,10 @@ train=("$python" examples/train.py --layers 12 --d-model 768 --heads 12 --seq 10
 pairs=("$python" bench/alloc_pairs.py --pairs "${PAIRS:-200000}")
 value() { grep -o "^$1 [0-9.]*" | tail -1 | awk '{print $NF}'; }
 ms() { awk "BEGIN { printf \"%.1f\", ($2 - $1) / 1e6 }"; }
-header() { printf '%-34s %12s %8s %12s %8s\n' mode "$1" "wall s" "to files ms" "read ms"; }
+header() { printf '%-34s %12s %8s %12s %8s %8s\n' mode "$1" "wall s" "to files ms" "file ms" "read ms"; }
 
 row() {  # METRIC NAME COMMAND...: METRIC's value in the output, wall time, to-files time; for memrec, read time
-  local metric=$1 name=$2 log start end wall v files=- read=- end_ns out read_start
+  local metric=$1 name=$2 log start end wall v files=- complete=- read=- end_ns out read_start
   shift 2
   log="/tmp/bench-${metric// /_}-${name// /_}.log"
   start=$(date +%s%N)
@@ -36,12 +38,13 @@ row() {  # METRIC NAME COMMAND...: METRIC's value in the output, wall time, to-f
   if [ "$1" = "$memrec" ]; then
     out=$(grep -m1 -o "^wrote [^ ]*" "$log" | cut -d" " -f2)
     if [ -n "$out" ]; then
+      [ -n "$end_ns" ] && complete=$(ms "$end_ns" "$(stat -c %.9Y "$out" | tr -d .)")
       read_start=$(date +%s%N)
       "$memrec" info "$out" > /dev/null 2>&1 && read=$(ms "$read_start" "$(date +%s%N)")
     fi
     grep -q "memrec: not recording\|nothing recorded" "$log" && v="NOT-RECORDED"
   fi
-  printf '%-34s %12s %8s %12s %8s\n' "$name" "${v:-FAILED}" "$wall" "$files" "$read"
+  printf '%-34s %12s %8s %12s %8s %8s\n' "$name" "${v:-FAILED}" "$wall" "$files" "$complete" "$read"
 }
 
 tables=" ${TABLES:-steps pairs} "

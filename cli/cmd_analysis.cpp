@@ -5,12 +5,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cmd_ranks.h"
 #include "commands.h"
 #include "memrec/devices.h"
 #include "memrec/load.h"
 #include "memrec/stats.h"
 #include "memrec/summary.h"
-#include "memrec/whatif.h"
 
 namespace memrec::cli {
 namespace {
@@ -21,17 +21,24 @@ struct AnalysisOptions {
   std::optional<uint8_t> device;
   bool json = false;
   bool kernels = false;
+  bool full_stack = false;
 
   StatsOptions stats() const {
-    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = device, .kernels = kernels};
+    return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = device, .kernels = kernels,
+            .full_stack = full_stack};
   }
 };
 
-void add_common(CLI::App* cmd, AnalysisOptions& o) {
-  cmd->add_option("--by", o.by, "group live memory by stack|op|module|phase|category|layer|pool")
-      ->check(CLI::IsMember({"stack", "op", "module", "phase", "category", "layer", "pool"}));
+void add_common(CLI::App* cmd, AnalysisOptions& o, bool ranks = false) {
+  std::vector<std::string> by = {"stack", "op", "module", "phase", "category", "layer", "pool"};
+  if (ranks) by.push_back("rank");
+  cmd->add_option("--by", o.by, ranks ? "group live memory by stack|op|module|phase|category|layer|pool, or compare "
+                                        "the files as ranks of one run (rank)"
+                                      : "group live memory by stack|op|module|phase|category|layer|pool")
+      ->check(CLI::IsMember(by));
   cmd->add_option("--top", o.top, "rows per table")->check(CLI::Range(1, 100000));
   add_device_option(cmd, o.device);
+  add_internal_option(cmd);
   cmd->add_flag("--json", o.json, "print JSON for scripts");
 }
 
@@ -42,11 +49,17 @@ void print(const nlohmann::json& j, bool as_json, std::string (*render)(const nl
 void add_stats(CLI::App& app) {
   auto* cmd = app.add_subcommand("stats", "Peaks, what was live then, top sites, sizes, fragmentation, OOMs");
   auto o = std::make_shared<AnalysisOptions>();
-  cmd->add_option("input", o->a, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("input", *inputs, ".memrec file or PyTorch pickle (one per rank with --by rank)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--at", o->at, "'peak' (default) or a time since the start: 1.5s, 250ms, 40us");
   cmd->add_flag("--kernels", o->kernels, "add the top kernels by GPU time");
-  add_common(cmd, *o);
-  cmd->callback([o] { print(stats_json(load_snapshot(o->a, stderr), o->stats()), o->json, stats_text); });
+  cmd->add_flag("--full-stack", o->full_stack, "with --by stack: print each row's whole stack, frames marked site, user or internal");
+  add_common(cmd, *o, true);
+  cmd->callback([o, inputs] {
+    if (o->by == "rank") return print_rank_stats(*inputs, o->at, o->kernels, o->device, o->top, o->json);
+    if (inputs->size() > 1) throw Error(fmt::format("stats reads one file ({} given); several only with --by rank", inputs->size()));
+    print(stats_json(load_snapshot(inputs->front(), stderr), o->stats()), o->json, stats_text);
+  });
 }
 
 void add_diff(CLI::App& app) {
@@ -55,52 +68,11 @@ void add_diff(CLI::App& app) {
   cmd->add_option("a", o->a, "first run")->required()->check(CLI::ExistingFile);
   cmd->add_option("b", o->b, "second run")->required()->check(CLI::ExistingFile);
   add_common(cmd, *o);
-  cmd->callback([o] { print(diff_json(load_snapshot(o->a, stderr), load_snapshot(o->b, stderr), o->stats()), o->json, diff_text); });
-}
-
-std::vector<std::string> split_layers(const std::string& text) {
-  std::vector<std::string> out;
-  if (text == "all") return out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.empty()) throw Error("--layers: expected 'all' or a list like 0,3,5, got '" + text + "'");
-    out.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-void add_whatif(CLI::App& app) {
-  auto* cmd = app.add_subcommand("whatif", "Predict the peak under another memory policy");
-  cmd->require_subcommand(1);
-  auto* checkpoint = cmd->add_subcommand("checkpoint", "Predict the allocated peak with activation checkpointing");
-  struct Options {
-    std::string file, layers = "all";
-    std::optional<uint8_t> device;
-    bool json = false;
-  };
-  auto o = std::make_shared<Options>();
-  checkpoint->add_option("input", o->file, "a run recorded without checkpointing")->required()->check(CLI::ExistingFile);
-  checkpoint->add_option("--layers", o->layers, "'all' or layer indices/paths: 0,3,5 or layers.3");
-  add_device_option(checkpoint, o->device);
-  checkpoint->add_flag("--json", o->json, "print JSON for scripts");
-  checkpoint->callback([o] {
-    Snapshot s = load_snapshot(o->file, stderr);
-    uint8_t device = choose_device(s, o->device);
-    auto p = predict_checkpoint(s, device, split_layers(o->layers));
-    nlohmann::json j = {{"device", device}, {"warnings", warnings_json({&s})}, {"recorded_peak", p.recorded_peak}, {"predicted_peak", p.predicted_peak},
-                        {"predicted_peak_ns", p.predicted_peak_ns}, {"layers", p.layers},
-                        {"blocks_dropped", p.blocks_dropped}};
-    if (o->json) return fmt::print("{}\n", j.dump(2));
-    fmt::print("checkpointing {} {} ({}), {} activation blocks freed after forward and recomputed:\n", p.layers.size(),
-               p.layers.size() == 1 ? "layer" : "layers", fmt::join(p.layers, ", "), p.blocks_dropped);
-    fmt::print("  recorded peak allocated   {:>12}\n", format_bytes(p.recorded_peak));
-    fmt::print("  predicted peak allocated  {:>12}  at +{}\n", format_bytes(p.predicted_peak), format_duration(p.predicted_peak_ns));
-    fmt::print("  saving                    {:>12}  ({:.1f}%)\n", format_bytes(p.recorded_peak - std::min(p.recorded_peak, p.predicted_peak)),
-               p.recorded_peak ? 100.0 * (double(p.recorded_peak) - double(p.predicted_peak)) / double(p.recorded_peak) : 0.0);
+  cmd->callback([o] {
+    Snapshot a = load_snapshot(o->a, stderr), b = load_snapshot(o->b, stderr);
+    nlohmann::json j = diff_json(a, b, o->stats());
+    note_ranks(j, a, o->a, b, o->b);
+    print(j, o->json, diff_text);
   });
 }
 
@@ -109,7 +81,6 @@ void add_whatif(CLI::App& app) {
 void add_analysis_commands(CLI::App& app) {
   add_stats(app);
   add_diff(app);
-  add_whatif(app);
 }
 
 }  // namespace memrec::cli

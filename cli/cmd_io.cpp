@@ -70,6 +70,7 @@ void add_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Summarize a snapshot: devices, duration, events, peaks");
   auto p = std::make_shared<Paths>();
   cmd->add_option("input", p->in, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
+  add_internal_option(cmd);
   cmd->callback([p] { fmt::print("{}", info_report(load_snapshot(p->in, stderr))); });
 }
 

@@ -100,16 +100,25 @@ int run_program(const std::vector<std::string>& program) {
   for (const std::string& a : program) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const std::vector<int> ignored = forward_signals();
+  // Held from fork until the child's pid is known here (and its own dispositions are set there): a signal in
+  // between is delivered then, not lost.
+  sigset_t forwarded, before;
+  sigemptyset(&forwarded);
+  for (int sig : kForwarded) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &before);
   pid_t child = fork();
-  if (child < 0) throw Error(fmt::format("cannot start {}: {}", program[0], std::strerror(errno)));
   if (child == 0) {
     for (int sig : kForwarded)
       if (std::find(ignored.begin(), ignored.end(), sig) == ignored.end()) signal(sig, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     execvp(argv[0], argv.data());
     fmt::print(stderr, "memrec: cannot run {}: {}\n", program[0], std::strerror(errno));
     _exit(127);
   }
-  g_child = child;
+  int fork_error = errno;
+  if (child > 0) g_child = child;
+  sigprocmask(SIG_SETMASK, &before, nullptr);
+  if (child < 0) throw Error(fmt::format("cannot start {}: {}", program[0], std::strerror(fork_error)));
   int status = 0;
   while (waitpid(child, &status, 0) < 0)
     if (errno != EINTR) throw Error(fmt::format("waiting for {}: {}", program[0], std::strerror(errno)));

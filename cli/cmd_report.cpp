@@ -177,6 +177,7 @@ void add_report_command(CLI::App& app) {
                    ->check(CLI::ExistingFile);
   cmd->add_flag("--no-screenshot", a->no_screenshot, "leave the timeline picture out")->excludes(shot);
   add_device_option(cmd, a->device);
+  add_internal_option(cmd);
   cmd->add_option("--top", a->top, "rows per table")->check(CLI::Range(1, 100000));
   cmd->callback([a] { write_report(*a); });
 }

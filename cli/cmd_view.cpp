@@ -1,4 +1,4 @@
-// `memrec view FILE [--screenshot out.png] [--view timeline|flame|segments] [--at TIME|peak] [--range T1..T2]
+// `memrec view FILE... [--screenshot out.png] [--view timeline|flame|segments] [--at TIME|peak] [--range T1..T2]
 //  [--group-by KEY] [--size WxH] [--device N]`
 #include <memory>
 
@@ -12,8 +12,10 @@ namespace memrec::cli {
 void add_view_command(CLI::App& app) {
   auto opts = std::make_shared<viewer::Options>();
   auto size = std::make_shared<std::string>();
+  auto files = std::make_shared<std::vector<std::string>>();
   auto* cmd = app.add_subcommand("view", "Open a .memrec file or a PyTorch snapshot pickle in the viewer");
-  cmd->add_option("file", opts->path, "Recording to open (.memrec or .pickle)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("file", *files, "Recording to open (.memrec or .pickle); several: the ranks of one run side by side")
+      ->required()->check(CLI::ExistingFile);
   cmd->add_option("--screenshot", opts->screenshot, "Render off-screen, write this PNG and exit");
   cmd->add_option("--at", opts->at, "Instant to analyze: 'peak' (default) or a time after the start, e.g. 12ms");
   cmd->add_option("--view", opts->view, "The view the screenshot shows: timeline (default), flame or segments");
@@ -23,8 +25,10 @@ void add_view_command(CLI::App& app) {
                   "site in the attribution panel, stack in the flame graph)");
   cmd->add_option("--size", *size, "Window or screenshot size, WxH (default 1600x900)");
   add_device_option(cmd, opts->device);
-  cmd->callback([opts, size] {
-    check_outputs({opts->path}, {{"--screenshot", opts->screenshot}});
+  cmd->callback([opts, size, files] {
+    opts->path = files->front();
+    if (files->size() > 1) opts->ranks = *files;
+    check_outputs(*files, {{"--screenshot", opts->screenshot}});
     if (!size->empty()) {
       auto wh = viewer::parse_size(*size);
       if (!wh) throw Error("--size wants WxH between 320x240 and 8192x8192, got " + *size);

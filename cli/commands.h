@@ -3,8 +3,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "memrec/sites.h"
 
 namespace memrec::cli {
 
@@ -16,8 +20,17 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::optional<uint8_t>& dev
       ->check(CLI::Range(0, 255));
 }
 
+// --internal PATTERN (repeatable): frames matching it are not the user's code, so no site (memrec/sites.h).
+inline CLI::Option* add_internal_option(CLI::App* cmd) {
+  return cmd->add_option_function<std::vector<std::string>>(
+      "--internal", [](const std::vector<std::string>& p) { add_internal_patterns(p); },
+      "treat frames as internal, not the user's code: a namespace prefix (mylib::detail::), or part of a file or "
+      "library path (transformers/, libmyalloc.so); repeatable; adds to MEMREC_INTERNAL");
+}
+
 void add_io_commands(CLI::App& app);        // import, export, info (cmd_io.cpp)
-void add_analysis_commands(CLI::App& app);  // stats, diff, whatif (cmd_analysis.cpp)
+void add_analysis_commands(CLI::App& app);  // stats, diff (cmd_analysis.cpp)
+void add_whatif_command(CLI::App& app);     // whatif checkpoint, whatif allocator (cmd_whatif.cpp)
 void add_run_command(CLI::App& app);    // run (cmd_run.cpp in memrec-run, built with MEMREC_WITH_TORCH)
 void add_view_command(CLI::App& app);   // view (cmd_view.cpp, built with MEMREC_WITH_VIEWER)
 void add_report_command(CLI::App& app); // report (cmd_report.cpp)

@@ -163,6 +163,17 @@ python_record() {
     > /tmp/hist.log 2>&1 || { tail -30 /tmp/hist.log; return 1; }
   "$MEMREC" export /tmp/hist.memrec -o /tmp/hist-memrec.pickle
   python3 tests/scripts/torch_history.py compare /tmp/torch-hist.pickle /tmp/hist-memrec.pickle
+  "$MEMREC" record -o /tmp/graph.memrec -- python3 tests/scripts/cuda_graph.py > /tmp/graph.log 2>&1 ||
+    { tail -30 /tmp/graph.log; return 1; }
+  grep "graph pool" /tmp/graph.log
+  "$MEMREC" stats /tmp/graph.memrec --by pool --top 4 | tee /tmp/graph-stats.txt | grep -A4 "by pool"
+  grep -q "pool ($(grep -o 'graph pool (.*)' /tmp/graph.log | grep -o '[0-9]*, [0-9]*'))" /tmp/graph-stats.txt
+  "$MEMREC" record -o /tmp/prof.memrec -- python3 tests/scripts/profiler_first.py > /tmp/prof.log 2>&1 ||
+    { tail -30 /tmp/prof.log; return 1; }
+  grep -E "memrec|profiler kernels" /tmp/prof.log
+  "$MEMREC" info /tmp/prof.memrec | grep -E "events|kernels"
+  grep -q "memrec: recording without kernels.*torch.profiler is active" /tmp/prof.log
+  grep -q "profiler kernels [1-9]" /tmp/prof.log
   "$MEMREC" record -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \
     > /tmp/ranks.log 2>&1 || { tail -30 /tmp/ranks.log; return 1; }
   grep "wrote" /tmp/ranks.log
@@ -176,6 +187,32 @@ cuda_program() {
   cat /tmp/cx.log
   compare_with_memory_stats /tmp/cx.log /tmp/cx.memrec
   "$MEMREC" stats /tmp/cx.memrec --by stack --top 5
+  python3 - /tmp/cx-export.pickle <<'PYEOF'  # the events are spread in time as the program made them
+import pickle, sys
+times = [e["time_us"] for e in pickle.load(open(sys.argv[1], "rb"))["device_traces"][0]]
+print("first times (us):", times[:4], "last:", times[-2:])
+sys.exit(len(set(times)) < len(times) // 2)
+PYEOF
+}
+
+# Device memory outside the caching allocator (tests/scripts/gpu_truth.py): a one-rank NCCL process group, cuBLAS and
+# a raw cuMemAlloc, recorded by memrec record. Checked: the raw allocation is an other allocation of its size, NCCL's
+# setup makes other allocations, NVML used - (reserved + other) stays within 2 MiB over the run. The same program with
+# expandable segments (the allocator's cuMemCreate/cuMemMap) is printed, not checked.
+gpu_truth() {
+  rm -f /tmp/truth*.memrec /tmp/truthx*.memrec
+  "$MEMREC" record -o /tmp/truth.memrec -- python3 tests/scripts/gpu_truth.py run --facts /tmp/truth.json \
+    > /tmp/truth.log 2>&1 || { tail -40 /tmp/truth.log; return 1; }
+  cat /tmp/truth.log
+  local file
+  file=$(ls /tmp/truth*.memrec | grep -v truthx | head -1)
+  "$MEMREC" info "$file" | head -30
+  python3 tests/scripts/gpu_truth.py check /tmp/truth.json "$file" --memrec "$MEMREC" | tee -a "$OUT/summary.txt"
+  say "-- the same with expandable segments (printed, not checked):"
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$MEMREC" record -o /tmp/truthx.memrec -- \
+    python3 tests/scripts/gpu_truth.py run --facts /tmp/truthx.json > /tmp/truthx.log 2>&1 || { tail -40 /tmp/truthx.log; return 0; }
+  python3 tests/scripts/gpu_truth.py check /tmp/truthx.json "$(ls /tmp/truthx*.memrec | head -1)" --memrec "$MEMREC" |
+    tee -a "$OUT/summary.txt" || true
 }
 
 # Step-time cost of recording a Python program (GPT-2-small size), eager and torch.compile: bench/python_record.sh.
@@ -196,6 +233,15 @@ alloc_runs() {
   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$MEMREC" run transformer --layers 2 -o /tmp/alloc/run2-expandable.memrec
   cp /tmp/run12.memrec /tmp/oom.memrec /tmp/alloc/ 2>/dev/null || true
   tar -C /tmp -cf "$OUT/alloc_runs.tar" alloc
+}
+
+# The allocator model against the measured runs of alloc_runs: each setting's reserved peak predicted from the default
+# run's recording, within 5% (the table in docs/benchmarks.md), and its replay speed on 10M synthetic events.
+alloc_whatif() {
+  [[ -f /tmp/alloc/default.conf ]] || bench/alloc_conf_runs.sh "$MEMREC" /tmp/alloc > /dev/null
+  python3 bench/alloc_whatif_check.py "$MEMREC" /tmp/alloc | tee "$OUT/alloc_whatif.md" | tee -a "$OUT/summary.txt"
+  ninja -C "$BUILD" bench_allocator > /dev/null
+  timeout 120 "$BUILD/bench/bench_allocator" --benchmark_filter="/10000000$" 2>&1 | grep -E "^BM_" | tee -a "$OUT/summary.txt"
 }
 
 example() {
@@ -229,8 +275,10 @@ section oom oom
 section python_tests python_tests
 section python python_record
 section cuda_program cuda_program
+section gpu_truth gpu_truth
 section python_bench python_bench
 section alloc_runs alloc_runs
+section alloc_whatif alloc_whatif
 section example example
 section benchmarks benchmarks
 section analysis_bench analysis_bench

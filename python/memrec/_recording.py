@@ -27,7 +27,7 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
         kernels = False
     meta = {"python.torch_version": torch.__version__}
     meta.update(metadata or {})
-    _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE)
+    _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE, _cupti_busy())
     _options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
                     metadata=meta, cuda=cuda)
     _hook_process()
@@ -93,6 +93,11 @@ def _profiler_active():
     return bool(enabled and enabled())
 
 
+def _cupti_busy():
+    """Why CUPTI must be left alone: torch.profiler's Kineto is a CUPTI client, and a second one breaks both."""
+    return "torch.profiler is active" if torch._C._autograd._profiler_enabled() else ""
+
+
 def _switch_to_cuda():
     """CUDA has just been initialized: record its caching allocator from here on, in the same file."""
     o = _options
@@ -102,7 +107,7 @@ def _switch_to_cuda():
     _C.stop()
     o["cuda"] = True
     try:  # runs inside torch.cuda's lazy init: an error here must not become the program's
-        _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE)
+        _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE, _cupti_busy())
     except Exception as e:
         print(f"memrec: cannot record the CUDA allocator, not recording: {e}", file=sys.stderr)
         return

@@ -135,15 +135,17 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 }
 
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"path", "stacks", "kernels", "max_events", "cuda", "metadata", "hide", nullptr};
+  static const char* names[] = {"path",     "stacks", "kernels",    "max_events",
+                                "cuda",     "metadata", "hide",     "cupti_busy", nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
   int kernels = 1, cuda = 0;
   unsigned long long max_events = 0;
   PyObject* metadata = nullptr;
   const char* hide = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!s", const_cast<char**>(names), &path, &stacks, &kernels,
-                                   &max_events, &cuda, &PyDict_Type, &metadata, &hide))
+  const char* cupti_busy = "";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ss", const_cast<char**>(names), &path, &stacks, &kernels,
+                                   &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -152,6 +154,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   memrec::RecorderOptions opt;
   opt.output = path;
   opt.kernels = kernels;
+  opt.cupti_busy = cupti_busy;
   opt.cuda = cuda;
   opt.cpu = !cuda;
   opt.max_events = max_events;

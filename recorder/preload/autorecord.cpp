@@ -1,6 +1,7 @@
 // Loaded into a libtorch program by memrec's preload library (preload.cpp): records it from main() until it
 // exits, with the options `memrec record` put in the environment, into a file named as the Python bootstrap names
 // its files (memrec/_autostart.py): run.rank{RANK}.memrec, else run.pid{PID}.memrec.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,6 +28,8 @@ std::string output_path(const std::string& base) {
   return root + (numeric ? ".rank" + rank : ".pid" + std::to_string(getpid())) + ext;
 }
 
+void after_fork_in_child();
+
 struct AutoRecord {
   std::unique_ptr<memrec::Recorder> recorder;
 
@@ -48,6 +51,7 @@ struct AutoRecord {
       recorder = std::make_unique<memrec::Recorder>(options);
       recorder->start();
       recorder->set_metadata("command", env("MEMREC_RECORD_COMMAND"));
+      pthread_atfork(nullptr, nullptr, &after_fork_in_child);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "memrec: not recording this process: %s\n", e.what());
       recorder.reset();
@@ -58,5 +62,12 @@ struct AutoRecord {
 // Destroyed at exit, which stops the recorder and writes the file: registered when the preload library loaded
 // this one, so it runs before libtorch's own exit handlers.
 AutoRecord g_record;
+
+// A forked child is not recorded: the recorder's drain thread and file belong to the parent, so the child leaks it
+// rather than stop it at exit.
+void after_fork_in_child() {
+  memrec::forget_recording_after_fork();
+  (void)g_record.recorder.release();
+}
 
 }  // namespace

@@ -18,9 +18,10 @@ void Waker::request() {
   cv_.notify_one();
 }
 
-bool Waker::wait(std::chrono::milliseconds timeout) {
+bool Waker::wait(std::chrono::milliseconds timeout, bool* requested) {
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [this] { return requested_ || stopped_; });
+  if (requested) *requested = requested_;
   requested_ = false;
   return !stopped_;
 }

@@ -114,7 +114,7 @@ int capture_all(const HookConfig& cfg, const Record& r, const std::span<const ui
     m = static_cast<int>(std::min<size_t>(script->size(), max));
     std::copy(script->begin(), script->begin() + m, pcs + n);
   } else if (cfg.script) {
-    m = cfg.script->capture(pcs + n, max, /*may_block=*/!r.ticks);  // CUDA trace: under the allocator lock
+    m = cfg.script->capture(pcs + n, max, /*may_block=*/!r.cuda);  // CUDA trace: under the allocator lock
   }
   for (int i = n; i < n + m; ++i) pcs[i] |= kScriptFrameBit;
   return n + m;

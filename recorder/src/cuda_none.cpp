@@ -7,12 +7,11 @@ bool cuda_recordable() { return false; }
 void cuda_start(Snapshot&, ScriptFrames*) { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
 void cuda_stop(Snapshot&) {}
 void cuda_forget() {}
-void cuda_refresh_clock() {}
-int64_t cuda_ticks_to_ns(int64_t ticks) { return ticks; }
-void cupti_start() { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
+std::vector<std::string> cuda_pci_bus_ids() { return {}; }
+void cupti_start(bool, bool) { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
 void cupti_flush() {}
 void cupti_stop() {}
-void cupti_take(std::vector<KernelRecord>&, std::vector<std::string>&) {}
+void cupti_take(std::vector<KernelRecord>&, std::vector<MemoryActivity>&, std::vector<std::string>&) {}
 uint64_t cupti_dropped() { return 0; }
 
 }  // namespace memrec::detail

@@ -3,11 +3,9 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/util/ApproximateClock.h>
 #include <cuda_runtime_api.h>
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -60,8 +58,6 @@ void record_history(A* a, bool on) {
   else
     a->recordHistory(on, fn, entries, when);
 }
-std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
-std::function<c10::time_t(c10::approx_time_t)> g_to_ns;
 
 template <class S>
 uint64_t raw_stream(const S& s) {
@@ -88,8 +84,10 @@ Action action_of(alloc::TraceEntry::Action a) {
 void on_trace(const alloc::TraceEntry& te) {
   if (!g_enabled.load(std::memory_order_relaxed)) return;
   Record r;
-  r.time = static_cast<int64_t>(te.time_.approx_t_);
-  r.ticks = true;
+  // Stamped here, in the allocating thread, on the clock of CUPTI and the scopes. The entry's own time_ needs c10's
+  // tick converter, which gave every event one time in a C++ program recorded from before main().
+  r.time = now_ns();
+  r.cuda = true;
   r.addr = static_cast<uint64_t>(te.addr_);
   r.size = static_cast<uint64_t>(te.size_);
   r.stream = raw_stream(te.stream_);
@@ -160,6 +158,16 @@ void describe_devices(Snapshot& s, const alloc::SnapshotInfo& info) {
 
 bool cuda_recordable() { return c10::cuda::device_count() > 0; }
 
+std::vector<std::string> cuda_pci_bus_ids() {
+  std::vector<std::string> ids;
+  for (int i = 0; i < c10::cuda::device_count(); ++i) {
+    char id[32] = {};  // "0000:00:00.0" and its terminator
+    if (cudaDeviceGetPCIBusId(id, sizeof id, i) != cudaSuccess) break;  // later ordinals would shift: stop here
+    ids.emplace_back(id);
+  }
+  return ids;
+}
+
 void cuda_start(Snapshot& s, ScriptFrames* script) {
   // The per-device allocators exist only after CUDA's lazy init: one tiny tensor does it.
   (void)at::empty({1}, at::TensorOptions().device(at::kCUDA));
@@ -171,8 +179,6 @@ void cuda_start(Snapshot& s, ScriptFrames* script) {
   g_script = script;
   g_history = script && !history_enabled(alloc::get());  // never take over a history the program records
   if (g_history) record_history(alloc::get(), true);
-  g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
-  g_to_ns = g_clock->makeConverter();
   alloc::SnapshotInfo info = alloc::get()->snapshot();
   s.segments_start = segments(s, info);
   s.has_segments_start = true;
@@ -190,9 +196,5 @@ void cuda_stop(Snapshot& s) {
 }
 
 void cuda_forget() { g_enabled = false; }
-
-void cuda_refresh_clock() { g_to_ns = g_clock->makeConverter(); }
-
-int64_t cuda_ticks_to_ns(int64_t ticks) { return static_cast<int64_t>(g_to_ns(static_cast<c10::approx_time_t>(ticks))); }
 
 }  // namespace memrec::detail

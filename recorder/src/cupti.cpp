@@ -1,9 +1,12 @@
-// CUPTI activity records (kernels, memcpy, memset) for the kernel timeline. CUPTI's timestamps are
-// CLOCK_REALTIME nanoseconds, the clock of every other time in the snapshot.
+// CUPTI activity records: kernels, memcpy and memset for the kernel timeline, and the memory activity (every
+// allocation and release the CUDA driver makes: cudaMalloc, cuMemAlloc, cuMemCreate, cudaHostAlloc, ... of NCCL,
+// cuBLAS, extensions and the caching allocator itself). CUPTI's timestamps are CLOCK_REALTIME nanoseconds, the clock
+// of every other time in the snapshot.
 #include <cupti.h>
 #include <cxxabi.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 
@@ -15,11 +18,13 @@ namespace memrec::detail {
 namespace {
 
 constexpr size_t kBufferBytes = 8 << 20;
-constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET};
+constexpr CUpti_ActivityKind kKernelKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                               CUPTI_ACTIVITY_KIND_MEMSET};
 
 std::mutex g_mu;  // CUPTI completes buffers on its own thread
+std::vector<CUpti_ActivityKind> g_enabled;
 std::vector<KernelRecord> g_done;
+std::vector<MemoryActivity> g_memory;
 std::unordered_map<std::string, uint32_t> g_name_ids;
 std::vector<std::string> g_new_names;
 uint64_t g_dropped = 0;
@@ -70,6 +75,26 @@ void add(const R& r, KernelKind kind, uint64_t bytes, uint32_t name) {
   g_done.push_back(k);
 }
 
+void add_memory(const CUpti_ActivityMemory4& m) {
+  if (m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION &&
+      m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
+    return;
+  MemoryActivity a;
+  DeviceMemoryRecord& r = a.record;
+  r.time_ns = static_cast<int64_t>(m.timestamp);
+  r.addr = m.address;
+  r.bytes = m.bytes;
+  r.pc = m.PC;
+  r.correlation = m.correlationId;
+  r.kind = m.memoryKind <= CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC ? static_cast<MemoryKind>(m.memoryKind)
+                                                                     : MemoryKind::unknown;
+  r.release = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  r.async = m.isAsync != 0;
+  r.device = static_cast<uint8_t>(m.deviceId);
+  a.source = name_id(m.source ? m.source : "");
+  g_memory.push_back(a);
+}
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = *buffer ? kBufferBytes : 0;
@@ -97,6 +122,7 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
         add(*m, KernelKind::memset, m->bytes, name_id("memset"));
         break;
       }
+      case CUPTI_ACTIVITY_KIND_MEMORY2: add_memory(*reinterpret_cast<const CUpti_ActivityMemory4*>(rec)); break;
       default: break;
     }
   }
@@ -107,21 +133,26 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
 
 }  // namespace
 
-void cupti_start() {
+void cupti_start(bool kernels, bool memory) {
   static std::once_flag registered;
   std::call_once(registered,
                  [] { check(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed), "register"); });
   {
     std::lock_guard lock(g_mu);
     g_done.clear();
+    g_memory.clear();
     g_name_ids.clear();
     g_new_names.clear();
     g_dropped = 0;
   }
+  g_enabled.clear();
+  if (kernels) g_enabled.assign(std::begin(kKernelKinds), std::end(kKernelKinds));
+  if (memory) g_enabled.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
   try {
-    for (auto kind : kKinds) check(cuptiActivityEnable(kind), "enable");
+    for (auto kind : g_enabled) check(cuptiActivityEnable(kind), "enable");
   } catch (...) {  // leave nothing half-enabled
-    for (auto kind : kKinds) cuptiActivityDisable(kind);
+    for (auto kind : g_enabled) cuptiActivityDisable(kind);
+    g_enabled.clear();
     throw;
   }
 }
@@ -130,13 +161,17 @@ void cupti_flush() { cuptiActivityFlushAll(0); }
 
 void cupti_stop() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  for (auto kind : kKinds) cuptiActivityDisable(kind);
+  for (auto kind : g_enabled) cuptiActivityDisable(kind);
+  g_enabled.clear();
 }
 
-void cupti_take(std::vector<KernelRecord>& out, std::vector<std::string>& new_names) {
+void cupti_take(std::vector<KernelRecord>& kernels, std::vector<MemoryActivity>& memory,
+                std::vector<std::string>& new_names) {
   std::lock_guard lock(g_mu);
-  out.insert(out.end(), g_done.begin(), g_done.end());
+  kernels.insert(kernels.end(), g_done.begin(), g_done.end());
   g_done.clear();
+  memory.insert(memory.end(), g_memory.begin(), g_memory.end());
+  g_memory.clear();
   new_names.insert(new_names.end(), g_new_names.begin(), g_new_names.end());
   g_new_names.clear();
 }

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -26,7 +27,7 @@ enum class RecordKind : uint8_t { event, scope_open, scope_close };
 
 // One entry of the hand-off buffer. Variable-length data (pcs, scope names) lives in Batch::payload.
 struct Record {
-  int64_t time = 0;      // CLOCK_REALTIME ns, or allocator ticks when `ticks` (CUDA, converted by the drain)
+  int64_t time = 0;      // CLOCK_REALTIME ns
   uint64_t addr = 0;
   uint64_t size = 0;     // 0 for CPU frees: the drain knows the size
   uint64_t stream = 0;   // raw stream handle
@@ -38,7 +39,7 @@ struct Record {
   Action action = Action::alloc;
   ScopeKind scope_kind = ScopeKind::op;
   uint8_t device = 0;
-  bool ticks = false;
+  bool cuda = false;     // from the CUDA allocator's trace, taken under its lock
 };
 
 struct Batch {
@@ -53,7 +54,8 @@ class Waker {
  public:
   void request();
   // Waits until a request, stop() or `timeout`; false once stopped. Clears the request it wakes for.
-  bool wait(std::chrono::milliseconds timeout);
+  // `requested` (when given) tells whether a request, rather than the timeout, ended the wait.
+  bool wait(std::chrono::milliseconds timeout, bool* requested = nullptr);
   void stop();
   void reset();
 
@@ -154,12 +156,11 @@ CpuCounters cpu_counters();
 
 // CUDA caching allocator and CUPTI (cuda_recorder.cpp / cupti.cpp; cuda_none.cpp without CUDA).
 bool cuda_recordable();                   // built with CUDA and a device is present
+std::vector<std::string> cuda_pci_bus_ids();  // of each CUDA device, by ordinal (NVML finds devices by them)
 // Hooks (once per process), segments_start, metadata. With `script`, the allocator gathers its frames for each
 // alloc through recordHistory's context function, which runs before the allocator's lock is taken.
 void cuda_start(Snapshot& s, ScriptFrames* script);
 void cuda_stop(Snapshot& s);              // synchronizes, segments_end
-void cuda_refresh_clock();                // call on the drain thread before converting ticks
-int64_t cuda_ticks_to_ns(int64_t ticks);
 void cuda_forget();                       // after fork: stop recording, touching no lock
 
 // A CUPTI activity record; `name` indexes the CUPTI module's own name list, handed over by cupti_take.
@@ -168,11 +169,47 @@ struct KernelRecord {
   uint64_t stream = 0;  // CUPTI stream id
   uint32_t name = 0;
 };
-void cupti_start();
+// A CUPTI memory activity record; `source` indexes the same name list as KernelRecord::name.
+struct MemoryActivity {
+  DeviceMemoryRecord record;  // DeviceMemoryRecord::source unset
+  uint32_t source = 0;
+};
+// Enables the kernel timeline (kernels, memcpy, memset) and/or the memory activity (allocations and releases).
+void cupti_start(bool kernels, bool memory);
 void cupti_flush();  // asks CUPTI to hand over completed buffers
 void cupti_stop();   // forced flush, then disable
-// Moves the records completed so far into `out`; appends names first seen since the last call to `new_names`.
-void cupti_take(std::vector<KernelRecord>& out, std::vector<std::string>& new_names);
-uint64_t cupti_dropped();  // records CUPTI itself could not keep
+// Moves the records completed so far into `kernels` and `memory`; appends names first seen since the last call
+// to `new_names`.
+void cupti_take(std::vector<KernelRecord>& kernels, std::vector<MemoryActivity>& memory,
+                std::vector<std::string>& new_names);
+uint64_t cupti_dropped();  // records CUPTI itself could not keep (kernels and memory alike)
+
+// NVML samples of each CUDA device's used memory (nvml.cpp), taken on the drain thread.
+class NvmlSampler {
+ public:
+  NvmlSampler();
+  ~NvmlSampler();
+  NvmlSampler(const NvmlSampler&) = delete;
+  NvmlSampler& operator=(const NvmlSampler&) = delete;
+  // Loads libnvidia-ml.so.1 and finds each CUDA device (by ordinal) by its PCI bus id. Returns "on", or why there
+  // will be no samples ("absent: ...", "off: ..."), for the recording's metadata.
+  std::string open(const std::vector<std::string>& pci_bus_ids);
+  void sample(Snapshot& s);  // one sample of every device, now; nothing when not open
+  bool sampling() const { return initialized_; }
+  uint64_t failures() const { return failures_; }  // samples NVML refused (counted, not written)
+  void close();
+
+ private:
+  struct Api;
+  struct Device {
+    uint8_t ordinal;
+    void* handle;
+  };
+  std::unique_ptr<Api> api_;
+  void* lib_ = nullptr;
+  bool initialized_ = false;
+  std::vector<Device> devices_;
+  uint64_t failures_ = 0;
+};
 
 }  // namespace memrec::detail

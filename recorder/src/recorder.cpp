@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <iterator>
+#include <map>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -23,7 +26,8 @@ namespace {
 
 std::atomic<bool> g_running{false};  // one recording per process: the hooks are process-wide
 
-constexpr size_t kPayloadWordsPerEvent = 32;  // room for the average stack; a full payload drops like full records
+constexpr size_t kPayloadWordsPerEvent = 32;
+constexpr auto kSamplePeriod = std::chrono::milliseconds(20);  // NVML: a 10 ms step shows as 1-2 samples  // room for the average stack; a full payload drops like full records
 
 StackCapture resolve_capture(StackCapture c) {
   if (c == StackCapture::automatic)
@@ -31,6 +35,15 @@ StackCapture resolve_capture(StackCapture c) {
                                                                : StackCapture::unwind_backtrace;
   if (!stack_capture_available(c)) throw Error(fmt::format("stack capture '{}' needs libtorch >= 2.1", to_string(c)));
   return c;
+}
+
+// Which rank of which host this process is, from the variables torchrun sets: `memrec stats --by rank` and the
+// viewer put the ranks of a run side by side with them (hosts decide whether the clocks can be shared).
+void note_process(std::map<std::string, std::string>& metadata) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) metadata["host"] = host;
+  for (auto [variable, key] : {std::pair{"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}})
+    if (const char* value = std::getenv(variable)) metadata[key] = value;
 }
 
 }  // namespace
@@ -47,6 +60,7 @@ struct Recorder::Impl {
   detail::Symbolizer symbolizer;
   detail::Batch spare;
   bool running = false, cuda = false, cupti = false;
+  detail::NvmlSampler nvml;
 
   std::thread drain_thread;
   std::mutex mu;  // guards snap and writer between the drain thread and the caller
@@ -56,8 +70,9 @@ struct Recorder::Impl {
   std::unordered_map<uint64_t, uint64_t> cpu_live;  // CPU address -> requested bytes (frees arrive without size)
   std::vector<uint32_t> frame_ids;
   std::vector<detail::KernelRecord> kernel_records;
+  std::vector<detail::MemoryActivity> memory_records;
   std::vector<std::string> new_kernel_names;
-  std::vector<uint32_t> kernel_names;  // CUPTI module's name ids -> snapshot string ids
+  std::vector<uint32_t> kernel_names;  // CUPTI module's name ids (kernels and libraries) -> snapshot string ids
   int64_t last_event_ns = 0;           // the latest event kept (threads can push slightly out of time order)
   int64_t capped_at_ns = -1;           // last_event_ns once max_events is reached
   uint64_t kernels_over_cap = 0;
@@ -65,12 +80,13 @@ struct Recorder::Impl {
 
   void start();
   void start_cupti();
+  void start_nvml();
   void stop();
   void drain_loop();
   void drain_once();
   void apply(const detail::Batch& b);
   void add_event(const detail::Record& r, const detail::Batch& b);
-  void add_kernels();
+  void add_cupti();
   RecorderStats drop_stats() const;
 };
 
@@ -88,6 +104,7 @@ void Recorder::Impl::start() {
     snap.metadata["torch_version"] = TORCH_VERSION;
     snap.metadata["clock"] = "CLOCK_REALTIME ns";
     snap.metadata["pid"] = std::to_string(getpid());
+    note_process(snap.metadata);
     if (!opt.output.empty()) writer = std::make_unique<Writer>(opt.output);
 
     auto& buffer = detail::EventBuffer::get();
@@ -109,8 +126,9 @@ void Recorder::Impl::start() {
       snap.metadata["device.0.name"] = "cpu (libtorch CPU allocator)";
       if (opt.cpu) detail::cpu_install();
     }
-    cupti = cuda && opt.kernels;
+    cupti = cuda && (opt.kernels || opt.device_memory);
     if (cupti) start_cupti();
+    if (cuda && opt.device_memory) start_nvml();
   } catch (...) {
     detail::scopes_end();
     detail::EventBuffer::get().disable();
@@ -122,16 +140,27 @@ void Recorder::Impl::start() {
   drain_thread = std::thread([this] { drain_loop(); });
 }
 
-// Another CUPTI activity user (torch.profiler's Kineto) makes this fail: record on, without kernels.
+// Another CUPTI activity user (torch.profiler's Kineto) makes this fail: record on, without kernels and without
+// the memory outside the caching allocator.
 void Recorder::Impl::start_cupti() {
+  kernel_names.clear();  // CUPTI's name list starts over
   try {
-    detail::cupti_start();
+    if (!opt.cupti_busy.empty()) throw Error(opt.cupti_busy);
+    detail::cupti_start(opt.kernels, opt.device_memory);
+    if (opt.device_memory) snap.metadata["recorder.device_memory"] = "on";
   } catch (const Error& e) {
     cupti = false;
     snap.metadata["recorder.kernels"] = std::string("off: ") + e.what();
-    fmt::print(stderr, "memrec: recording without kernels: {} (is torch.profiler or another CUPTI user active?)\n",
-               e.what());
+    if (opt.device_memory) snap.metadata["recorder.device_memory"] = std::string("off: ") + e.what();
+    fmt::print(stderr, "memrec: recording without kernels and device memory activity: {} (is torch.profiler or "
+               "another CUPTI user active?)\n", e.what());
   }
+}
+
+// Without NVML (no driver library, a container without it) the recording says why, and stats repeats it.
+void Recorder::Impl::start_nvml() {
+  snap.metadata["recorder.nvml"] = nvml.open(detail::cuda_pci_bus_ids());
+  nvml.sample(snap);
 }
 
 void Recorder::Impl::stop() {
@@ -146,6 +175,12 @@ void Recorder::Impl::stop() {
   drain_thread.join();
   std::lock_guard lock(mu);
   drain_once();  // what arrived since the last pass
+  nvml.sample(snap);
+  if (opt.device_memory && cuda) {
+    snap.metadata["recorder.nvml_failed_samples"] = std::to_string(nvml.failures());
+    snap.metadata["recorder.cupti_dropped"] = std::to_string(cupti ? detail::cupti_dropped() : 0);
+  }
+  nvml.close();
   RecorderStats d = drop_stats();
   snap.dropped_events = d.dropped;
   snap.metadata["recorder.dropped.buffer_full"] = std::to_string(d.dropped_buffer_full);
@@ -160,10 +195,19 @@ void Recorder::Impl::stop() {
   if (writer) writer->close(snap);
 }
 
+// Drains every flush_ms (or when woken), and samples NVML every kSamplePeriod in between when it samples.
 void Recorder::Impl::drain_loop() {
   if (opt.stacks) symbolizer.warm_up();  // in the background now rather than at the first drain or at stop()
-  while (waker.wait(std::chrono::milliseconds(opt.flush_ms))) {
+  using clock = std::chrono::steady_clock;
+  auto flush = std::chrono::milliseconds(opt.flush_ms);
+  auto period = nvml.sampling() ? std::min(flush, kSamplePeriod) : flush;
+  auto next_drain = clock::now() + flush;
+  bool requested = false;
+  while (waker.wait(period, &requested)) {
     std::lock_guard lock(mu);
+    nvml.sample(snap);
+    if (!requested && clock::now() < next_drain) continue;
+    next_drain = clock::now() + flush;
     try {
       drain_once();
     } catch (...) {  // e.g. the disk filled up: reported by stop()
@@ -173,11 +217,10 @@ void Recorder::Impl::drain_loop() {
 }
 
 void Recorder::Impl::drain_once() {
-  if (cuda) detail::cuda_refresh_clock();
   bool capped = detail::EventBuffer::get().take(spare);
   apply(spare);
   if (capped && capped_at_ns < 0) capped_at_ns = last_event_ns;
-  if (cupti) add_kernels();
+  if (cupti) add_cupti();
   if (writer && !drain_error) writer->flush(snap);
 }
 
@@ -205,10 +248,8 @@ void Recorder::Impl::add_event(const detail::Record& r, const detail::Batch& b) 
   e.action = r.action;
   e.device = r.device;
   e.scope = r.scope;
-  if (r.ticks) {  // CUDA allocator
-    e.time_ns = detail::cuda_ticks_to_ns(r.time);
-  } else {        // CPU wrapper: frees come without size, and frees of blocks allocated before start are not ours
-    e.time_ns = r.time;
+  e.time_ns = r.time;
+  if (!r.cuda) {  // CPU wrapper: frees come without size, and frees of blocks allocated before start are not ours
     if (r.action == Action::alloc) {
       cpu_live[r.addr] = r.size;
     } else if (r.action == Action::free_requested || r.action == Action::free_completed) {
@@ -231,11 +272,18 @@ void Recorder::Impl::add_event(const detail::Record& r, const detail::Batch& b) 
   last_event_ns = std::max(last_event_ns, e.time_ns);
 }
 
-void Recorder::Impl::add_kernels() {
+// Device memory records are kept past max_events: they are few, and the accounting needs every one.
+void Recorder::Impl::add_cupti() {
   kernel_records.clear();
+  memory_records.clear();
   new_kernel_names.clear();
-  detail::cupti_take(kernel_records, new_kernel_names);
+  detail::cupti_take(kernel_records, memory_records, new_kernel_names);
   for (const std::string& name : new_kernel_names) kernel_names.push_back(snap.strings.intern(name));
+  for (const detail::MemoryActivity& m : memory_records) {
+    DeviceMemoryRecord r = m.record;
+    r.source = kernel_names.at(m.source);
+    snap.device_memory.push_back(r);
+  }
   for (const detail::KernelRecord& k : kernel_records) {
     if (capped_at_ns >= 0 && k.kernel.start_ns > capped_at_ns) {
       ++kernels_over_cap;

@@ -20,22 +20,13 @@ constexpr std::array<std::string_view, 7> kGroupByNames = {"stack", "op", "modul
                                                            "category", "layer", "pool"};
 constexpr uint64_t kBlockGranularity = 512;  // the caching allocator's kMinBlockSize
 
-PhaseKind phase_kind(std::string_view name, ScopeKind kind) {
-  if (kind == ScopeKind::annotation)
-    return name.starts_with("Optimizer.step") ? PhaseKind::optimizer : PhaseKind::none;
-  if (kind != ScopeKind::phase) return PhaseKind::none;
-  if (name == "forward") return PhaseKind::forward;
-  if (name == "backward") return PhaseKind::backward;
-  if (name == "optimizer") return PhaseKind::optimizer;
-  return PhaseKind::other;
-}
-
 Category categorize_one(uint32_t alloc_step, uint32_t free_step, const Replay& r, const PhaseIndex& phases) {
   if (alloc_step == kNoEvent) return Category::unknown;
   int64_t born = r.time_of(alloc_step);
   bool freed = free_step != kNoEvent;
   int64_t died = freed ? r.time_of(free_step) : INT64_MAX;
   uint32_t phase = phases.at(born);
+  if (!phase && phases.inferred()) return phases.size() && died > phases.last_end() ? Category::parameter : Category::unknown;
   if (!phase) {
     if (died < phases.next_start(born)) return Category::temporary;
     return died > phases.last_end() ? Category::parameter : Category::input;
@@ -150,42 +141,6 @@ std::optional<GroupBy> group_by_from_string(std::string_view s) {
   return std::nullopt;
 }
 
-PhaseIndex::PhaseIndex(const Snapshot& s, uint8_t device) : s_(s) {
-  for (uint32_t i = 1; i < s.scopes.size(); ++i)
-    if (s.scopes[i].device == device && kind(i) != PhaseKind::none) ids_.push_back(i);
-  std::sort(ids_.begin(), ids_.end(),
-            [&](uint32_t a, uint32_t b) { return s.scopes[a].start_ns < s.scopes[b].start_ns; });
-}
-
-PhaseKind PhaseIndex::kind(uint32_t scope) const {
-  return phase_kind(s_.strings[s_.scopes[scope].name], s_.scopes[scope].kind);
-}
-
-int64_t PhaseIndex::end(uint32_t scope) const {
-  const Scope& sc = s_.scopes[scope];
-  return sc.end_ns < sc.start_ns ? INT64_MAX : sc.end_ns;
-}
-
-int64_t PhaseIndex::last_end() const {
-  int64_t last = INT64_MIN;
-  for (uint32_t id : ids_) last = std::max(last, end(id));
-  return last;
-}
-
-uint32_t PhaseIndex::at(int64_t t) const {
-  auto it = std::upper_bound(ids_.begin(), ids_.end(), t,
-                             [&](int64_t v, uint32_t id) { return v < s_.scopes[id].start_ns; });
-  if (it == ids_.begin()) return 0;
-  --it;
-  return t <= end(*it) ? *it : 0;
-}
-
-int64_t PhaseIndex::next_start(int64_t t) const {
-  auto it = std::upper_bound(ids_.begin(), ids_.end(), t,
-                             [&](int64_t v, uint32_t id) { return v < s_.scopes[id].start_ns; });
-  return it == ids_.end() ? INT64_MAX : s_.scopes[*it].start_ns;
-}
-
 bool natural_less(std::string_view a, std::string_view b) {
   size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
@@ -268,6 +223,17 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
   // time: pool_keys() finds them for all the blocks at once.
   std::unordered_map<uint32_t, uint32_t> group_of_source;
   std::vector<std::string> pools = by == GroupBy::pool ? pool_keys(s, r, ids) : std::vector<std::string>{};
+  // Without phase scopes, the phase of a block is the inferred phase it was allocated in.
+  std::optional<PhaseIndex> inferred;
+  if (by == GroupBy::phase) {
+    inferred.emplace(s, r.device());
+    if (!inferred->inferred()) inferred.reset();
+  }
+  auto inferred_phase = [&](uint32_t id) {
+    uint32_t step = r.alloc_steps()[id];
+    uint32_t phase = step == kNoEvent ? 0 : inferred->at(r.time_of(step));
+    return phase ? inferred->kind(phase) : PhaseKind::none;
+  };
   for (size_t i = 0; i < ids.size(); ++i) {
     uint32_t id = ids[i];
     const Allocation& a = r.allocations()[id];
@@ -275,10 +241,15 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
     uint32_t group = 0;
     if (by == GroupBy::pool) {
       group = group_of(std::move(pools[i]));
+    } else if (inferred) {
+      group = group_of(std::string(to_string(inferred_phase(id))));
     } else {
       uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
       auto [it, fresh] = group_of_source.try_emplace(source, 0);
-      if (fresh) it->second = group_of(group_key(s, a, by, c));
+      if (fresh) {
+        it->second = group_of(group_key(s, a, by, c));
+        if (by == GroupBy::stack && out[it->second].stacks++ == 0) out[it->second].stack = a.stack;
+      }
       group = it->second;
     }
     Group& g = out[group];

@@ -39,18 +39,20 @@ constexpr int kZstdLevel = 3;
 
 enum class ChunkType : uint32_t {
   strings = 1, frames, stacks, streams, scopes, scope_ends, events, kernels, metadata, end_state, footer,
-  event_contexts,
+  event_contexts, device_memory, memory_samples,
 };
-constexpr uint32_t kChunkTypeCount = 12;
+constexpr uint32_t kChunkTypeCount = 14;
 constexpr std::array<std::string_view, kChunkTypeCount + 1> kChunkTypeNames = {
     "?",      "strings", "frames",  "stacks",   "streams",   "scopes",
-    "scope_ends", "events", "kernels", "metadata", "end_state", "footer", "event_contexts"};
+    "scope_ends", "events", "kernels", "metadata", "end_state", "footer", "event_contexts",
+    "device_memory", "memory_samples"};
 
 template <class E> constexpr uint64_t kEnumCount = 0;
 template <> constexpr uint64_t kEnumCount<Action> = kActionCount;
 template <> constexpr uint64_t kEnumCount<ScopeKind> = 5;
 template <> constexpr uint64_t kEnumCount<KernelKind> = 3;
 template <> constexpr uint64_t kEnumCount<BlockState> = 3;
+template <> constexpr uint64_t kEnumCount<MemoryKind> = kMemoryKindCount;
 
 // ---- Payload archives: cereal binary, plus bounded loading of counts, strings and flags. ----
 
@@ -370,6 +372,8 @@ struct Writer::State {
   uint64_t bytes = 0;
   Totals written;                        // rows of each table already in the file
   uint64_t written_contexts = 0;         // of Snapshot::event_contexts; not in Totals, so the footer keeps its shape
+  uint64_t written_device_memory = 0;    // ... and of the device memory records and samples, for the same reason
+  uint64_t written_samples = 0;
   std::vector<uint32_t> open_scopes;     // written while end_ns == -1; ascending
   std::map<std::string, std::string> metadata;
   bool metadata_written = false;
@@ -519,6 +523,8 @@ void Writer::State::flush(const Snapshot& s) {
   write_rows(ChunkType::events, s.events, written.events);
   write_rows(ChunkType::kernels, s.kernels, written.kernels);
   write_event_contexts(s);
+  write_rows(ChunkType::device_memory, s.device_memory, written_device_memory);
+  write_rows(ChunkType::memory_samples, s.memory_samples, written_samples);
   write_metadata(s);
   if (std::fflush(file.get()) != 0) fail("write failed");
 }
@@ -590,6 +596,8 @@ class Reader {
   void parse_kernels(In& in);
   void parse_metadata(In& in);
   void parse_event_contexts(In& in);
+  void parse_device_memory(In& in);
+  void parse_memory_samples(In& in);
   void parse_end_state(In& in);
   void parse_footer(In& in);
   void check_id(uint64_t id, uint64_t size, std::string_view what) const;
@@ -721,6 +729,8 @@ void Reader::parse(ChunkType type, In& in) {
     case ChunkType::end_state: return parse_end_state(in);
     case ChunkType::footer: return parse_footer(in);
     case ChunkType::event_contexts: return parse_event_contexts(in);
+    case ChunkType::device_memory: return parse_device_memory(in);
+    case ChunkType::memory_samples: return parse_memory_samples(in);
   }
 }
 
@@ -852,6 +862,27 @@ void Reader::parse_event_contexts(In& in) {
     check_id(c.extra, strings_.size(), "extra fields string");
     s_.event_contexts.push_back(c);
   }
+}
+
+void Reader::parse_device_memory(In& in) {
+  uint64_t n_stacks = stack_offsets_.size() - 1;
+  decode_rows<DeviceMemoryRecord>(in, s_.device_memory.size(), "device_memory", [&](std::span<const DeviceMemoryRecord> rows) {
+    for (const DeviceMemoryRecord& r : rows) {
+      check_id(r.source, strings_.size(), "device memory source string");
+      check_id(r.stack, n_stacks, "device memory stack");
+    }
+    s_.device_memory.append(rows);
+  });
+}
+
+void Reader::parse_memory_samples(In& in) {
+  decode_rows<DeviceMemorySample>(in, s_.memory_samples.size(), "memory_samples",
+                                  [&](std::span<const DeviceMemorySample> rows) {
+    for (const DeviceMemorySample& m : rows)
+      if (m.used > m.total)
+        throw Error(fmt::format("memory sample uses {} bytes of a device of {}", m.used, m.total));
+    s_.memory_samples.append(rows);
+  });
 }
 
 void Reader::check_segments(const std::vector<Segment>& segments) const {

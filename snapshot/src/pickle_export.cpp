@@ -9,7 +9,8 @@
 //
 // Size: every repeated value is written once and referenced from the memo. Keys and other fixed words get memo
 // ids below 256 (2-byte BINGET); strings, frame dicts and whole frame lists get the ids after them. Only segments_end
-// is written (PyTorch pickles carry the state at dump time); scopes other than annotations have no place in it.
+// is written (PyTorch pickles carry the state at dump time). Step, phase and module scopes go to
+// external_annotations beside PyTorch's own annotations, marked with memrec_kind; op scopes are left out.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -42,6 +43,7 @@ enum Word : uint32_t {
   kDevice, kAddress, kTotalSize, kAllocatedSize, kActiveSize, kRequestedSize, kSegmentType, kSegmentPoolId,
   kIsExpandable, kBlocks, kState, kLarge, kSmall,
   kSegments, kDeviceTraces, kAllocatorSettings, kExternalAnnotations, kStage, kStart, kEnd,
+  kMemrecKind, kPhase, kModule, kStep,
   kFirstAction,                                            // then one word per Action
   kFirstBlockState = kFirstAction + kActionCount,          // then one per BlockState
   kWordCount = kFirstBlockState + 3,
@@ -51,7 +53,8 @@ constexpr std::array<std::string_view, kFirstAction> kWordText = {
     "name", "filename", "line", "N/A", "",
     "device", "address", "total_size", "allocated_size", "active_size", "requested_size", "segment_type",
     "segment_pool_id", "is_expandable", "blocks", "state", "large", "small",
-    "segments", "device_traces", "allocator_settings", "external_annotations", "stage", "START", "END"};
+    "segments", "device_traces", "allocator_settings", "external_annotations", "stage", "START", "END",
+    "memrec_kind", "phase", "module", "step"};
 
 constexpr uint32_t kNone = UINT32_MAX;
 constexpr size_t kBatch = 1000;  // items per APPENDS, as Python does: memory_viz spreads a batch into one call
@@ -397,7 +400,11 @@ class Exporter {
     out_.byte(op::SETITEMS);
   }
 
-  // START and END records of annotation scopes in time order (START first where a scope starts and ends at once).
+  // The memrec_kind word of a step, phase or module scope.
+  static uint32_t kind_word(ScopeKind k) { return k == ScopeKind::phase ? kPhase : k == ScopeKind::module ? kModule : kStep; }
+
+  // START and END records of annotation, step, phase and module scopes in time order (START first where a scope
+  // starts and ends at once). memrec's scopes carry memrec_kind, which import reads back and others ignore.
   void annotations() {
     struct Mark {
       int64_t time_ns;
@@ -407,7 +414,7 @@ class Exporter {
     std::vector<Mark> marks;
     for (uint32_t i = 1; i < s_.scopes.size(); ++i) {
       const Scope& sc = s_.scopes[i];
-      if (sc.kind != ScopeKind::annotation) continue;
+      if (sc.kind == ScopeKind::op) continue;  // one per aten call: as many as the allocations
       marks.push_back({sc.start_ns, i, false});
       if (sc.end_ns != -1) marks.push_back({sc.end_ns, i, true});
     }
@@ -420,6 +427,7 @@ class Exporter {
       word(kName), string(sc.name);
       word(kDevice), integer(sc.device);
       word(kTimeUs), integer(marks[i].time_ns / 1000);
+      if (sc.kind != ScopeKind::annotation) word(kMemrecKind), word(kind_word(sc.kind));
       out_.byte(op::SETITEMS);
     });
   }

@@ -4,7 +4,8 @@
 // What is kept: every trace entry's action, addr (device_free for oom), size, stream, time and frames; an entry's
 // compile_context and user_metadata where they differ from PyTorch's defaults, and its other keys
 // (forward_frames, ...) as JSON, in Snapshot::event_contexts; segments with their blocks (as segments_end: the
-// allocator state at dump time); external_annotations as annotation scopes; allocator_settings as JSON in
+// allocator state at dump time); external_annotations as annotation scopes (as step, phase and module scopes where
+// memrec's export marked them with memrec_kind); allocator_settings as JSON in
 // metadata["allocator_settings"]; other top-level keys (host_segments, host_traces of pinned memory, ...) as one
 // JSON object in metadata["pickle_extra"].
 // What is dropped: `category` (export leaves it out), annotation ENDs with no START (the recording began inside
@@ -368,15 +369,24 @@ class Importer {
     return b;
   }
 
+  // memrec_kind, written by memrec's export: the kind of scope an annotation was. Unknown kinds stay annotations.
+  static ScopeKind scope_kind(std::string_view kind) {
+    for (ScopeKind k : {ScopeKind::phase, ScopeKind::module, ScopeKind::step})
+      if (to_string(k) == kind) return k;
+    return ScopeKind::annotation;
+  }
+
   void annotation(uint32_t id, const Path& p) {
     std::string_view stage, name;
     uint8_t device = 0;
     int64_t time_ns = 0;
+    ScopeKind kind = ScopeKind::annotation;
     for_each_pair(id, p, [&](std::string_view key, uint32_t v, const Path& vp) {
       if (key == "stage") stage = str_of(v, vp);
       else if (key == "name") name = str_of(v, vp);
       else if (key == "device") device = narrow<uint8_t>(v, vp);
       else if (key == "time_us") time_ns = time_ns_of(v, vp);
+      else if (key == "memrec_kind") kind = scope_kind(str_of(v, vp));
     });
     if (open_scopes_.size() <= device) open_scopes_.resize(device + 1);
     auto& open = open_scopes_[device];
@@ -385,7 +395,7 @@ class Importer {
     auto& same_name = open_by_name_[{device, name_id}];
     if (stage == "START") {
       auto scope = static_cast<uint32_t>(scopes_.size());
-      scopes_.push_back(Scope{time_ns, -1, name_id, open.empty() ? 0 : open.back(), ScopeKind::annotation, device});
+      scopes_.push_back(Scope{time_ns, -1, name_id, open.empty() ? 0 : open.back(), kind, device});
       open.push_back(scope);
       same_name.push_back(scope);
     } else if (stage == "END") {

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "memrec/device_memory.h"
 #include "memrec/stats.h"
 #include "memrec/summary.h"
 #include "memrec/whatif.h"
@@ -221,8 +222,8 @@ std::string category_table(const json& by_category) {
     out += fmt::format("<tr><td><i class=\"swatch c-{0}\"></i>{1}</td>{2}<td class=\"num\">{3}</td><td class=\"num\">{4}</td></tr>",
                        html_escape(r["key"].get<std::string>()), html_escape(label(r["key"].get<std::string>())),
                        bytes_cell(r["bytes"]), percent(r["share"]), r["count"].get<uint64_t>());
-  return out + "</tbody></table><p class=\"note\">Categories come from the recorded forward/backward/optimizer phases and "
-               "each block's lifetime (see docs/analysis.md).</p></section>";
+  return out + "</tbody></table><p class=\"note\">Categories come from the forward/backward/optimizer phases, "
+               "recorded or inferred from the frames, and each block's lifetime (see docs/analysis.md).</p></section>";
 }
 
 std::string sites_table(const char* title, const json& rows) {
@@ -235,8 +236,8 @@ std::string sites_table(const char* title, const json& rows) {
 }
 
 std::string sites(const json& stats) {
-  return "<section id=\"sites\"><h2>Top allocation sites</h2><p class=\"note\">Allocated over the whole run, by the op "
-         "that allocated and the first frame with source.</p>" +
+  return "<section id=\"sites\"><h2>Top allocation sites</h2><p class=\"note\">Allocated over the whole run, by site: "
+         "the first frame of the program's own code (docs/attribution.md), then the op that allocated.</p>" +
          sites_table("By bytes", stats["top_sites"]["by_bytes"]) + sites_table("By count", stats["top_sites"]["by_count"]) + "</section>";
 }
 
@@ -367,7 +368,8 @@ std::string report_html(const Snapshot& s, const ReportOptions& o) {
   // Every layer gets a row, however many there are: the table answers "which layer holds the most".
   if (has_module_scopes(s, o.device))
     body += layer_table(stats_json(s, {.at_ns = std::nullopt, .by = GroupBy::layer, .top = SIZE_MAX, .device = o.device}));
-  body += whatif(s, o) + category_table(stats) + sites(stats) + fragmentation(stats["fragmentation"]) + ooms(stats) +
+  body += whatif(s, o) + category_table(stats) + sites(stats) + fragmentation(stats["fragmentation"]) +
+          device_memory_html(stats["device_memory"]) + ooms(stats) +
           kernels(stats) + metadata(s);
   return fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

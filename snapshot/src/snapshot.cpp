@@ -47,6 +47,12 @@ std::string_view to_string(KernelKind k) {
   return names.at(static_cast<size_t>(k));
 }
 
+std::string_view to_string(MemoryKind k) {
+  static constexpr std::array<std::string_view, kMemoryKindCount> names = {
+      "unknown", "pageable", "pinned", "device", "array", "managed", "device_static", "managed_static"};
+  return names.at(static_cast<size_t>(k));
+}
+
 static constexpr std::array<std::string_view, 3> kBlockStateNames = {
     "active_allocated", "active_pending_free", "inactive"};
 

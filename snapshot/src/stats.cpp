@@ -9,7 +9,11 @@
 
 #include <fmt/format.h>
 
+#include "memrec/allocator_whatif.h"
+#include "memrec/attribution.h"
+#include "memrec/device_memory.h"
 #include "memrec/devices.h"
+#include "memrec/sites.h"
 #include "memrec/summary.h"
 
 namespace memrec {
@@ -36,13 +40,26 @@ json categories_json(const Group& g) {
   return out;
 }
 
-json groups_json(const std::vector<Group>& groups, size_t top, uint64_t total) {
+// The site, the op and every frame of a stack group's first stack (--full-stack prints the frames).
+void add_stack_fields(json& row, const Snapshot& s, const Group& g) {
+  if (!g.stacks) return;
+  json frames = json::array();
+  for (const MarkedFrame& f : marked_frames(s, g.stack))
+    frames.push_back({{"frame", frame_label(s, f.frame)}, {"user", f.user}, {"site", f.site}});
+  row["site"] = site_label(s, g.stack);
+  row["op"] = op_label(s, g.stack);
+  row["stacks"] = g.stacks;
+  row["frames"] = std::move(frames);
+}
+
+json groups_json(const Snapshot& s, const std::vector<Group>& groups, size_t top, uint64_t total) {
   json rows = json::array();
   uint64_t shown = 0, shown_count = 0;
   for (size_t i = 0; i < groups.size() && i < top; ++i) {
     const Group& g = groups[i];
     rows.push_back({{"key", g.key}, {"bytes", g.bytes}, {"count", g.count},
                     {"share", total ? double(g.bytes) / double(total) : 0.0}, {"categories", categories_json(g)}});
+    add_stack_fields(rows.back(), s, g);
     shown += g.bytes;
     shown_count += g.count;
   }
@@ -70,7 +87,7 @@ json top_sites_json(const Snapshot& s, const Replay& r, size_t top) {
   auto rows = [&](const std::vector<Group>& g) {
     json out = json::array();
     for (size_t i = 0; i < g.size() && i < top; ++i)
-      out.push_back({{"key", g[i].key}, {"bytes", g[i].bytes}, {"count", g[i].count}});
+      out.push_back({{"key", g[i].key}, {"site", site_label(s, g[i].stack)}, {"bytes", g[i].bytes}, {"count", g[i].count}});
     return out;
   };
   return {{"by_bytes", rows(sites)}, {"by_count", rows(by_count)}};
@@ -116,7 +133,7 @@ json ooms_json(const Snapshot& s, const Replay& r, size_t top) {
                    {"cached", o.fragmentation.reserved - std::min(o.fragmentation.reserved, o.fragmentation.allocated)},
                    {"fragmentation", fragmentation_json(o.fragmentation)},
                    {"caused_by_fragmentation", o.caused_by_fragmentation},
-                   {"top_sites", groups_json(o.top_sites, top, o.totals.allocated)}});
+                   {"top_sites", groups_json(s, o.top_sites, top, o.totals.allocated)}});
   }
   return out;
 }
@@ -131,12 +148,27 @@ json kernels_json(const Snapshot& s, uint8_t device, size_t top) {
   return out;
 }
 
+std::string signed_bytes(int64_t v) { return (v < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(std::llabs(v))); }
+
 std::string pct(double share) { return fmt::format("{:5.1f}%", share * 100.0); }
 
-void render_groups(std::string& out, const json& rows, const std::string& indent, bool split = false) {
+// A stack row's whole stack, innermost first, each frame marked: "site", "user" (user code), or blank (internal).
+void render_frames(std::string& out, const json& row, const std::string& indent) {
+  if (!row.contains("frames")) return;
+  if (row["stacks"].get<uint32_t>() > 1)
+    out += fmt::format("{}{:>14}first of {} stacks with this site and op:\n", indent, "", row["stacks"].get<uint32_t>());
+  for (const json& f : row["frames"]) {
+    const char* mark = f["site"].get<bool>() ? "site" : f["user"].get<bool>() ? "user" : "";
+    out += fmt::format("{}{:>12}  {}\n", indent, mark, f["frame"].get<std::string>());
+  }
+}
+
+void render_groups(std::string& out, const json& rows, const std::string& indent, bool split = false,
+                   bool full_stack = false) {
   for (const json& g : rows) {
     out += fmt::format("{}{:>12} {} {:>8}x  {}\n", indent, format_bytes(g["bytes"]), pct(g["share"]),
                        g["count"].get<uint64_t>(), g["key"].get<std::string>());
+    if (full_stack) render_frames(out, g, indent);
     if (!split || g["categories"].empty()) continue;
     std::string parts;
     for (const auto& [name, bytes] : g["categories"].items())
@@ -269,12 +301,15 @@ nlohmann::json stats_json(const Snapshot& s, const StatsOptions& o) {
                   {"allocated", at.allocated},
                   {"reserved", at.reserved}}},
           {"by", to_string(o.by)},
-          {"live", groups_json(live, o.top, at.allocated)},
+          {"live", groups_json(s, live, o.top, at.allocated)},
+          {"full_stack", o.full_stack},
           {"top_sites", top_sites_json(s, r, o.top)},
           {"size_histogram", size_histogram_json(r)},
           {"fragmentation", fragmentation_json(fragmentation_after(s, r, step))},
+          {"fragmentation_culprits", fragmentation_culprits_json(s, r, o.top)},
           {"ooms", ooms_json(s, r, o.top)},
-          {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()}};
+          {"kernels", o.kernels ? kernels_json(s, device, o.top) : json::array()},
+          {"device_memory", device_memory_json(s, r, step, o.top)}};
 }
 
 std::string stats_text(const nlohmann::json& j) {
@@ -289,7 +324,7 @@ std::string stats_text(const nlohmann::json& j) {
   out += fmt::format("\nlive at {}: {} allocated, {} reserved, by {}:\n", instant_label(at), format_bytes(at["allocated"]),
                      format_bytes(at["reserved"]), j["by"].get<std::string>());
   std::string by = j["by"];
-  render_groups(out, j["live"], "  ", by != "stack" && by != "category");
+  render_groups(out, j["live"], "  ", by != "stack" && by != "category", j.value("full_stack", false));
   out += "\ntop allocation sites by bytes allocated over the run:\n";
   for (const json& g : j["top_sites"]["by_bytes"])
     out += fmt::format("  {:>12} {:>8}x  {}\n", format_bytes(g["bytes"]), g["count"].get<uint64_t>(), g["key"].get<std::string>());
@@ -302,18 +337,17 @@ std::string stats_text(const nlohmann::json& j) {
                        b["count"].get<uint64_t>(), format_bytes(b["bytes"]));
   out += "\n";
   render_fragmentation(out, j["fragmentation"]);
+  render_fragmentation_culprits(out, j["fragmentation_culprits"]);
+  out += device_memory_text(j["device_memory"]);
   for (const json& o : j["ooms"]) render_oom(out += "\n", o);
   if (!j["kernels"].empty()) render_kernels(out, j["kernels"]);
   return out;
 }
 
-nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOptions& o) {
-  Replay ra(a, choose_device(a, o.device)), rb(b, choose_device(b, o.device));
-  auto ga = group_live(a, ra, ra.peak_allocated().step, o.by);
-  auto gb = group_live(b, rb, rb.peak_allocated().step, o.by);
+nlohmann::json group_changes_json(std::span<const Group> a, std::span<const Group> b, size_t top) {
   std::map<std::string, std::pair<const Group*, const Group*>> rows;
-  for (const Group& g : ga) rows[g.key].first = &g;
-  for (const Group& g : gb) rows[g.key].second = &g;
+  for (const Group& g : a) rows[g.key].first = &g;
+  for (const Group& g : b) rows[g.key].second = &g;
   json out = json::array();
   for (auto& [key, pair] : rows) {
     uint64_t ab = pair.first ? pair.first->bytes : 0, bb = pair.second ? pair.second->bytes : 0;
@@ -325,7 +359,25 @@ nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOption
     return std::llabs(x["delta"].get<int64_t>()) > std::llabs(y["delta"].get<int64_t>());
   });
   size_t changed = std::count_if(out.begin(), out.end(), [](const json& r) { return r["delta"].get<int64_t>() != 0; });
-  if (out.size() > o.top) out.erase(out.begin() + static_cast<std::ptrdiff_t>(o.top), out.end());
+  if (out.size() > top) out.erase(out.begin() + static_cast<std::ptrdiff_t>(top), out.end());
+  return {{"groups_changed", changed}, {"rows", out}};
+}
+
+std::string group_changes_text(const nlohmann::json& rows) {
+  std::string out;
+  for (const json& r : rows) {
+    if (r["delta"].get<int64_t>() == 0) continue;
+    out += fmt::format("  {:>13} {:>12} -> {:<12} {}\n", signed_bytes(r["delta"]), format_bytes(r["a_bytes"]),
+                       format_bytes(r["b_bytes"]), r["key"].get<std::string>());
+  }
+  return out;
+}
+
+nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOptions& o) {
+  Replay ra(a, choose_device(a, o.device)), rb(b, choose_device(b, o.device));
+  auto ga = group_live(a, ra, ra.peak_allocated().step, o.by);
+  auto gb = group_live(b, rb, rb.peak_allocated().step, o.by);
+  json changes = group_changes_json(ga, gb, o.top);
   auto side = [](const Replay& r) {
     return json{{"device", r.device()}, {"peak_allocated", r.peak_allocated().bytes},
                 {"peak_reserved", r.peak_reserved().bytes}, {"events", r.steps()}};
@@ -333,13 +385,16 @@ nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOption
   return {{"by", to_string(o.by)}, {"warnings", warnings_json({&a, &b})}, {"a", side(ra)}, {"b", side(rb)},
           {"delta_peak_allocated", int64_t(rb.peak_allocated().bytes) - int64_t(ra.peak_allocated().bytes)},
           {"delta_peak_reserved", int64_t(rb.peak_reserved().bytes) - int64_t(ra.peak_reserved().bytes)},
-          {"groups_changed", changed}, {"rows", out}};
+          {"groups_changed", changes["groups_changed"]}, {"rows", changes["rows"]}};
 }
 
 std::string diff_text(const nlohmann::json& d) {
-  auto signed_bytes = [](int64_t v) { return (v < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(std::llabs(v))); };
-  std::string out;
-  out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "", "a", "b", "b - a");
+  std::string out, a = "a", b = "b";
+  if (d.contains("ranks")) {  // two ranks of one run: named by rank
+    a = fmt::format("rank {}", d["ranks"]["a"].get<int>()), b = fmt::format("rank {}", d["ranks"]["b"].get<int>());
+    out += fmt::format("comparing {} (a) with {} (b)\n", a, b);
+  }
+  out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "", a, b, "b - a");
   out += fmt::format("{:<16} {:>12} {:>12}\n", "device", d["a"]["device"].get<int>(), d["b"]["device"].get<int>());
   out += fmt::format("{:<16} {:>12} {:>12} {:>13}\n", "peak allocated", format_bytes(d["a"]["peak_allocated"]),
                      format_bytes(d["b"]["peak_allocated"]), signed_bytes(d["delta_peak_allocated"]));
@@ -347,12 +402,7 @@ std::string diff_text(const nlohmann::json& d) {
                      format_bytes(d["b"]["peak_reserved"]), signed_bytes(d["delta_peak_reserved"]));
   out += fmt::format("\nlive at each peak by {}, largest change first ({} groups changed):\n",
                      d["by"].get<std::string>(), d["groups_changed"].get<size_t>());
-  for (const json& r : d["rows"]) {
-    if (r["delta"].get<int64_t>() == 0) continue;
-    out += fmt::format("  {:>13} {:>12} -> {:<12} {}\n", signed_bytes(r["delta"]), format_bytes(r["a_bytes"]),
-                       format_bytes(r["b_bytes"]), r["key"].get<std::string>());
-  }
-  return out;
+  return out + group_changes_text(d["rows"]);
 }
 
 }  // namespace memrec

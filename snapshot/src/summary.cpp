@@ -12,28 +12,6 @@
 namespace memrec {
 namespace {
 
-// Frames that say how a stack was taken, how the dispatcher routes an op, how a tensor factory or the
-// allocator works inside, or how the interpreter runs: none of them says who allocated.
-constexpr std::array<std::string_view, 29> kNoiseFunctions = {
-    "unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "memrec::", "_start",
-    "__libc_start_main", "__libc_init_first", "PyEval_", "PyObject_", "PyFunction_", "PyCMethod_", "_PyEval",
-    "Py_RunMain", "Py_BytesMain", "PyRun_", "_PyRun_", "CUDACachingAllocator", "c10::alloc_cpu", "c10::impl::",
-    "at::_ops::", "at::detail::empty", "(anonymous namespace)::wrapper_", "c10::Dispatcher", "c10::TensorImpl",
-    "at::native::empty", "at::empty", "torch::autograd::VariableType::", "torch::autograd::THPVariable_",
-    "c10::alloc"};
-constexpr std::array<std::string_view, 11> kNoiseFiles = {
-    "core/boxing", "Register", "/Redispatch", "pythonrun.c", "Modules/main.c", "Objects/call.c",
-    "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h", "core/dispatch"};
-
-bool contains_any(std::string_view text, std::span<const std::string_view> needles) {
-  return std::any_of(needles.begin(), needles.end(),
-                     [&](std::string_view n) { return text.find(n) != std::string_view::npos; });
-}
-
-bool is_noise(const Snapshot& s, const Frame& f) {
-  return contains_any(s.strings[f.function], kNoiseFunctions) || contains_any(s.strings[f.file], kNoiseFiles);
-}
-
 std::string scope_path(const Snapshot& s, uint32_t scope) {
   std::string path;
   for (int depth = 0; scope != 0 && scope < s.scopes.size() && depth < 64; ++depth) {
@@ -103,18 +81,6 @@ void append_device(std::string& out, const Snapshot& s, uint8_t device) {
                          format_bytes(r.after(step).allocated), format_bytes(r.after(step).reserved));
   }
   append_largest_live(out, s, r, r.peak_allocated().step);
-}
-
-bool has_source(const Snapshot& s, const Frame& f) {
-  const std::string& file = s.strings[f.file];
-  return f.line > 0 && !file.empty() && file != "??";
-}
-
-// Python files of installed packages and of the standard library (torch's own modules among them), and the code
-// torch.compile generates (inductor writes it under /tmp/torchinductor_USER/): the user's frame lies beyond them.
-bool is_library_source(const std::string& file) {
-  return file.find("/site-packages/") != std::string::npos || file.find("/dist-packages/") != std::string::npos ||
-         file.find("/lib/python3") != std::string::npos || file.find("/torchinductor_") != std::string::npos;
 }
 
 // Suffixes the compiler adds to a function it cloned or split: GCC's "foo.isra.0", "foo.cold", and what the
@@ -199,11 +165,6 @@ size_t name_start(std::string_view text) {
   return start;
 }
 
-std::string basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 }  // namespace
 
 std::string short_function(std::string_view name) {
@@ -221,27 +182,6 @@ std::string short_function(std::string_view name) {
   // A lambda's body is its operator(): "at::native::foo::{lambda#1}" says all there is.
   if (text.ends_with("}::operator()")) text.resize(text.size() - std::string_view("::operator()").size());
   return text.empty() ? std::string(name) : text;
-}
-
-std::string allocation_site(const Snapshot& s, uint32_t stack) {
-  auto frames = top_frames(s, stack, SIZE_MAX);
-  if (frames.empty()) return "<no stack>";
-  const Frame& op = s.frames[frames[0]];
-  // The user's own code where the stack has it (Python frames outside installed packages), else the first source.
-  auto user = std::find_if(frames.begin(), frames.end(), [&](uint32_t f) {
-    return has_source(s, s.frames[f]) && !is_library_source(s.strings[s.frames[f].file]);
-  });
-  if (user == frames.end())
-    user = std::find_if(frames.begin(), frames.end(), [&](uint32_t f) { return has_source(s, s.frames[f]); });
-  std::string site = op.function ? short_function(s.strings[op.function]) : format_frame(s, frames[0]);
-  if (user == frames.end()) {
-    for (size_t i = 1; i < frames.size() && i < 3; ++i)
-      site += " < " + short_function(s.strings[s.frames[frames[i]].function]);
-    return site;
-  }
-  const Frame& u = s.frames[*user];
-  std::string where = fmt::format("{} ({}:{})", short_function(s.strings[u.function]), basename(s.strings[u.file]), u.line);
-  return user == frames.begin() ? where : site + " < " + where;
 }
 
 std::string format_bytes(uint64_t bytes) {
@@ -269,15 +209,6 @@ std::string format_frame(const Snapshot& s, uint32_t frame_id) {
   if (known_file) return fmt::format("{} ({})", name, file);
   if (f.library) return fmt::format("{} ({})", name, s.strings[f.library]);
   return name;
-}
-
-std::vector<uint32_t> top_frames(const Snapshot& s, uint32_t stack, size_t n) {
-  std::vector<uint32_t> out;
-  for (uint32_t f : s.stacks[stack]) {
-    if (out.size() == n) break;
-    if (!is_noise(s, s.frames[f])) out.push_back(f);
-  }
-  return out;
 }
 
 std::string info_report(const Snapshot& s) {

@@ -215,6 +215,23 @@ TEST(Record, LibtorchProgramIsRecorded) {
   EXPECT_TRUE(main_frame) << "C++ frames of the program";
 }
 
+// A child the program forks exits through its static destructors: it neither joins the parent's drain thread nor
+// writes the parent's file, and its allocation is not in the recording.
+TEST(Record, LibtorchProgramThatForks) {
+  TempDir dir;
+  auto r = run_command("timeout 60 " + record("-o " + dir / "f.memrec", std::string(MEMREC_C10_ALLOCATIONS) + " 5 1234 fork"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Snapshot s = load_snapshot(dir / "f.memrec");
+  int parent = 0, child = 0;
+  for (const Event& e : s.events) {
+    parent += e.action == Action::alloc && e.size == 1234;
+    child += e.size == 3 * 1234;
+  }
+  EXPECT_EQ(parent, 5);
+  EXPECT_EQ(child, 0);
+  EXPECT_TRUE(s.warnings.empty()) << s.warnings.front();
+}
+
 TEST(Record, RecordWindowCountsTheProgramsOptimizerSteps) {
   TempDir dir;
   auto r = run_command(record("-o " + dir / "w.memrec --record wait=1,warmup=1,active=1",

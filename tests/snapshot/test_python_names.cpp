@@ -36,7 +36,7 @@ TEST(PythonNames, SiteSkipsInstalledPackagesForTheUsersFrame) {
                      {"Module._call_impl", "/venv/lib/python3.12/site-packages/torch/nn/modules/module.py", 1190},
                      {"Attention.forward", "/home/me/train.py", 29},
                      {"_run_module_as_main", "/usr/lib/python3.11/runpy.py", 198}}),
-            "at::native::addmm < Attention.forward (train.py:29)");
+            "Attention.forward (train.py:29) via at::native::addmm");
 }
 
 TEST(PythonNames, SiteSkipsTheCodeTorchCompileGenerated) {
@@ -44,7 +44,7 @@ TEST(PythonNames, SiteSkipsTheCodeTorchCompileGenerated) {
                      {"Runner.call", "/tmp/torchinductor_root/6j/c6jsvhkakz6wy635ame5yg5qx3gieo7dtudpldso7lplh6kgyosd.py", 1700},
                      {"CompiledFunction.forward", "/venv/lib/python3.12/site-packages/torch/_functorch/aot_autograd.py", 500},
                      {"train", "/home/me/train.py", 74}}),
-            "at::native::clone < train (train.py:74)");
+            "train (train.py:74) via at::native::clone");
 }
 
 }  // namespace

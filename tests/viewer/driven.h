@@ -12,22 +12,11 @@
 
 #include "../../viewer/src/app.h"
 #include "common/process.h"
+#include "common/xvfb.h"
 
 namespace memrec::testing {
 
 using viewer::App;
-
-// ctest runs without X: each test then runs itself again inside xvfb-run and passes when that run passes.
-inline bool rerun_under_xvfb() {
-  if (std::getenv("DISPLAY")) return false;
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string filter = std::string(info->test_suite_name()) + "." + info->name();
-  auto r = run_command("xvfb-run -a /proc/" + std::to_string(getpid()) + "/exe --gtest_filter=" +
-                                quote(filter));
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("[  PASSED  ] 1 test"), std::string::npos) << r.output;
-  return true;
-}
 
 struct Mouse {
   ImVec2 pos{-1, -1};

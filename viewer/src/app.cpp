@@ -147,7 +147,24 @@ void App::save_png(const std::string& path) const {
   save_framebuffer_png(path, width_, height_);
 }
 
+void App::open_rank(size_t index) {
+  std::shared_ptr<const RankSet> ranks = doc_->ranks;
+  const RankRecording& r = ranks->ranks[index];
+  doc_ = Document::open(r.path, r.device);
+  doc_->ranks = ranks;
+  doc_->rank_index = index;
+  glfwSetWindowTitle(window_, ("memrec - " + doc_->path).c_str());
+  state_.attribution.reset();  // of the other rank's blocks
+  state_.selected_allocation = kNone;
+  state_.clear_highlight();
+  state_.fit_all(*doc_);
+  state_.set_instant(*doc_, doc_->replay->peak_allocated().step);
+}
+
 void App::build_ui() {
+  if (doc_->ranks)
+    if (auto picked = ranks_.draw(*doc_->ranks, doc_->rank_index, ImGui::GetContentRegionAvail().y * 0.4f))
+      if (*picked != doc_->rank_index) open_rank(*picked);
   Document& doc = *doc_;
   if (chrome) search_.draw(doc, state_);
   // The status bar's line is kept free at the bottom of the window, whatever the views above ask for.
@@ -292,6 +309,7 @@ void print_layout(App& app, const std::string& png, int height) {
   if (st.focus == Focus::timeline) out["attribution"] = attribution_layout(app.doc(), app.state());
   if (st.focus == Focus::flame) out["flame"] = flame_layout(app);
   if (st.focus == Focus::segments) out["segments"] = segments_layout(app);
+  if (app.doc().ranks) out["ranks"] = app.ranks().layout(*app.doc().ranks);
   fmt::print("{}\n", out.dump());
   std::fflush(stdout);
 }
@@ -351,7 +369,9 @@ int run(const Options& options) {
   std::optional<int64_t> at = options.at.empty() ? std::nullopt : parse_at(options.at);  // checked before anything opens
   Aim aim = parse_aim(options);
   bool offscreen = !options.screenshot.empty();
-  App app(options.path, options.device, options.width, options.height, offscreen);
+  auto loading = options.ranks.size() > 1 ? std::async(std::launch::async, open_ranks, options.ranks, options.device)
+                                          : std::async(std::launch::async, Document::open, options.path, options.device);
+  App app(std::move(loading), options.width, options.height, offscreen);
   app.chrome = !offscreen;  // pictures show the views, not the search box and key hints
   ViewState& st = app.state();
   st.focus = aim.focus;

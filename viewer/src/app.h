@@ -43,6 +43,8 @@ class App {
   const LanesView& lanes() const { return lanes_; }
   const FlameView& flame() const { return flame_; }
   const SegmentsView& segments() const { return segments_; }
+  const RanksView& ranks() const { return ranks_; }
+  RanksView& ranks() { return ranks_; }
   // Screenshots for pictures leave out the search box and the key hints.
   bool chrome = true;
   float status_y() const { return status_y_; }  // top of the status bar in the last frame
@@ -50,6 +52,8 @@ class App {
  private:
   void build_ui();
   void draw_panels(float height);
+  // Opens rank `index` of the document's ranks in the views, keeping the ranks view as it is.
+  void open_rank(size_t index);
   double run_frame(bool empty);
 
   std::unique_ptr<Document> doc_;
@@ -66,6 +70,7 @@ class App {
   FlameView flame_;
   SearchView search_;
   Focus shown_focus_ = Focus::timeline;  // the tab last selected, so a change of state.focus selects its tab
+  RanksView ranks_;
 };
 
 }  // namespace memrec::viewer

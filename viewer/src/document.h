@@ -10,6 +10,7 @@
 
 #include "memrec/analysis.h"
 #include "memrec/attribution.h"
+#include "memrec/ranks.h"
 #include "memrec/replay.h"
 #include "memrec/snapshot.h"
 #include "memrec/timeline.h"
@@ -25,6 +26,9 @@ struct Document {
   std::unique_ptr<Timeline> timeline;
   std::vector<Lane> kernel_lanes;
   std::vector<Lane> scope_lanes;
+  // Opened as one rank of several (memrec view A B ...): all of them, and which one this is.
+  std::shared_ptr<const RankSet> ranks;
+  size_t rank_index = 0;
 
   // Loads the file and analyzes `device` (unset: choose_device's default).
   static std::unique_ptr<Document> open(const std::string& path, std::optional<uint8_t> device);

@@ -43,7 +43,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   ImVec2 origin = ImGui::GetCursorScreenPos();
   float avail = ImGui::GetContentRegionAvail().x;
   int width = std::max(16, static_cast<int>(avail - kAxisWidth));
-  int rows = std::max(16, static_cast<int>(height - kAxisHeight));
+  int rows = std::max(16, static_cast<int>(height - kAxisHeight - device_band_height(doc)));
   bool resized = image_.resize(width, rows);
   rows_.resize(rows);
   column_step_.resize(width, kNoEvent);
@@ -73,6 +73,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   ImDrawList* list = ImGui::GetWindowDrawList();
   image_.draw(list, ImVec2(grid_.x, grid_.y));
   draw_overlay(doc, state, list);
+  draw_device_band(doc, grid_, list, grid_.y + rows + kAxisHeight);
 
   ImGui::SetCursorScreenPos(ImVec2(grid_.x, grid_.y));
   ImGui::InvisibleButton("##timeline", ImVec2(static_cast<float>(width), static_cast<float>(rows)));

@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <imgui.h>
+#include <nlohmann/json.hpp>
 
 #include "document.h"
 
@@ -53,6 +55,11 @@ struct ColumnGrid {
   double time_at(float sx) const { return t0 + (sx - x) * dt; }  // after origin
   int64_t absolute(double t) const { return origin + static_cast<int64_t>(std::floor(t)); }
 };
+
+// The device memory band under the timeline (device_band.cpp): its height (0 for a recording without NVML
+// samples), and the band itself, drawn from `top` on the timeline's columns.
+float device_band_height(const Document& doc);
+void draw_device_band(const Document& doc, const ColumnGrid& grid, ImDrawList* list, float top);
 
 class TimelineView {
  public:
@@ -201,6 +208,43 @@ class SearchView {
  private:
   char text_[256] = {};
 };
+
+// The ranks of one run side by side (ranks_view.cpp): drawn above the views of the rank they show.
+class RanksView {
+ public:
+  // Draws the plot and the table of ranks in `height` pixels; returns the rank (index into set.ranks) picked.
+  std::optional<size_t> draw(const RankSet& set, size_t current, float height);
+  // Where each lane's curve is on screen, for tests: {"lanes": [{"rank", "x", "y" (the bottom row), "w", "h"}],
+  // "scale_bytes" (bytes at the top row, h - 1 rows above the bottom), "dt_ns" (per column), "envelope"}.
+  nlohmann::json layout(const RankSet& set) const;
+
+  bool envelope = false;  // one plot of max / median / min over the ranks instead of a lane each (the checkbox)
+
+ private:
+  struct LaneRows {
+    int top, bottom, height;
+  };
+  std::optional<size_t> draw_plot(const RankSet& set, size_t current, float height);
+  std::optional<size_t> draw_table(const RankSet& set, size_t current);
+  void paint(const RankSet& set, size_t current);
+  void paint_lanes(const RankSet& set);
+  void paint_envelope(const RankSet& set, size_t current);
+  std::optional<std::pair<uint64_t, uint64_t>> column_value(const RankSet& set, size_t rank, int column) const;
+  int row_of(uint64_t bytes, int bottom, int height) const;
+  std::optional<size_t> rank_at(const RankSet& set, int x, int y) const;
+
+  PixelImage image_;
+  uint64_t scale_ = 1;
+  double dt_ = 1;
+  float plot_x_ = 0, plot_y_ = 0;
+  std::vector<LaneRows> lanes_;
+  size_t painted_current_ = SIZE_MAX;
+  bool painted_envelope_ = false;
+  const RankSet* painted_set_ = nullptr;
+};
+
+// Loads the ranks (memrec/ranks.h) and opens the one furthest from the median as the document.
+std::unique_ptr<Document> open_ranks(const std::vector<std::string>& paths, std::optional<uint8_t> device);
 
 void draw_status_bar(const Document& doc, const ViewState& state, float frame_ms);
 

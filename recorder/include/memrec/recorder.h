@@ -41,6 +41,10 @@ struct RecorderOptions {
   std::shared_ptr<ScriptFrames> script;  // interpreter frames for every alloc (also when `stacks` is off)
   bool free_stacks = false;    // ... and for every free
   bool kernels = true;         // CUPTI kernel/memcpy/memset timeline (CUDA builds only)
+  bool device_memory = true;   // device memory outside the caching allocator (CUDA builds only): CUPTI's memory
+                               // activity and NVML's used memory of each device, sampled every 20 ms
+  std::string cupti_busy;      // why CUPTI must be left alone (another client, e.g. torch.profiler, holds it): no
+                               // kernels and no CUPTI memory activity, said once; empty = use CUPTI
   bool cpu = true;             // wrap libtorch's CPU allocator when the CUDA allocator is not recorded (device 0)
   bool cuda = true;            // hook the CUDA caching allocator (CUDA builds, when a GPU is present)
   bool ops = true;             // aten op scopes through at::RecordFunction

@@ -17,20 +17,37 @@ namespace memrec {
 
 enum class PhaseKind : uint8_t { none, forward, backward, optimizer, other };
 
-// Phase scopes of one device (ScopeKind::phase, plus PyTorch's "Optimizer.step#..." annotations), found by time.
+// The phases of one device, found by time: the recorded ones (ScopeKind::phase scopes, plus PyTorch's
+// "Optimizer.step#..." annotations), or, where the device has no phase scopes (PyTorch's snapshots), phases
+// inferred from the allocations' frames (phase_of_stack) and those annotations: each run of consecutive
+// allocations of one phase is a phase from its first allocation to the next allocation outside the run; an
+// allocation without frames (autograd's threads in a stacks="python" snapshot) continues the run before it.
 class PhaseIndex {
  public:
   PhaseIndex(const Snapshot& s, uint8_t device);
-  uint32_t at(int64_t t) const;         // scope id of the phase holding t, or 0
+  uint32_t at(int64_t t) const;         // id of the phase holding t (1-based), or 0
   int64_t next_start(int64_t t) const;  // start of the first phase after t; INT64_MAX if none
-  PhaseKind kind(uint32_t scope) const;
-  int64_t end(uint32_t scope) const;    // INT64_MAX while open
+  PhaseKind kind(uint32_t phase) const;
+  int64_t end(uint32_t phase) const;    // INT64_MAX while open
   int64_t last_end() const;             // when the last phase ended; INT64_MIN without phases
+  bool inferred() const { return inferred_; }
+  size_t size() const { return phases_.size(); }
 
  private:
-  const Snapshot& s_;
-  std::vector<uint32_t> ids_;  // sorted by start
+  struct Interval {
+    int64_t start = 0, end = INT64_MAX;
+    PhaseKind kind = PhaseKind::none;
+  };
+  std::vector<Interval> phases_;  // sorted by start
+  bool inferred_ = false;
+  void infer(const Snapshot& s, uint8_t device);
 };
+
+// The phase a stack's frames show, by its outermost marker frame: autograd's engine (torch::autograd::Engine,
+// Python backward / _engine_run_backward in torch/autograd/, Tensor.backward in torch/_tensor.py) -> backward;
+// torch/optim/ or torch::optim:: -> optimizer; Module._call_impl in torch/nn/modules/module.py -> forward.
+PhaseKind phase_of_stack(const Snapshot& s, uint32_t stack);
+std::string_view to_string(PhaseKind k);
 
 // Like torch.profiler's memory categories, derived from the recorded phases and lifetimes, not from names.
 enum class Category : uint8_t { parameter, input, activation, gradient, optimizer_state, temporary, unknown };
@@ -46,7 +63,8 @@ std::string_view to_string(Category c);
 //   freed) -> parameter; else input
 //   live before recording began                 -> unknown
 // Phases are ScopeKind::phase scopes named forward/backward/optimizer (PyTorch's "Optimizer.step#..."
-// annotations count as optimizer phases).
+// annotations count as optimizer phases). With inferred phases (PhaseIndex::inferred) a block allocated outside
+// them is a parameter when it outlives the last phase, else unknown: nothing says what it was.
 std::vector<Category> categorize(const Snapshot& s, const Replay& r);
 
 enum class GroupBy : uint8_t { stack, op, module, phase, category, layer, pool };
@@ -58,6 +76,8 @@ struct Group {
   uint64_t bytes = 0;
   uint64_t count = 0;
   std::array<uint64_t, kCategoryCount> by_category{};  // bytes split by category
+  uint32_t stack = 0;   // GroupBy::stack: the group's first stack (its key is allocation_site of it)
+  uint32_t stacks = 0;  // GroupBy::stack: how many distinct stacks the group holds
 };
 
 // A block's key under `by` as group_allocations() files it ("" when it has none); `c` is its category. Not for

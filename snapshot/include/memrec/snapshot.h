@@ -192,6 +192,66 @@ template <> struct Columns<Kernel> {
   }
 };
 
+// Device memory outside the caching allocator's bookkeeping, as raw facts (memrec/device_memory.h interprets
+// them). One record per allocation or release the CUDA driver made (CUPTI's memory activity: cudaMalloc,
+// cuMemAlloc, cuMemCreate, cudaHostAlloc, ... of NCCL, cuBLAS, extensions), the caching allocator's own segments
+// included: telling those apart is interpretation, done when the file is read.
+// MemoryKind follows CUPTI's CUpti_ActivityMemoryKind, value for value.
+enum class MemoryKind : uint8_t { unknown, pageable, pinned, device, array, managed, device_static, managed_static };
+inline constexpr int kMemoryKindCount = 8;
+std::string_view to_string(MemoryKind k);
+
+struct DeviceMemoryRecord {
+  int64_t time_ns = 0;       // CLOCK_REALTIME nanoseconds (CUPTI's timestamp)
+  uint64_t addr = 0;
+  uint64_t bytes = 0;
+  uint64_t pc = 0;           // CUPTI's program counter of the call, 0 = unknown
+  uint32_t correlation = 0;  // CUPTI correlation id of the driver/runtime call
+  uint32_t source = 0;       // string id of the shared object the call came from (CUPTI), 0 = unknown
+  uint32_t stack = 0;        // Snapshot::stacks id, 0 = none
+  MemoryKind kind = MemoryKind::unknown;
+  bool release = false;      // false: an allocation; true: the release of one
+  bool async = false;        // through the stream-ordered (memory pool) API
+  uint8_t device = 0;
+  bool operator==(const DeviceMemoryRecord&) const = default;
+};
+
+template <> struct Columns<DeviceMemoryRecord> {
+  static constexpr size_t kCount = 11;
+  template <class C, class R> [[gnu::always_inline]] static void row(C& c, R& r, const DeviceMemoryRecord& prev) {
+    c.delta(0, r.time_ns, prev.time_ns);
+    c.value(1, r.release);
+    c.value(2, r.kind);
+    c.value(3, r.device);
+    c.delta(4, r.addr, prev.addr);
+    c.value(5, r.bytes);
+    c.delta(6, r.pc, prev.pc);
+    c.delta(7, r.correlation, prev.correlation);
+    c.value(8, r.source);
+    c.value(9, r.stack);
+    c.value(10, r.async);
+  }
+};
+
+// The device's memory as the driver reports it (NVML, sampled every few tens of milliseconds while recording).
+struct DeviceMemorySample {
+  int64_t time_ns = 0;
+  uint64_t used = 0;   // bytes in use on the device, by every process on it (nvmlDeviceGetMemoryInfo)
+  uint64_t total = 0;
+  uint8_t device = 0;  // the CUDA device ordinal, as events' device
+  bool operator==(const DeviceMemorySample&) const = default;
+};
+
+template <> struct Columns<DeviceMemorySample> {
+  static constexpr size_t kCount = 4;
+  template <class C, class R> [[gnu::always_inline]] static void row(C& c, R& m, const DeviceMemorySample& prev) {
+    c.delta(0, m.time_ns, prev.time_ns);
+    c.value(1, m.device);
+    c.delta(2, m.used, prev.used);
+    c.value(3, m.total);
+  }
+};
+
 enum class BlockState : uint8_t { active_allocated, active_pending_free, inactive };
 std::string_view to_string(BlockState s);
 std::optional<BlockState> block_state_from_string(std::string_view s);
@@ -246,6 +306,8 @@ struct Snapshot {
   PackedVector<Event> events;
   PackedVector<Kernel> kernels;
   std::vector<EventContext> event_contexts;  // by increasing event index; empty for most recordings
+  PackedVector<DeviceMemoryRecord> device_memory;   // CUPTI memory activity, in the order CUPTI handed it over
+  PackedVector<DeviceMemorySample> memory_samples;  // NVML samples, in time order per device
   std::vector<Segment> segments_start;  // allocator state when recording began (may be empty/unknown)
   std::vector<Segment> segments_end;    // allocator state when recording ended
   bool has_segments_start = false;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@ struct StatsOptions {
   size_t top = 15;
   std::optional<uint8_t> device;  // unset: choose_device's default
   bool kernels = false;  // add the top kernels by GPU time (torch.profiler's key_averages)
+  bool full_stack = false;  // text: print each stack row's whole stack, frames marked site/user/internal
 };
 
 // Parses "peak" (nullopt), or a time since the first event like "1.5s", "250ms", "40us", "1200ns" (a plain
@@ -39,5 +41,11 @@ std::string stats_text(const nlohmann::json& stats);
 // Peaks of two runs and what was live at each, matched by group key (frame and scope names, not addresses).
 nlohmann::json diff_json(const Snapshot& a, const Snapshot& b, const StatsOptions& o);
 std::string diff_text(const nlohmann::json& diff);
+
+// Two sets of groups matched by key, largest change first, at most `top` rows: {"groups_changed": N, "rows":
+// [{"key", "a_bytes", "b_bytes", "delta" (b - a), "a_count", "b_count"}]}. diff's rows; also ranks against ranks.
+nlohmann::json group_changes_json(std::span<const Group> a, std::span<const Group> b, size_t top);
+// The changed rows as diff prints them: "  +1.00 MiB   2.00 MiB -> 3.00 MiB    key".
+std::string group_changes_text(const nlohmann::json& rows);
 
 }  // namespace memrec

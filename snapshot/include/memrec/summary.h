@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "memrec/sites.h"  // allocation_site, top_frames
 #include "memrec/snapshot.h"
 
 namespace memrec {
@@ -19,13 +20,6 @@ std::string format_frame(const Snapshot& s, uint32_t frame_id);
 // ([clone .isra.0], .cold) or qualifiers; "at::native::foo(...)::{lambda(int)#1}::operator()(int) const" ->
 // "at::native::foo::{lambda#1}"; operator names stay whole ("Node::operator()", "operator<<").
 std::string short_function(std::string_view name);
-// Where an allocation came from, in one line: the op that allocated and the first frame with source
-// (the caller's own code), e.g. "at::native::addmm < TransformerLayer::forward (transformer.cpp:42)".
-std::string allocation_site(const Snapshot& s, uint32_t stack);
-// The first `n` frames of a stack that say where the program allocated: unwinder, recorder and
-// allocator-internal frames are skipped (the way memory_viz filters them).
-std::vector<uint32_t> top_frames(const Snapshot& s, uint32_t stack, size_t n);
-
 // The whole `memrec info` report.
 std::string info_report(const Snapshot& s);
 

@@ -6,11 +6,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace memrec::viewer {
 
 struct Options {
   std::string path;
+  std::vector<std::string> ranks;  // two or more: the ranks of one run side by side (path is the first)
   std::string screenshot;  // write this PNG after a few frames and exit; empty: interactive window
   std::string at;          // instant to analyze: "peak" or a time after the start (memrec::parse_at)
   std::string view;        // the view a screenshot shows: "timeline" (default), "flame" or "segments"

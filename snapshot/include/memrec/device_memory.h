@@ -1,0 +1,80 @@
+// Device memory as the driver sees it, from the raw CUPTI memory records and NVML samples of a recording:
+// at every sampled instant, used (NVML) = reserved (the caching allocator) + other allocations + the rest, which is
+// the CUDA context, the driver's own memory and whatever the recording could not see (allocations made before it
+// started). The rest is what the gap between torch.cuda.memory_reserved() and nvidia-smi is made of, with the
+// other allocations (NCCL's buffers, cuBLAS workspaces, extensions' cudaMalloc) taken out of it.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "memrec/replay.h"
+#include "memrec/snapshot.h"
+
+namespace memrec {
+
+inline constexpr int64_t kStillLive = std::numeric_limits<int64_t>::max();
+
+// Whether memory of this kind sits on the device, so that NVML's used counts it. Host memory (pageable, pinned)
+// does not; managed memory moves, and is left out. CUPTI's unknown kind is counted: its record names a device.
+bool on_device(MemoryKind k);
+
+// One CUPTI allocation and its release, paired by address.
+struct DeviceAllocation {
+  uint64_t addr = 0;
+  uint64_t bytes = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = kStillLive;  // its release, or kStillLive when the recording saw none
+  uint32_t record = 0;          // index into Snapshot::device_memory of the allocation record
+  uint32_t source = 0;          // string id: the shared object that asked for it
+  uint32_t stack = 0;
+  MemoryKind kind = MemoryKind::unknown;
+  bool live_at(int64_t t) const { return start_ns <= t && t < end_ns; }
+};
+
+// One NVML sample with the accounting at its time. context = used - reserved - other, signed: a negative value
+// means something was counted twice (or NVML and the events disagree), which the numbers then show.
+struct DeviceMemoryPoint {
+  int64_t time_ns = 0;
+  uint64_t used = 0;
+  uint64_t total = 0;
+  uint64_t reserved = 0;
+  uint64_t other = 0;         // other allocations on the device, live at time_ns
+  int64_t context = 0;
+};
+
+// How a device's CUPTI records and NVML samples split up. The caching allocator's own cudaMalloc/cuMemCreate calls
+// show up among the CUPTI records too: an allocation is the allocator's when, while it was live, the allocator
+// recorded a segment_alloc of the same address and size on the device, or a segment_map whose range holds it.
+// Everything else is an "other allocation".
+struct DeviceMemory {
+  uint8_t device = 0;
+  std::vector<DeviceAllocation> other;      // by allocation time
+  uint64_t allocator_allocations = 0;       // CUPTI allocations that are the caching allocator's segments
+  uint64_t unmatched_releases = 0;          // releases of memory allocated before the recording (or lost records)
+  std::vector<DeviceMemoryPoint> points;    // one per NVML sample of the device, by time
+  std::string nvml;                         // "on", or why there are no samples (metadata "recorder.nvml")
+
+  // Other allocations on the device live at t.
+  uint64_t other_at(int64_t t) const;
+  // The last point at or before t (else the first one); nullptr without samples.
+  const DeviceMemoryPoint* point_at(int64_t t) const;
+};
+
+// `r` must be the replay of `device`.
+DeviceMemory device_memory(const Snapshot& s, const Replay& r);
+
+// `memrec stats`' device memory section at the instant after `step` and over the run (times as offsets from the
+// device's first event); null for a recording with neither CUPTI records nor NVML samples nor a note on NVML.
+nlohmann::json device_memory_json(const Snapshot& s, const Replay& r, uint32_t step, size_t top);
+std::string device_memory_text(const nlohmann::json& j);  // "" for null
+std::string device_memory_html(const nlohmann::json& j);  // "" for null
+
+// "libnccl.so.2" for "/usr/lib/x86_64-linux-gnu/libnccl.so.2"; "unknown library" for an empty path.
+std::string library_name(const std::string& path);
+
+}  // namespace memrec

@@ -1,0 +1,151 @@
+#include "memrec/device_memory.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
+namespace memrec {
+namespace {
+
+// How far a CUPTI timestamp may sit from the allocator's event of the same segment: both are CLOCK_REALTIME, the
+// allocator's converted from its ticks (within a microsecond), and its event comes right after the driver call.
+constexpr int64_t kClockSlackNs = 1'000'000;
+
+struct SegmentEvent {
+  int64_t time_ns;
+  uint64_t addr, size;
+  bool mapped;  // segment_map (a range of an expandable segment), else segment_alloc
+};
+
+std::vector<SegmentEvent> segment_grows(const Replay& r) {
+  std::vector<SegmentEvent> out;
+  for (uint32_t step : r.segment_steps()) {
+    Event e = r.event(step);
+    if (is_segment_grow(e.action)) out.push_back({e.time_ns, e.addr, e.size, e.action == Action::segment_map});
+  }
+  return out;
+}
+
+bool is_allocators(const DeviceAllocation& a, const std::vector<SegmentEvent>& grows) {
+  return std::any_of(grows.begin(), grows.end(), [&](const SegmentEvent& g) {
+    // Differences taken unsigned: a hostile file's times must not overflow.
+    bool too_early = g.time_ns < a.start_ns && uint64_t(a.start_ns) - uint64_t(g.time_ns) > uint64_t(kClockSlackNs);
+    if (too_early || g.time_ns > a.end_ns) return false;
+    if (!g.mapped) return g.addr == a.addr && g.size == a.bytes;
+    return g.addr <= a.addr && a.addr - g.addr + a.bytes <= g.size;
+  });
+}
+
+// The device's records in time order (CUPTI hands buffers over per thread and stream, not in time order).
+std::vector<uint32_t> records_of(const Snapshot& s, uint8_t device) {
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < s.device_memory.size(); ++i)
+    if (s.device_memory[i].device == device) ids.push_back(i);
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](uint32_t a, uint32_t b) { return s.device_memory[a].time_ns < s.device_memory[b].time_ns; });
+  return ids;
+}
+
+// Pairs allocations with their releases by address; returns every allocation of the device.
+std::vector<DeviceAllocation> pair_records(const Snapshot& s, uint8_t device, uint64_t& unmatched_releases) {
+  std::vector<DeviceAllocation> all;
+  std::unordered_map<uint64_t, size_t> live;  // address -> index into all
+  for (uint32_t id : records_of(s, device)) {
+    DeviceMemoryRecord rec = s.device_memory[id];
+    auto it = live.find(rec.addr);
+    if (rec.release) {
+      if (it == live.end()) {
+        ++unmatched_releases;
+        continue;
+      }
+      all[it->second].end_ns = rec.time_ns;
+      live.erase(it);
+      continue;
+    }
+    if (it != live.end()) all[it->second].end_ns = rec.time_ns;  // its release was lost: it ended by now
+    live[rec.addr] = all.size();
+    all.push_back({rec.addr, rec.bytes, rec.time_ns, kStillLive, id, rec.source, rec.stack, rec.kind});
+  }
+  return all;
+}
+
+// Reserved bytes as a step function of time: (time, reserved from then on), from the segment events.
+std::vector<std::pair<int64_t, uint64_t>> reserved_steps(const Replay& r) {
+  std::vector<std::pair<int64_t, uint64_t>> out;
+  for (uint32_t step : r.segment_steps()) out.emplace_back(r.time_of(step), r.after(step).reserved);
+  return out;
+}
+
+uint64_t reserved_at(const Replay& r, const std::vector<std::pair<int64_t, uint64_t>>& steps, int64_t t) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), t, [](int64_t x, const auto& p) { return x < p.first; });
+  return it == steps.begin() ? r.initial().reserved : std::prev(it)->second;
+}
+
+std::vector<DeviceMemoryPoint> account(const Snapshot& s, const Replay& r, const DeviceMemory& d) {
+  std::vector<DeviceMemorySample> samples;
+  for (const DeviceMemorySample& m : s.memory_samples)
+    if (m.device == d.device) samples.push_back(m);
+  std::stable_sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
+  // Changes of the other allocations on the device, swept along the samples (unsigned: sums wrap, never overflow).
+  std::vector<std::pair<int64_t, uint64_t>> changes;
+  for (const DeviceAllocation& a : d.other) {
+    if (!on_device(a.kind)) continue;
+    changes.emplace_back(a.start_ns, a.bytes);
+    if (a.end_ns != kStillLive) changes.emplace_back(a.end_ns, 0 - a.bytes);
+  }
+  std::sort(changes.begin(), changes.end());
+  auto reserved = reserved_steps(r);
+  std::vector<DeviceMemoryPoint> out;
+  uint64_t other = 0;
+  size_t next = 0;
+  for (const DeviceMemorySample& m : samples) {
+    for (; next < changes.size() && changes[next].first <= m.time_ns; ++next) other += changes[next].second;
+    DeviceMemoryPoint p{m.time_ns, m.used, m.total, reserved_at(r, reserved, m.time_ns), other, 0};
+    p.context = static_cast<int64_t>(p.used - p.reserved - other);
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool on_device(MemoryKind k) {
+  return k == MemoryKind::device || k == MemoryKind::array || k == MemoryKind::device_static ||
+         k == MemoryKind::unknown;
+}
+
+uint64_t DeviceMemory::other_at(int64_t t) const {
+  uint64_t bytes = 0;
+  for (const DeviceAllocation& a : other)
+    if (on_device(a.kind) && a.live_at(t)) bytes += a.bytes;
+  return bytes;
+}
+
+const DeviceMemoryPoint* DeviceMemory::point_at(int64_t t) const {
+  if (points.empty()) return nullptr;
+  auto it = std::upper_bound(points.begin(), points.end(), t,
+                             [](int64_t x, const DeviceMemoryPoint& p) { return x < p.time_ns; });
+  return it == points.begin() ? &points.front() : &*std::prev(it);
+}
+
+DeviceMemory device_memory(const Snapshot& s, const Replay& r) {
+  DeviceMemory d;
+  d.device = r.device();
+  auto nvml = s.metadata.find("recorder.nvml");
+  d.nvml = nvml != s.metadata.end() ? nvml->second : "not recorded";
+  auto grows = segment_grows(r);
+  for (DeviceAllocation& a : pair_records(s, d.device, d.unmatched_releases)) {
+    if (is_allocators(a, grows)) ++d.allocator_allocations;
+    else d.other.push_back(a);
+  }
+  d.points = account(s, r, d);
+  return d;
+}
+
+std::string library_name(const std::string& path) {
+  if (path.empty()) return "unknown library";
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace memrec

@@ -1,0 +1,240 @@
+#include "memrec/ranks.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "memrec/devices.h"
+#include "memrec/load.h"
+#include "memrec/stats.h"
+#include "memrec/summary.h"
+
+namespace memrec {
+namespace {
+
+using nlohmann::json;
+
+std::optional<int64_t> first_step_start(const Snapshot& s, uint8_t device) {
+  std::optional<int64_t> first;
+  for (const Scope& sc : s.scopes)
+    if (sc.kind == ScopeKind::step && sc.device == device && (!first || sc.start_ns < *first)) first = sc.start_ns;
+  return first;
+}
+
+std::string scope_name(const Snapshot& s, uint32_t id) { return id ? s.strings[s.scopes[id].name] : ""; }
+
+// The highest totals in force during each bucket: the state carried in from before it and every state inside.
+void fill_buckets(const Replay& r, size_t buckets, RankRecording& out) {
+  out.bucket_ns = std::max<int64_t>(1, (out.end_ns - out.begin_ns) / static_cast<int64_t>(buckets) + 1);
+  out.allocated_max.assign(buckets, 0);
+  out.reserved_max.assign(buckets, 0);
+  Totals carried = r.initial();
+  size_t current = 0;
+  auto include = [&](size_t b, const Totals& t) {
+    out.allocated_max[b] = std::max(out.allocated_max[b], t.allocated);
+    out.reserved_max[b] = std::max(out.reserved_max[b], t.reserved);
+  };
+  include(0, carried);
+  r.for_each_after(0, r.steps(), [&](uint32_t step, const Totals& t) {
+    size_t b = static_cast<size_t>((r.time_of(step) - out.begin_ns) / out.bucket_ns);
+    for (; current < b; include(++current, carried)) {}
+    include(b, t);
+    carried = t;
+  });
+}
+
+// One file reduced to what the comparison keeps; the snapshot is freed when this returns.
+RankRecording summarize(const std::string& path, const RankOptions& o) {
+  Snapshot s = load_snapshot(path);
+  RankRecording out;
+  out.path = path;
+  out.warnings = s.warnings;
+  if (auto host = s.metadata.find("host"); host != s.metadata.end()) out.host = host->second;
+  if (auto rank = recording_rank(s, path)) out.rank = rank->first, out.rank_from = rank->second;
+  out.device = choose_device(s, o.device);
+  Replay r(s, out.device);
+  out.events = r.steps();
+  out.begin_ns = r.time_of(kNoEvent);
+  out.end_ns = r.steps() ? r.time_of(r.steps() - 1) : out.begin_ns;
+  out.first_step_ns = first_step_start(s, out.device);
+  out.peak_allocated = r.peak_allocated();
+  out.peak_reserved = r.peak_reserved();
+  out.peak_step = scope_name(s, scope_at(s, ScopeKind::step, out.device, out.peak_allocated.time_ns));
+  out.peak_phase = scope_name(s, PhaseIndex(s, out.device).at(out.peak_allocated.time_ns));
+  out.ooms = explain_ooms(s, r).size();
+  std::vector<uint32_t> live = r.live_after(out.peak_allocated.step);
+  for (size_t g = 0; g < kRankGroupings.size(); ++g) out.at_peak[g] = group_allocations(s, r, live, kRankGroupings[g]);
+  if (o.buckets) fill_buckets(r, o.buckets, out);
+  return out;
+}
+
+std::vector<RankRecording> summarize_all(const std::vector<std::string>& paths, const RankOptions& o) {
+  std::vector<RankRecording> out(paths.size());
+  std::vector<std::exception_ptr> errors(paths.size());
+  std::atomic<size_t> next = 0;
+  auto work = [&] {
+    for (size_t i; (i = next++) < paths.size();) {
+      try {
+        out[i] = summarize(paths[i], o);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::jthread> pool;
+  for (unsigned t = 1; t < std::min<size_t>(threads, paths.size()); ++t) pool.emplace_back(work);
+  work();
+  pool.clear();  // joins
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+// Ranks from neither metadata nor name take their position among the files; two files of one rank are an error.
+void number_ranks(std::vector<RankRecording>& ranks) {
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i].rank < 0) ranks[i].rank = static_cast<int>(i), ranks[i].rank_from = "order";
+  std::sort(ranks.begin(), ranks.end(), [](const RankRecording& a, const RankRecording& b) { return a.rank < b.rank; });
+  for (size_t i = 1; i < ranks.size(); ++i)
+    if (ranks[i].rank == ranks[i - 1].rank)
+      throw Error(fmt::format("{} and {} are both rank {} (by {} and by {}): give each rank's file once",
+                              ranks[i - 1].path, ranks[i].path, ranks[i].rank, ranks[i - 1].rank_from, ranks[i].rank_from));
+}
+
+// One host (or none recorded): the ranks share CLOCK_REALTIME. Several: each rank's first step starts when the
+// lowest rank's does, since only the training loop is known to run in lockstep across hosts.
+void align_clocks(RankSet& set) {
+  std::set<std::string> hosts;
+  for (const RankRecording& r : set.ranks)
+    if (!r.host.empty()) hosts.insert(r.host);
+  if (hosts.size() <= 1) {
+    set.clock_note = hosts.empty() ? "no host recorded: the ranks' clocks are taken as one (CLOCK_REALTIME)"
+                                   : "the ranks ran on one host (" + *hosts.begin() + ") and share its clock";
+  } else {
+    set.aligned_on_steps = true;
+    auto ref = std::find_if(set.ranks.begin(), set.ranks.end(), [](const RankRecording& r) { return r.first_step_ns.has_value(); });
+    std::vector<int> unaligned;
+    for (RankRecording& r : set.ranks) {
+      if (ref != set.ranks.end() && r.first_step_ns) r.offset_ns = *ref->first_step_ns - *r.first_step_ns;
+      else unaligned.push_back(r.rank);
+    }
+    set.clock_note = fmt::format("the ranks ran on {} hosts, whose clocks differ: aligned so that each rank's first "
+                                 "training step starts with rank {}'s", hosts.size(), ref == set.ranks.end() ? -1 : ref->rank);
+    if (!unaligned.empty())
+      set.clock_note += fmt::format("; rank{} {} recorded no step and keep their own clock", unaligned.size() > 1 ? "s" : "",
+                                    fmt::join(unaligned, ", "));
+  }
+  int64_t begin = INT64_MAX, end = INT64_MIN;
+  for (const RankRecording& r : set.ranks) {
+    begin = std::min(begin, r.begin_ns + r.offset_ns);
+    end = std::max(end, r.end_ns + r.offset_ns);
+  }
+  set.origin_ns = set.ranks.empty() ? 0 : begin;
+  set.duration_ns = set.ranks.empty() ? 0 : end - begin;
+}
+
+void find_divergence(RankSet& set) {
+  if (set.ranks.size() < 2) return;
+  std::vector<size_t> order(set.ranks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto peak = [&](size_t i) { return set.ranks[i].peak_allocated.bytes; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return peak(a) < peak(b); });
+  size_t median = order[(order.size() - 1) / 2];
+  auto distance = [&](size_t i) { return peak(i) > peak(median) ? peak(i) - peak(median) : peak(median) - peak(i); };
+  size_t furthest = order.back();  // the highest peak wins ties
+  for (size_t i : order)
+    if (i != median && distance(i) > distance(furthest)) furthest = i;
+  set.median = median;
+  set.furthest = furthest;
+}
+
+json rank_row(const RankSet& set, size_t i) {
+  const RankRecording& r = set.ranks[i];
+  return {{"rank", r.rank}, {"file", r.path}, {"rank_from", r.rank_from}, {"host", r.host}, {"device", r.device},
+          {"events", r.events}, {"peak_allocated", r.peak_allocated.bytes},
+          {"peak_allocated_ns", set.on_axis(i, r.peak_allocated.time_ns)}, {"peak_reserved", r.peak_reserved.bytes},
+          {"peak_reserved_ns", set.on_axis(i, r.peak_reserved.time_ns)}, {"training_step", r.peak_step},
+          {"phase", r.peak_phase}, {"ooms", r.ooms}, {"warnings", r.warnings}};
+}
+
+json divergence_json(const RankSet& set, size_t top) {
+  if (!set.furthest) return nullptr;
+  const RankRecording &m = set.ranks[*set.median], &f = set.ranks[*set.furthest];
+  json by = json::object();
+  for (size_t g = 0; g < kRankGroupings.size(); ++g)
+    by[std::string(to_string(kRankGroupings[g]))] = group_changes_json(m.at_peak[g], f.at_peak[g], top);
+  return {{"rank", f.rank}, {"median_rank", m.rank},
+          {"delta_peak_allocated", int64_t(f.peak_allocated.bytes) - int64_t(m.peak_allocated.bytes)},
+          {"delta_peak_reserved", int64_t(f.peak_reserved.bytes) - int64_t(m.peak_reserved.bytes)}, {"by", by}};
+}
+
+}  // namespace
+
+std::optional<std::pair<uint64_t, uint64_t>> RankRecording::highest_in(int64_t t0, int64_t t1) const {
+  if (allocated_max.empty() || t1 <= begin_ns || t0 > end_ns) return std::nullopt;
+  auto bucket = [&](int64_t t) {
+    return static_cast<size_t>(std::clamp<int64_t>((t - begin_ns) / bucket_ns, 0, int64_t(allocated_max.size()) - 1));
+  };
+  std::pair<uint64_t, uint64_t> out{0, 0};
+  for (size_t b = bucket(t0), last = bucket(t1 - 1); b <= last; ++b) {
+    out.first = std::max(out.first, allocated_max[b]);
+    out.second = std::max(out.second, reserved_max[b]);
+  }
+  return out;
+}
+
+std::optional<std::pair<int, std::string>> recording_rank(const Snapshot& s, const std::string& path) {
+  auto it = s.metadata.find("rank");
+  if (it != s.metadata.end()) {
+    const std::string& rank = it->second;
+    if (!rank.empty() && rank.size() < 10 && std::all_of(rank.begin(), rank.end(), [](unsigned char c) { return std::isdigit(c); }))
+      return std::pair{std::stoi(rank), std::string("metadata")};
+  }
+  if (auto named = rank_from_file_name(path)) return std::pair{*named, std::string("file name")};
+  return std::nullopt;
+}
+
+std::optional<int> rank_from_file_name(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (size_t at = name.rfind("rank"); at != std::string::npos; at = at ? name.rfind("rank", at - 1) : std::string::npos) {
+    size_t digits = at + 4;
+    if (digits < name.size() && (name[digits] == '_' || name[digits] == '-')) ++digits;
+    size_t end = digits;
+    while (end < name.size() && end - digits < 9 && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    bool whole = end > digits && (end == name.size() || !std::isdigit(static_cast<unsigned char>(name[end])));
+    if (whole) return std::stoi(name.substr(digits, end - digits));
+  }
+  return std::nullopt;
+}
+
+RankSet load_ranks(const std::vector<std::string>& paths, const RankOptions& options) {
+  RankSet set;
+  set.ranks = summarize_all(paths, options);
+  number_ranks(set.ranks);
+  align_clocks(set);
+  find_divergence(set);
+  return set;
+}
+
+nlohmann::json ranks_json(const RankSet& set, size_t top) {
+  json rows = json::array();
+  for (size_t i = 0; i < set.ranks.size(); ++i) rows.push_back(rank_row(set, i));
+  auto rank_of = [&](const std::optional<size_t>& i) { return i ? json(set.ranks[*i].rank) : json(nullptr); };
+  return {{"ranks", rows},
+          {"clock", {{"aligned_on", set.aligned_on_steps ? "first step" : "shared clock"}, {"note", set.clock_note}}},
+          {"duration_ns", set.duration_ns},
+          {"median_rank", rank_of(set.median)},
+          {"furthest_rank", rank_of(set.furthest)},
+          {"divergence", divergence_json(set, top)}};
+}
+
+}  // namespace memrec

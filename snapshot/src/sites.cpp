@@ -1,0 +1,246 @@
+#include "memrec/sites.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "memrec/summary.h"
+
+namespace memrec {
+namespace {
+
+// Frames that say how a stack was taken, how the dispatcher routes an op, how a tensor factory or the
+// allocator works inside, or how the interpreter runs: none of them says who allocated (top_frames, the op).
+constexpr std::array<std::string_view, 29> kNoiseFunctions = {
+    "unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "memrec::", "_start",
+    "__libc_start_main", "__libc_init_first", "PyEval_", "PyObject_", "PyFunction_", "PyCMethod_", "_PyEval",
+    "Py_RunMain", "Py_BytesMain", "PyRun_", "_PyRun_", "CUDACachingAllocator", "c10::alloc_cpu", "c10::impl::",
+    "at::_ops::", "at::detail::empty", "(anonymous namespace)::wrapper_", "c10::Dispatcher", "c10::TensorImpl",
+    "at::native::empty", "at::empty", "torch::autograd::VariableType::", "torch::autograd::THPVariable_",
+    "c10::alloc"};
+constexpr std::array<std::string_view, 11> kNoiseFiles = {
+    "core/boxing", "Register", "/Redispatch", "pythonrun.c", "Modules/main.c", "Objects/call.c",
+    "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h", "core/dispatch"};
+
+// The built-in internal list (docs/attribution.md). C and C++ function names by prefix: PyTorch's namespaces
+// (allocator, dispatcher, aten ops, autograd), the C++ and C runtimes, the CPython interpreter, memrec's recorder.
+constexpr std::array<std::string_view, 15> kInternalPrefixes = {
+    "c10::", "at::", "torch::", "caffe2::", "std::", "__gnu_cxx::", "__cxxabiv1::", "pybind11::", "memrec::detail::",
+    "THP", "__libc_", "pthread_", "__pthread", "_dl_", "operator new"};
+// Whole names of the C runtime's thread and program entry points.
+constexpr std::array<std::string_view, 5> kInternalNames = {"_start", "clone", "__clone", "__clone3", "start_thread"};
+// Files of C and C++ code by a fragment of their path: torch's headers and sources, its CUDA code as nvcc names
+// it ("tmpxft_..._attention_backward.compute_120.cudafe1.cpp"), the C++ library's headers, glibc's sources.
+constexpr std::array<std::string_view, 11> kInternalCFiles = {
+    "/include/ATen/", "/include/c10/", "/include/torch/", "/include/c++/", "aten/src/", "torch/csrc/", "c10/core/",
+    "c10/cuda/", ".cudafe1.", "/sysdeps/", "/csu/"};
+// Shared libraries: an unsymbolized frame names its library ("libtorch_cpu.so.1.13+0x1e09877").
+constexpr std::array<std::string_view, 10> kInternalLibraries = {
+    "libtorch", "libc10", "libpython", "libc.so", "libstdc++", "ld-linux", "libcuda", "libcublas", "libcudnn",
+    "libnccl"};
+// Python files: torch's own (pip's site-packages, a venv's, Debian's dist-packages, a source checkout), the code
+// torch.compile generates, memrec's Python package.
+constexpr std::array<std::string_view, 8> kInternalPythonFiles = {
+    "-packages/torch/", "/torch/nn/", "/torch/autograd/", "/torch/optim/", "/torch/_", "/torchinductor_",
+    "/memrec/__init__.py", "/memrec/_autostart.py"};
+
+bool contains_any(std::string_view text, std::span<const std::string_view> needles) {
+  return std::any_of(needles.begin(), needles.end(),
+                     [&](std::string_view n) { return text.find(n) != std::string_view::npos; });
+}
+
+bool starts_with_any(std::string_view text, std::span<const std::string_view> prefixes) {
+  return std::any_of(prefixes.begin(), prefixes.end(), [&](std::string_view p) { return text.starts_with(p); });
+}
+
+bool is_noise(const Snapshot& s, const Frame& f) {
+  return contains_any(s.strings[f.function], kNoiseFunctions) || contains_any(s.strings[f.file], kNoiseFiles);
+}
+
+bool is_python_file(std::string_view file) { return file.ends_with(".py") || file.starts_with("<frozen "); }
+
+// The standard library: under lib/python3.X but not in an installed package beneath it.
+bool is_stdlib(std::string_view file) {
+  return file.starts_with("<frozen ") ||
+         (file.find("/lib/python3") != std::string_view::npos && file.find("-packages/") == std::string_view::npos);
+}
+
+// CPython's C API and interpreter loop: PyObject_Call, _PyEval_EvalFrameDefault, Py_RunMain (no namespace).
+bool is_cpython(std::string_view name) {
+  return (name.starts_with("Py") || name.starts_with("_Py")) && name.find('_') != std::string_view::npos &&
+         name.find("::") == std::string_view::npos;
+}
+
+bool builtin_internal(std::string_view name, std::string_view file, std::string_view library) {
+  if (is_python_file(file)) return is_stdlib(file) || contains_any(file, kInternalPythonFiles);
+  return starts_with_any(name, kInternalPrefixes) || std::ranges::find(kInternalNames, name) != kInternalNames.end() ||
+         is_cpython(name) || contains_any(file, kInternalCFiles) || contains_any(library, kInternalLibraries) ||
+         contains_any(name, kInternalLibraries);
+}
+
+bool user_internal(std::string_view name, std::string_view file, std::string_view library) {
+  for (const std::string& p : internal_patterns())
+    if (name.starts_with(p) || file.find(p) != std::string_view::npos || library.find(p) != std::string_view::npos)
+      return true;
+  return false;
+}
+
+std::vector<std::string> split_patterns(const char* text) {
+  std::vector<std::string> out;
+  std::string_view rest = text ? text : "";
+  while (!rest.empty()) {
+    size_t colon = rest.find(':');
+    // "::" belongs to a namespace prefix ("mylib::detail::"), not a separator.
+    while (colon != std::string_view::npos && colon + 1 < rest.size() && rest[colon + 1] == ':')
+      colon = rest.find(':', colon + 2);
+    std::string_view part = rest.substr(0, colon);
+    if (!part.empty()) out.emplace_back(part);
+    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+  }
+  return out;
+}
+
+std::vector<std::string>& patterns() {
+  static std::vector<std::string> list = split_patterns(std::getenv("MEMREC_INTERNAL"));
+  return list;
+}
+
+std::string basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// "forward (train.py:29)", "forward (train.py)" without a line, the bare name without a file.
+std::string frame_site_label(const Snapshot& s, uint32_t id) {
+  const Frame& f = s.frames[id];
+  std::string name = f.function ? short_function(s.strings[f.function]) : fmt::format("0x{:x}", f.pc);
+  const std::string& file = s.strings[f.file];
+  if (file.empty() || file == "??") return name;
+  if (f.line == 0 || f.line == kUnknownLine) return fmt::format("{} ({})", name, basename(file));
+  return fmt::format("{} ({}:{})", name, basename(file), f.line);
+}
+
+// The outermost at::_ops frame among frames[0, end), as the op name aten::NAME; "" if none.
+std::string outermost_op(const Snapshot& s, std::span<const uint32_t> frames, size_t end) {
+  for (size_t i = std::min(end, frames.size()); i-- > 0;) {
+    std::string name = short_function(s.strings[s.frames[frames[i]].function]);
+    if (!name.starts_with("at::_ops::")) continue;
+    name.erase(0, std::string_view("at::_ops::").size());
+    for (std::string_view tail : {"::call", "::redispatch"})
+      if (name.ends_with(tail)) name.resize(name.size() - tail.size());
+    return "aten::" + name;
+  }
+  return {};
+}
+
+// Index of the site in `frames`, or frames.size() when no frame is user code.
+size_t user_index(const Snapshot& s, std::span<const uint32_t> frames) {
+  for (size_t i = 0; i < frames.size(); ++i)
+    if (is_user_frame(s, frames[i])) return i;
+  return frames.size();
+}
+
+// The first frame that is not noise (the op where nothing names it better), or kNoFrame.
+uint32_t first_meaningful(const Snapshot& s, std::span<const uint32_t> frames) {
+  auto it = std::find_if(frames.begin(), frames.end(), [&](uint32_t f) { return !is_noise(s, s.frames[f]); });
+  return it == frames.end() ? (frames.empty() ? kNoFrame : frames.front()) : *it;
+}
+
+// Where a framework-only stack's op ran, for a key that tells such stacks apart: the autograd node
+// ("AddmmBackward0") or torch's Python function ("_init_group (adam.py:182)") nearest outside the op; "" if none.
+std::string framework_context(const Snapshot& s, std::span<const uint32_t> frames, uint32_t op) {
+  auto it = std::find(frames.begin(), frames.end(), op);
+  constexpr std::string_view kNode = "torch::autograd::generated::", kApply = "::apply";
+  for (it = it == frames.end() ? it : it + 1; it != frames.end(); ++it) {
+    const Frame& f = s.frames[*it];
+    std::string name = short_function(s.strings[f.function]);
+    if (name.starts_with(kNode) && name.ends_with(kApply))
+      return name.substr(kNode.size(), name.size() - kNode.size() - kApply.size());
+    const std::string& file = s.strings[f.file];
+    if (is_python_file(file) && f.line && builtin_internal(name, file, s.strings[f.library]))
+      return frame_site_label(s, *it);
+  }
+  return {};
+}
+
+}  // namespace
+
+void add_internal_patterns(std::span<const std::string> added) {
+  for (const std::string& p : added)
+    if (!p.empty()) patterns().push_back(p);
+}
+
+const std::vector<std::string>& internal_patterns() { return patterns(); }
+
+bool is_user_frame(const Snapshot& s, uint32_t id) {
+  const Frame& f = s.frames[id];
+  if (!f.function) return false;  // an address without a name is no code a user can open
+  std::string name = short_function(s.strings[f.function]);
+  const std::string& file = s.strings[f.file];
+  const std::string& library = s.strings[f.library];
+  return !builtin_internal(name, file, library) && !user_internal(name, file, library);
+}
+
+uint32_t site_frame(const Snapshot& s, uint32_t stack) {
+  auto frames = s.stacks[stack];
+  if (frames.empty()) return kNoFrame;
+  size_t user = user_index(s, frames);
+  if (user < frames.size()) return frames[user];
+  for (size_t i = frames.size(); i-- > 0;)
+    if (short_function(s.strings[s.frames[frames[i]].function]).starts_with("at::_ops::")) return frames[i];
+  return first_meaningful(s, frames);
+}
+
+std::string site_label(const Snapshot& s, uint32_t stack) {
+  auto frames = s.stacks[stack];
+  if (frames.empty()) return "<no stack>";
+  size_t user = user_index(s, frames);
+  if (user < frames.size()) return frame_site_label(s, frames[user]);
+  std::string op = outermost_op(s, frames, frames.size());
+  return op.empty() ? frame_site_label(s, first_meaningful(s, frames)) : op;
+}
+
+std::string op_label(const Snapshot& s, uint32_t stack) {
+  auto frames = s.stacks[stack];
+  size_t user = user_index(s, frames);
+  if (user == 0 || user == frames.size()) return {};
+  std::string op = outermost_op(s, frames, user);
+  if (!op.empty()) return op;
+  uint32_t first = first_meaningful(s, frames.first(user));
+  return first == kNoFrame || first == frames[user] ? std::string() : short_function(s.strings[s.frames[first].function]);
+}
+
+std::string allocation_site(const Snapshot& s, uint32_t stack) {
+  std::string site = site_label(s, stack);
+  uint32_t frame = site_frame(s, stack);
+  if (frame != kNoFrame && !is_user_frame(s, frame)) {
+    std::string context = framework_context(s, s.stacks[stack], frame);
+    return context.empty() ? site : site + " in " + context;
+  }
+  std::string op = op_label(s, stack);
+  return op.empty() ? site : site + " via " + op;
+}
+
+std::vector<uint32_t> top_frames(const Snapshot& s, uint32_t stack, size_t n) {
+  std::vector<uint32_t> out;
+  for (uint32_t f : s.stacks[stack]) {
+    if (out.size() == n) break;
+    if (!is_noise(s, s.frames[f])) out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<MarkedFrame> marked_frames(const Snapshot& s, uint32_t stack) {
+  uint32_t site = site_frame(s, stack);
+  std::vector<MarkedFrame> out;
+  for (uint32_t f : s.stacks[stack]) {
+    out.push_back({f, is_user_frame(s, f), f == site});
+    if (f == site) site = kNoFrame;  // a recursive stack repeats the frame: mark the first
+  }
+  return out;
+}
+
+}  // namespace memrec

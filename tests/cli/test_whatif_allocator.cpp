@@ -1,0 +1,108 @@
+// memrec whatif allocator on the fragmenting workload recorded on an H100 (PyTorch 2.11) under default settings
+// (tests/data/alloc_default.memrec: examples/train.py --layers 8 --d-model 768 --seq 512 --seq-min 96, 10 steps),
+// against the reserved peaks memory_stats() measured in plain runs of the same workload under each setting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "common/process.h"
+
+namespace memrec {
+namespace {
+
+using testing::memrec;
+using testing::quote;
+using testing::run_command;
+using testing::TempDir;
+
+const std::string kDefault = quote(std::string(MEMREC_TEST_DATA) + "/alloc_default.memrec");
+
+nlohmann::json whatif(const std::string& args) {
+  auto r = memrec("whatif allocator " + args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return nlohmann::json::parse(r.output);
+}
+
+TEST(CliWhatifAllocator, DefaultsToTheRecordedSettings) {
+  auto j = whatif(kDefault);
+  EXPECT_EQ(j["settings_source"], "recorded");
+  EXPECT_EQ(j["settings"], "");
+  EXPECT_EQ(j["predicted_reserved_peak"], j["recorded_reserved_peak"]);
+  EXPECT_EQ(j["predicted_reserved_peak"], 10252976128u);  // the plain run's memory_stats() reserved peak
+  EXPECT_EQ(j["segments"], 107);
+  EXPECT_TRUE(j["notes"].empty());
+  EXPECT_EQ(j["device_memory"]["total"], 85017493504u);  // the H100's, from the recording
+}
+
+// Measured on the H100: reserved_bytes.all.peak of a plain run (no recorder) under each setting.
+TEST(CliWhatifAllocator, PredictsEachSettingWithinFivePercentOfTheMeasuredRun) {
+  const std::pair<const char*, uint64_t> measured[] = {
+      {"expandable_segments:True", 6696206336},
+      {"max_split_size_mb:64", 21648900096},
+      {"max_split_size_mb:256", 10252976128},
+      {"garbage_collection_threshold:0.6,max_split_size_mb:128", 14134804480},
+      {"roundup_power2_divisions:4", 7526678528},
+  };
+  for (const auto& [conf, want] : measured) {
+    auto j = whatif(kDefault + " --alloc-conf " + quote(conf));
+    double got = j["predicted_reserved_peak"].get<double>();
+    EXPECT_LT(std::abs(got - static_cast<double>(want)) / static_cast<double>(want), 0.05) << conf << ": " << got;
+    EXPECT_EQ(j["settings_source"], "--alloc-conf");
+  }
+}
+
+TEST(CliWhatifAllocator, SweepListsSettingsBestFirst) {
+  auto j = whatif(kDefault + " --sweep");
+  auto rows = j["sweep"];
+  ASSERT_GE(rows.size(), 8u);
+  EXPECT_EQ(rows[0]["settings"], "expandable_segments:True");
+  int own = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i) EXPECT_LE(rows[i - 1]["predicted_reserved_peak"], rows[i]["predicted_reserved_peak"]);
+    EXPECT_EQ(rows[i]["saving"].get<int64_t>(), j["sweep_baseline"].get<int64_t>() - rows[i]["predicted_reserved_peak"].get<int64_t>());
+    own += rows[i]["own"].get<bool>();
+  }
+  EXPECT_EQ(own, 1);
+  auto text = memrec("whatif allocator " + kDefault + " --sweep");
+  EXPECT_NE(text.output.find("(defaults)  (the run's)"), std::string::npos) << text.output;
+}
+
+TEST(CliWhatifAllocator, AnOomRunIsReplayedAgainstTheDevicesMemory) {
+  auto j = whatif(quote(std::string(MEMREC_TEST_DATA) + "/alloc_oom.memrec"));
+  EXPECT_EQ(j["recorded_ooms"], 1);
+  EXPECT_EQ(j["predicted_ooms"], 1);
+  EXPECT_LT(j["device_memory"]["limit"], j["device_memory"]["total"]);
+  // A device twice as large holds what the run asked for.
+  auto big = whatif(quote(std::string(MEMREC_TEST_DATA) + "/alloc_oom.memrec") + " --device-memory 160GiB");
+  EXPECT_EQ(big["predicted_ooms"], 0);
+}
+
+TEST(CliWhatifAllocator, SaysWhichSettingsItAssumed) {
+  TempDir tmp;
+  std::string pickle = tmp / "bare.pickle";
+  auto made = run_command("/usr/bin/python3 -c " + quote(R"(import pickle, sys
+t = [{"action": "segment_alloc", "addr": 1 << 30, "size": 20 << 20, "stream": 0, "time_us": 1, "frames": []},
+     {"action": "alloc", "addr": 1 << 30, "size": 5 << 20, "stream": 0, "time_us": 2, "frames": []}]
+pickle.dump({"segments": [], "device_traces": [t]}, open(sys.argv[1], "wb"), protocol=4))") + " " + quote(pickle));
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  auto j = whatif(quote(pickle));
+  EXPECT_EQ(j["settings_source"], "assumed");
+  ASSERT_EQ(j["notes"].size(), 2u) << j.dump();
+  EXPECT_NE(j["notes"][0].get<std::string>().find("assuming PyTorch's defaults"), std::string::npos);
+  EXPECT_NE(j["notes"][1].get<std::string>().find("device's memory is unknown"), std::string::npos);
+  EXPECT_EQ(j["predicted_reserved_peak"], 20u << 20);
+}
+
+TEST(CliWhatifAllocator, BadSettingsAreOneSentence) {
+  auto r = memrec("whatif allocator " + kDefault + " --alloc-conf max_split_size_mb:10");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output, "memrec: error: allocator settings 'max_split_size_mb:10': max_split_size_mb must be at least 20\n");
+  r = memrec("whatif allocator " + kDefault + " --device-memory lots");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output, "memrec: error: --device-memory: expected a size like 80GiB or 85899345920, got 'lots'\n");
+}
+
+}  // namespace
+}  // namespace memrec
