@@ -21,7 +21,8 @@ void add_view_command(CLI::App& app) {
   cmd->add_option("--view", opts->view, "The view the screenshot shows: timeline (default), flame or segments");
   cmd->add_option("--range", opts->range, "Flame graph of the bytes allocated in T1..T2, e.g. 10ms..25ms");
   cmd->add_option("--group-by", opts->group_by,
-                  "stack (default), stack-bottom-up, op, module, phase, site, category, layer or pool");
+                  "stack, stack-bottom-up, op, module, phase, site, category, layer or pool (default: "
+                  "site in the attribution panel, stack in the flame graph)");
   cmd->add_option("--size", *size, "Window or screenshot size, WxH (default 1600x900)");
   add_device_option(cmd, opts->device);
   cmd->callback([opts, size, files] {

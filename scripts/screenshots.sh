@@ -12,5 +12,5 @@ if [[ ! -x "$tests" ]]; then
   exit 1
 fi
 mkdir -p "$out"
-MEMREC_SCREENSHOT_DIR="$out" "$tests" --gtest_filter='Torch/Screenshot.*:ScreenshotAt.*'
+MEMREC_SCREENSHOT_DIR="$out" "$tests" --gtest_filter='Torch/Screenshot.*:ScreenshotAt.*:Torch/FlameShot.*:FlameShotRange.*:SegmentsShot.*'
 ls -l "$out"/viewer_*.png

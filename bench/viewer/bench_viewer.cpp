@@ -114,6 +114,7 @@ struct Frames {
 };
 
 struct ViewTimes {
+  double categories_ms = 0;  // categorize() once: the attribution panel's category key needs it
   double flame_build_ms = 0;
   Frames flame_hover, flame_zoom, scrub;
 };
@@ -158,13 +159,18 @@ void flame_frames(viewer::App& app, ViewTimes& out) {
   app.input = nullptr;
 }
 
-// Scrubbing: each frame shows the segments at another instant, spread over the whole run.
+// Scrubbing: each frame shows the segments at another instant, spread over the whole run. Moving the instant (the
+// slider does it inside the frame) counts in both columns.
 void scrub_frames(viewer::App& app, ViewTimes& out) {
   show(app, viewer::Focus::segments);
   uint32_t steps = app.doc().replay->steps();
   for (uint32_t i = 0; i < 100; ++i) {
+    auto t = Clock::now();
     app.state().set_instant(app.doc(), static_cast<uint32_t>(static_cast<uint64_t>(steps - 1) * (i * 37 % 100) / 99));
+    double moved = seconds_since(t) * 1e3;
     out.scrub.add(app);
+    out.scrub.full.back() += moved;
+    out.scrub.build.back() += moved;
   }
 }
 
@@ -201,12 +207,15 @@ std::string run_size(size_t events, const std::string& dir) {
   for (int i = 0; i < 100; ++i) empty.push_back(full_frame_ms(app, true, nullptr));
 
   ViewTimes views;
+  auto t_categories = Clock::now();
+  categorize(d.snapshot, *d.replay);
+  views.categories_ms = seconds_since(t_categories) * 1e3;
   flame_frames(app, views);
   scrub_frames(app, views);
   std::string views_line = fmt::format(
-      "{} events: flame graph of the peak built in {:.1f} ms; median / p99 ms: hovering it {}; click-zooming {}; "
-      "scrubbing the segment history {}\n",
-      n, views.flame_build_ms, views.flame_hover.describe(), views.flame_zoom.describe(), views.scrub.describe());
+      "{} events: categories (once, when the panel groups by category) {:.0f} ms; flame graph of the peak built in {:.1f} ms; "
+      "median / p99 ms: hovering it {}; click-zooming {}; scrubbing the segment history {}\n",
+      n, views.categories_ms, views.flame_build_ms, views.flame_hover.describe(), views.flame_zoom.describe(), views.scrub.describe());
   fmt::print("| {:>11} | {:>9} | {:>8} | {:>6.2f} s | {:>6.2f} s | {:>7.1f} | {:>6.0f} MB | {:>6.2f} | {:>6.2f} | {:>6.1f} | {:>6.1f} | {:>6.1f} | {:>6.1f} | {:>5.2f}x |\n",
              n, d.snapshot.kernels.size(), d.snapshot.scopes.size() - 1, alone.seconds, first_frame_s,
              static_cast<double>(alone.data_rss) / n, static_cast<double>(total_rss) / 1e6, percentile(build, 0.5), percentile(build, 0.99), percentile(full, 0.5),

@@ -206,7 +206,11 @@ std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Catego
 }
 
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) {
-  std::vector<Category> categories = categorize(s, r);
+  return group_allocations(s, r, ids, by, categorize(s, r));
+}
+
+std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
+                                     std::span<const Category> categories) {
   std::unordered_map<std::string, uint32_t> group_of_key;
   std::vector<Group> out;
   auto group_of = [&](std::string key) {
@@ -233,7 +237,7 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
   for (size_t i = 0; i < ids.size(); ++i) {
     uint32_t id = ids[i];
     const Allocation& a = r.allocations()[id];
-    Category c = categories[id];
+    Category c = categories.empty() ? Category::unknown : categories[id];
     uint32_t group = 0;
     if (by == GroupBy::pool) {
       group = group_of(std::move(pools[i]));
@@ -251,7 +255,7 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
     Group& g = out[group];
     g.bytes += a.size;
     ++g.count;
-    g.by_category[static_cast<size_t>(c)] += a.size;
+    if (!categories.empty()) g.by_category[static_cast<size_t>(c)] += a.size;
   }
   std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : natural_less(a.key, b.key);

@@ -146,44 +146,73 @@ std::map<uint64_t, Reserved> initial_segments(const Snapshot& s, const Replay& r
   return segs;
 }
 
-}  // namespace
-
-std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step) {
-  return segments_at(s, r, step, r.live_after(step));
+// Applies one segment event to the map of segments by address.
+void apply_segment_step(std::map<uint64_t, SegmentAt>& segs, const Event& e) {
+  if (is_segment_grow(e.action))
+    segs[e.addr] = SegmentAt{.addr = e.addr, .size = e.size, .stream = e.stream,
+                             .expandable = e.action == Action::segment_map, .blocks = {}};
+  else segs.erase(e.addr);
 }
 
-std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step, std::vector<uint32_t> live) {
-  std::map<uint64_t, Reserved> segs = initial_segments(s, r);
-  for (uint32_t k : r.segment_steps()) {
-    if (step == kNoEvent || k > step) break;
-    Event e = r.event(k);
-    if (is_segment_grow(e.action)) segs[e.addr] = Reserved{e.size, e.stream, nullptr, e.action == Action::segment_map};
-    else segs.erase(e.addr);
-  }
+std::vector<SegmentAt> values(const std::map<uint64_t, SegmentAt>& segs) {
   std::vector<SegmentAt> out;
-  std::map<uint64_t, size_t> index;
-  for (auto& [addr, seg] : segs) {
-    index[addr] = out.size();
-    bool expandable = seg.expandable || (seg.recorded && seg.recorded->is_expandable);
-    out.push_back(SegmentAt{.addr = addr, .size = seg.size, .stream = seg.stream, .expandable = expandable,
-                            .recorded = seg.recorded, .blocks = {}});
-  }
-  const auto& allocs = r.allocations();
-  std::sort(live.begin(), live.end(), [&](uint32_t a, uint32_t b) { return allocs[a].addr < allocs[b].addr; });
-  SegmentAt outside;
-  for (uint32_t id : live) {
-    const Allocation& a = allocs[id];
-    auto it = index.upper_bound(a.addr);
-    SegmentAt* home = &outside;
-    if (it != index.begin()) {
-      SegmentAt& seg = out[std::prev(it)->second];
-      if (a.addr < seg.addr + seg.size) home = &seg;
+  out.reserve(segs.size());
+  for (const auto& [addr, seg] : segs) out.push_back(seg);
+  return out;
+}
+
+}  // namespace
+
+SegmentHistory::SegmentHistory(const Snapshot& s, const Replay& r) : r_(r) {
+  std::map<uint64_t, SegmentAt> segs;
+  for (const auto& [addr, seg] : initial_segments(s, r))
+    segs[addr] = SegmentAt{.addr = addr, .size = seg.size, .stream = seg.stream,
+                           .expandable = seg.expandable || (seg.recorded && seg.recorded->is_expandable),
+                           .recorded = seg.recorded, .blocks = {}};
+  const auto& changes = r.segment_steps();
+  for (size_t i = 0; i <= changes.size(); ++i) {
+    if (checkpoint_at_.empty() || i - checkpoint_at_.back() >= std::max<size_t>(256, segs.size())) {
+      checkpoint_at_.push_back(i);
+      checkpoints_.push_back(values(segs));
     }
-    home->blocks.push_back(id);
-    home->allocated += a.size;
+    if (i < changes.size()) apply_segment_step(segs, r.event(changes[i]));
+  }
+}
+
+std::vector<SegmentAt> SegmentHistory::at(uint32_t step, std::span<const uint32_t> live) const {
+  const auto& changes = r_.segment_steps();
+  size_t applied = step == kNoEvent ? 0 : static_cast<size_t>(std::upper_bound(changes.begin(), changes.end(), step) - changes.begin());
+  size_t c = static_cast<size_t>(std::upper_bound(checkpoint_at_.begin(), checkpoint_at_.end(), applied) - checkpoint_at_.begin()) - 1;
+  std::map<uint64_t, SegmentAt> segs;
+  for (const SegmentAt& seg : checkpoints_[c]) segs.emplace_hint(segs.end(), seg.addr, seg);
+  for (size_t i = checkpoint_at_[c]; i < applied; ++i) apply_segment_step(segs, r_.event(changes[i]));
+  std::vector<SegmentAt> out = values(segs);
+  // Each live block's address and size read once, then filed by address.
+  struct Placed {
+    uint64_t addr, size;
+    uint32_t id;
+  };
+  std::vector<Placed> blocks;
+  blocks.reserve(live.size());
+  for (uint32_t id : live) {
+    Allocation a = r_.allocation(id);
+    blocks.push_back(Placed{a.addr, a.size, id});
+  }
+  std::sort(blocks.begin(), blocks.end(), [](const Placed& a, const Placed& b) { return a.addr < b.addr; });
+  SegmentAt outside;
+  auto seg = out.begin();
+  for (const Placed& b : blocks) {
+    while (seg != out.end() && seg->addr + seg->size <= b.addr) ++seg;
+    SegmentAt* home = seg != out.end() && seg->addr <= b.addr ? &*seg : &outside;
+    home->blocks.push_back(b.id);
+    home->allocated += b.size;
   }
   if (!outside.blocks.empty()) out.push_back(std::move(outside));
   return out;
+}
+
+std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step) {
+  return SegmentHistory(s, r).at(step, r.live_after(step));
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include "memrec/attribution.h"
 #include "memrec/load.h"
 #include "memrec/replay.h"
+#include "memrec/summary.h"
 #include "memrec/viewer.h"
 #include "viewer/shot.h"
 
@@ -175,6 +176,37 @@ TEST(SegmentsShot, BarsShowTheReplayedBlocksAtTheirAddresses) {
   keep_for_readme(dir, "viewer_segments.png");
 }
 
+// The attribution panel by every key: its rows sum to the live bytes and blocks a plain replay finds at the peak;
+// the site rows hold each site's replayed bytes.
+TEST(AttributionShot, EveryKeySumsToTheLiveMemory) {
+  Snapshot s = load_snapshot(fixture("torch_2layer_all.pickle"));
+  Replay r(s, 0);
+  auto live = brute_live(r, r.peak_allocated().step);
+  uint64_t live_bytes = 0;
+  std::map<std::string, uint64_t> by_site;
+  for (uint32_t id : live) {
+    Allocation a = r.allocations()[id];
+    live_bytes += a.size;
+    by_site[allocation_site(s, a.stack)] += a.size;
+  }
+  for (const char* key : {"", "site", "category", "layer", "pool", "stack", "stack-bottom-up", "op", "module", "phase"}) {
+    testing::TempDir dir;
+    std::string flag = *key ? std::string("--group-by ") + key : "";
+    Shot shot = testing::screenshot(fixture("torch_2layer_all.pickle"), "--size 1024x600 " + flag, dir);
+    ASSERT_TRUE(shot.layout.contains("attribution")) << shot.output;
+    const auto& A = shot.layout["attribution"];
+    EXPECT_EQ(A["grouping"].get<std::string>().substr(0, 4), std::string(*key ? key : "site").substr(0, 4));
+    uint64_t bytes = 0, blocks = 0;
+    for (const auto& row : A["rows"]) {
+      bytes += row["bytes"].get<uint64_t>();
+      blocks += row["blocks"].get<uint64_t>();
+      if (A["grouping"] == "site") EXPECT_EQ(row["bytes"].get<uint64_t>(), by_site[row["key"].get<std::string>()]) << row["key"];
+    }
+    EXPECT_EQ(bytes, live_bytes) << key;
+    EXPECT_EQ(blocks, live.size()) << key;
+  }
+}
+
 // The status bar is inside the window for every view, and shows the recording's warnings.
 TEST(StatusBar, IsDrawnInsideTheWindow) {
   for (const char* view : {"timeline", "flame", "segments"}) {
@@ -209,6 +241,14 @@ TEST(StatusBar, ShowsTheWarningsOfACutFile) {
       orange += (c & 0xFF) > 0xE0 && ((c >> 8) & 0xFF) > 0x70 && ((c >> 8) & 0xFF) < 0xB0 && ((c >> 16) & 0xFF) < 0x60;
     }
   EXPECT_GT(orange, 30);
+}
+
+// Pictures (the README's, the report's) show the views: no search box above the timeline, which starts at the top.
+TEST(StatusBar, ScreenshotsLeaveOutTheSearchBox) {
+  testing::TempDir dir;
+  Shot shot = testing::screenshot(fixture("torch_2layer_python.pickle"), "--size 1024x600", dir);
+  ASSERT_FALSE(shot.layout.is_null()) << shot.output;
+  EXPECT_LE(shot.layout["plot"]["y"].get<double>(), 8);  // the window padding; the search row took 23 px more
 }
 
 TEST(ViewFlags, BadValuesSayWhy) {

@@ -270,11 +270,27 @@ nlohmann::json segments_layout(App& app) {
   return {{"bar_h", SegmentsView::bar_height()}, {"count", v.segments().size()}, {"bars", bars}};
 }
 
+// The attribution panel's rows: the flat groups, or the tree's top level.
+nlohmann::json attribution_layout(const Document& doc, ViewState& st) {
+  st.group(doc);
+  nlohmann::json rows = nlohmann::json::array();
+  if (st.flat) {
+    for (const Group& g : st.flat_groups) rows.push_back({{"key", g.key}, {"bytes", g.bytes}, {"blocks", g.count}});
+  } else {
+    const Attribution& at = *st.attribution;
+    for (uint32_t c : at.root().children)
+      rows.push_back({{"key", at.label(c)}, {"bytes", at.nodes()[c].bytes}, {"blocks", at.nodes()[c].blocks}});
+  }
+  return {{"grouping", st.flat ? std::string(st.flat == GroupBy::stack ? "site" : to_string(*st.flat))
+                               : std::string(to_string(st.grouping))},
+          {"rows", rows}};
+}
+
 // One JSON line on stdout: where the plot (and the flame graph or segment bars) are and what they show, for tests
 // and scripts.
 void print_layout(App& app, const std::string& png, int height) {
   const ColumnGrid& g = app.timeline().grid();
-  const ViewState& st = app.state();
+  ViewState& st = app.state();
   static constexpr const char* kFocus[] = {"timeline", "flame", "segments"};
   nlohmann::json out = {
       {"png", png},
@@ -290,6 +306,7 @@ void print_layout(App& app, const std::string& png, int height) {
       {"status_y", app.status_y()},
       {"height", height},
   };
+  if (st.focus == Focus::timeline) out["attribution"] = attribution_layout(app.doc(), app.state());
   if (st.focus == Focus::flame) out["flame"] = flame_layout(app);
   if (st.focus == Focus::segments) out["segments"] = segments_layout(app);
   if (app.doc().ranks) out["ranks"] = app.ranks().layout(*app.doc().ranks);
@@ -301,7 +318,7 @@ void print_layout(App& app, const std::string& png, int height) {
 struct Aim {
   Focus focus = Focus::timeline;
   Grouping grouping = Grouping::stack_top_down;
-  std::optional<GroupBy> flat;
+  std::optional<GroupBy> flat = GroupBy::stack;  // the panel opens on the sites; the flame graph on the stack tree
   std::optional<std::pair<int64_t, int64_t>> range;
 };
 
@@ -318,7 +335,7 @@ Aim parse_aim(const Options& o) {
       {"site", GroupBy::stack}, {"category", GroupBy::category}, {"layer", GroupBy::layer}, {"pool", GroupBy::pool}};
   bool known = o.group_by.empty();
   for (auto [name, g] : kTrees)
-    if (o.group_by == name) aim.grouping = g, known = true;
+    if (o.group_by == name) aim.grouping = g, aim.flat.reset(), known = true;
   for (auto [name, by] : kFlat)
     if (o.group_by == name) aim.flat = by, known = true;
   if (!known)
@@ -340,7 +357,7 @@ Aim parse_aim(const Options& o) {
     aim.range = {*t1, *t2};
     if (o.view.empty()) aim.focus = Focus::flame;  // only the flame graph shows a range
   }
-  if (aim.focus == Focus::flame && aim.flat)
+  if (aim.focus == Focus::flame && aim.flat && !o.group_by.empty())
     throw Error("--view flame draws a tree: --group-by stack, stack-bottom-up, op, module or phase");
   if (aim.range && aim.focus != Focus::flame) throw Error("--range is drawn by --view flame only");
   return aim;
@@ -361,7 +378,6 @@ int run(const Options& options) {
   st.grouping = aim.grouping;
   st.flat = aim.flat;
   st.range = aim.range;
-  st.regroup(app.doc());
   Instant found = instant_at(*app.doc().replay, at);
   if (!found.note.empty()) fmt::print(stderr, "memrec view: note: {}\n", found.note);
   uint32_t instant = found.step;

@@ -15,6 +15,16 @@ namespace {
 
 constexpr size_t kMaxChildren = 64;  // per node; the rest is summed in one row
 
+void highlight_group(const Document& doc, ViewState& state, uint32_t node) {
+  const Attribution& at = *state.attribution;
+  GroupMatcher matches(doc.snapshot, at.grouping(), at.path(node));
+  const auto& allocs = doc.replay->allocations();
+  std::vector<uint8_t> marks(allocs.size());
+  for (size_t i = 0; i < allocs.size(); ++i) marks[i] = matches(allocs[i]);
+  state.selected_node = node;
+  state.set_highlight(std::move(marks), at.label(node));
+}
+
 void draw_row_values(const GroupNode& n, uint64_t total) {
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(human_bytes(n.bytes).c_str());
@@ -68,11 +78,11 @@ void highlight_key(const Document& doc, ViewState& state, GroupBy by, const Grou
     auto pools = pool_keys(doc.snapshot, r, ids);
     for (size_t i = 0; i < marks.size(); ++i) marks[i] = pools[i] == group.key;
   } else {
-    std::vector<Category> categories = categorize(doc.snapshot, r);
+    bool by_category = by == GroupBy::category;
     std::unordered_map<uint32_t, uint8_t> memo;
     for (uint32_t i = 0; i < marks.size(); ++i) {
       Allocation a = r.allocations()[i];
-      Category c = categories[i];
+      Category c = by_category ? doc.categories()[i] : Category::unknown;  // the other keys do not read it
       uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
       auto [it, fresh] = memo.try_emplace(source, 0);
       if (fresh) {
@@ -156,22 +166,12 @@ void draw_legend() {
 
 }  // namespace
 
-void highlight_group(const Document& doc, ViewState& state, uint32_t node) {
-  const Attribution& at = *state.attribution;
-  GroupMatcher matches(doc.snapshot, at.grouping(), at.path(node));
-  const auto& allocs = doc.replay->allocations();
-  std::vector<uint8_t> marks(allocs.size());
-  for (size_t i = 0; i < allocs.size(); ++i) marks[i] = matches(allocs[i]);
-  state.selected_node = node;
-  state.set_highlight(std::move(marks), at.label(node));
-}
-
 void draw_attribution(const Document& doc, ViewState& state) {
-  if (!state.attribution) state.set_instant(doc, state.instant);
+  state.group(doc);
   draw_legend();
   draw_choice(doc, state);
   ImGui::SameLine();
-  ImGui::Text("%s: %s in %llu blocks", describe_instant(doc, state).c_str(),
+  ImGui::Text("| %s: %s in %llu blocks", describe_instant(doc, state).c_str(),
               human_bytes(state.attribution->root().bytes).c_str(),
               static_cast<unsigned long long>(state.attribution->root().blocks));
   ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |

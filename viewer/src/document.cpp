@@ -17,8 +17,14 @@ std::unique_ptr<Document> Document::open(const std::string& path, std::optional<
   return doc;
 }
 
+const std::vector<Category>& Document::categories() const {
+  if (!categories_) categories_ = categorize(snapshot, *replay);
+  return *categories_;
+}
+
 void Document::analyze(uint8_t d) {
   device = d;
+  categories_.reset();
   timeline.reset();  // holds a reference into the old replay
   replay = std::make_unique<Replay>(snapshot, device);
   timeline = std::make_unique<Timeline>(snapshot, *replay);
@@ -78,17 +84,27 @@ void ViewState::zoom(double factor, double around) {
 
 void ViewState::pan(double ns) { t0 += ns; }
 
-void ViewState::set_instant(const Document& doc, uint32_t step) {
+void ViewState::set_instant(const Document&, uint32_t step) {
   if (attribution && step == instant) return;
   instant = step;
-  regroup(doc);
+  // Grouped when a view shows the groups: scrubbing the segment history regroups nothing.
+  attribution.reset();
+  flat_groups.clear();
+  ++attribution_version;
+}
+
+void ViewState::group(const Document& doc) {
+  if (!attribution) regroup(doc);
 }
 
 void ViewState::regroup(const Document& doc) {
   std::vector<uint32_t> live;
   doc.timeline->live_at(instant, live);
   attribution.emplace(doc.snapshot, doc.replay->allocations(), live, grouping);
-  flat_groups = flat ? group_allocations(doc.snapshot, *doc.replay, live, *flat) : std::vector<Group>{};
+  // Only the category key needs the categories (a pass over every block, made once); the panel shows no split by them.
+  std::span<const Category> categories;
+  if (flat == GroupBy::category) categories = doc.categories();
+  flat_groups = flat ? group_allocations(doc.snapshot, *doc.replay, live, *flat, categories) : std::vector<Group>{};
   selected_node = 0;
   ++attribution_version;
 }

@@ -35,6 +35,11 @@ struct Document {
   // Builds the replay, timeline and lanes of one device.
   void analyze(uint8_t device);
   uint64_t device_events() const { return replay->steps(); }
+  // Per allocation, made on first use (a pass over every block): grouping by category needs them at each instant.
+  const std::vector<Category>& categories() const;
+
+ private:
+  mutable std::optional<std::vector<Category>> categories_;
 };
 
 // The view the bottom panel shows (and a screenshot aims at): the attribution table, the flame graph of the same
@@ -51,10 +56,11 @@ struct ViewState {
   uint32_t selected_allocation = kNone;
   Focus focus = Focus::timeline;
   // The tree the attribution panel and the flame graph group by; `flat` set: the panel lists one key per block
-  // instead (GroupBy::stack is the site, as `memrec stats --by stack` prints it) and the flame graph keeps the tree.
+  // instead (GroupBy::stack is the site, as `memrec stats --by stack` prints it: the panel opens on it) and the
+  // flame graph keeps the tree.
   Grouping grouping = Grouping::stack_top_down;
-  std::optional<GroupBy> flat;
-  std::optional<Attribution> attribution;  // of the live blocks at `instant`
+  std::optional<GroupBy> flat = GroupBy::stack;
+  std::optional<Attribution> attribution;  // of the live blocks at `instant`, once group() made it
   std::vector<Group> flat_groups;          // of the live blocks at `instant`, when `flat` is set
   uint64_t attribution_version = 0;        // changes whenever `attribution` is rebuilt
   // Set: the flame graph shows the bytes allocated in [first, second] (ns after the first event) instead.
@@ -75,6 +81,8 @@ struct ViewState {
   void zoom(double factor, double around);
   void pan(double ns);
   void set_instant(const Document& doc, uint32_t step);
+  // Groups the memory live at the instant unless it is grouped already.
+  void group(const Document& doc);
   // Regroups the memory live at the instant after `grouping` or `flat` changed.
   void regroup(const Document& doc);
   void set_highlight(std::vector<uint8_t> marks, std::string reason);

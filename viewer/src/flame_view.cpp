@@ -173,7 +173,7 @@ void FlameView::draw_header(const Document& doc, ViewState& state) {
 }
 
 void FlameView::draw(const Document& doc, ViewState& state) {
-  if (!state.attribution) state.set_instant(doc, state.instant);
+  state.group(doc);
   update_tree(doc, state);
   draw_header(doc, state);
   update_tree(doc, state);  // the header may have changed the mode or grouping
@@ -182,7 +182,7 @@ void FlameView::draw(const Document& doc, ViewState& state) {
     ImGui::EndChild();
     return;
   }
-  float width = std::floor(ImGui::GetContentRegionAvail().x);
+  float width = std::max(16.0f, std::floor(ImGui::GetContentRegionAvail().x));
   lay_out(width);
   ImVec2 p = ImGui::GetCursorScreenPos();
   origin_ = ImVec2(std::floor(p.x), std::floor(p.y));
@@ -218,12 +218,11 @@ void FlameView::draw(const Document& doc, ViewState& state) {
     ImGui::Text("%s (%llu bytes), %.1f%% of %s, %llu blocks", human_bytes(n.bytes).c_str(),
                 static_cast<unsigned long long>(n.bytes), total ? 100.0 * static_cast<double>(n.bytes) / static_cast<double>(total) : 0.0,
                 human_bytes(total).c_str(), static_cast<unsigned long long>(n.blocks));
-    ImGui::TextDisabled(under->node == zoom_ && zoom_ != 0 ? "click: zoom out" : "click: zoom in and highlight on the timeline");
+    ImGui::TextDisabled(under->node == zoom_ && zoom_ != 0 ? "click: zoom out" : "click: zoom in");
     ImGui::EndTooltip();
     if (clicked) {
       uint32_t node = under->node == zoom_ && zoom_ != 0 ? tree_->nodes()[zoom_].parent : under->node;
       zoom_to(node);
-      if (!state.range) highlight_group(doc, state, node);
     }
   }
   ImGui::EndChild();

@@ -77,7 +77,13 @@ void draw_inspector(const Document& doc, ViewState& state) {
   if (ImGui::CollapsingHeader("stack")) {
     auto frames = doc.snapshot.stacks[a.stack];
     if (frames.empty()) ImGui::TextDisabled("no stack recorded");
-    for (uint32_t f : frames) ImGui::TextUnformatted(frame_label(doc.snapshot, f).c_str());
+    // The unwinder's, recorder's and allocator's own frames are dimmed: the program's start at the first bright one.
+    auto shown = top_frames(doc.snapshot, a.stack, SIZE_MAX);
+    for (uint32_t f : frames) {
+      std::string text = frame_label(doc.snapshot, f);
+      if (std::find(shown.begin(), shown.end(), f) != shown.end()) ImGui::TextUnformatted(text.c_str());
+      else ImGui::TextDisabled("%s", text.c_str());
+    }
   }
   if (ImGui::CollapsingHeader("scopes", ImGuiTreeNodeFlags_DefaultOpen)) draw_scopes(doc, a);
   if (ImGui::CollapsingHeader("kernels while live")) draw_kernels(doc, a);

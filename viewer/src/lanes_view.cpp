@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <string>
 
 #include "units.h"
 #include "views.h"
@@ -21,6 +22,20 @@ size_t lane_count(const Document& doc) { return doc.kernel_lanes.size() + doc.sc
 
 const Lane& lane_at(const Document& doc, size_t i) {
   return i < doc.kernel_lanes.size() ? doc.kernel_lanes[i] : doc.scope_lanes[i - doc.kernel_lanes.size()];
+}
+
+// What a lane holds, for the tooltip of its name.
+std::string lane_explanation(const Document& doc, const Lane& lane) {
+  if (lane.kernels) return "CUDA kernels and copies that ran on " + lane.title + " (recorded with --kernels)";
+  if (lane.ids.empty()) return lane.title;
+  switch (doc.snapshot.scopes[lane.ids[0]].kind) {
+    case ScopeKind::phase: return "training phases: forward, backward, optimizer step";
+    case ScopeKind::module: return "the nn.Module whose forward or backward ran (" + lane.title + ")";
+    case ScopeKind::op: return "the aten op that ran (" + lane.title + ")";
+    case ScopeKind::step: return "training steps";
+    case ScopeKind::annotation: return "annotations: record_function ranges and PyTorch's own (e.g. Optimizer.step)";
+  }
+  return lane.title;
 }
 
 }  // namespace
@@ -101,8 +116,16 @@ void LanesView::draw(const Document& doc, ViewState& state, const ColumnGrid& gr
   float y0 = std::floor(origin.y);
   image_.draw(list, ImVec2(grid.x, y0));
   ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
-  for (size_t l = 0; l < lanes; ++l)
-    list->AddText(ImVec2(origin.x, y0 + static_cast<float>(l * (kLaneHeight + 1))), text, lane_at(doc, l).title.c_str());
+  ImVec2 mouse = ImGui::GetIO().MousePos;
+  for (size_t l = 0; l < lanes; ++l) {
+    float top = y0 + static_cast<float>(l * (kLaneHeight + 1));
+    // Names are clipped to the axis column; hovering one says what the lane holds.
+    ImVec4 clip(origin.x, top, grid.x - 2, top + kLaneHeight);
+    list->AddText(nullptr, 0, ImVec2(origin.x, top), text, lane_at(doc, l).title.c_str(), nullptr, 0, &clip);
+    if (mouse.x >= origin.x && mouse.x < grid.x && mouse.y >= top && mouse.y < top + kLaneHeight + 1 &&
+        ImGui::IsWindowHovered())
+      ImGui::SetTooltip("%s: %zu items", lane_explanation(doc, lane_at(doc, l)).c_str(), lane_at(doc, l).ids.size());
+  }
   for (const Label& label : labels_) {
     ImVec4 clip(grid.x + label.x0, y0 + label.top, grid.x + label.x1, y0 + label.top + kLaneHeight);
     list->AddText(nullptr, 0, ImVec2(grid.x + label.x0 + 2, y0 + label.top), IM_COL32(0, 0, 0, 255),

@@ -69,13 +69,16 @@ void block_tooltip(const Document& doc, uint32_t id, bool pending) {
 float SegmentsView::bar_height() { return kBarHeight; }
 
 void SegmentsView::update(const Document& doc, const ViewState& state) {
-  if (replay_ != doc.replay.get()) delayed_ = Delayed(*doc.replay);
+  if (replay_ != doc.replay.get()) {
+    delayed_ = Delayed(*doc.replay);
+    history_.emplace(doc.snapshot, *doc.replay);
+  }
   if (step_ == state.instant && replay_ == doc.replay.get()) return;
   step_ = state.instant;
   replay_ = doc.replay.get();
   std::vector<uint32_t> live;
   doc.timeline->live_at(state.instant, live);
-  segments_ = segments_at(doc.snapshot, *doc.replay, state.instant, std::move(live));
+  segments_ = history_->at(state.instant, live);
   // Pending blocks by segment: few, so a search per block.
   pending_.assign(segments_.size(), {});
   const auto& allocs = doc.replay->allocations();

@@ -194,7 +194,7 @@ void TimelineView::draw_overlay(const Document& doc, const ViewState& state, ImD
     list->AddRectFilled(ImVec2(x, y0), ImVec2(x + 1, y1), color);  // exactly one pixel column, no smoothing
     list->AddText(ImVec2(x + 3, y0 + 2), color, label.c_str());
   };
-  if (state.attribution && state.instant != doc.replay->peak_allocated().step)
+  if (state.instant != doc.replay->peak_allocated().step)
     marker(tl.time_of(state.instant), kSelectedColor, "selected");
   const Peak& peak = doc.replay->peak_allocated();
   marker(peak.time_ns, kPeakColor, "peak " + human_bytes(peak.bytes));

@@ -117,8 +117,6 @@ class LanesView {
 };
 
 void draw_attribution(const Document& doc, ViewState& state);
-// Highlights every block of the attribution's node along the timeline (the panel's row, the flame graph's box).
-void highlight_group(const Document& doc, ViewState& state, uint32_t node);
 // "live at 12.3 ms (peak)"
 std::string describe_instant(const Document& doc, const ViewState& state);
 
@@ -185,6 +183,7 @@ class SegmentsView {
   void draw_scrubber(const Document& doc, ViewState& state);
   void draw_bar(const Document& doc, ViewState& state, size_t index, float width);
 
+  std::optional<SegmentHistory> history_;
   std::vector<SegmentAt> segments_;
   std::vector<std::vector<uint32_t>> pending_;  // per segment: blocks freed but not yet released
   struct Delayed {

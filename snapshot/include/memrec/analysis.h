@@ -86,6 +86,10 @@ struct Group {
 std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c);
 // The given allocations (ids into Replay::allocations()), grouped and sorted by bytes, largest first.
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by);
+// The same with categorize()'s answer given, for a caller that groups many times (the viewer, at each instant);
+// empty when the caller wants no split by category (then `by` is not GroupBy::category and by_category stays 0).
+std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
+                                     std::span<const Category> categories);
 // The live blocks after `step`, grouped and sorted by bytes. Sums exactly to the live bytes.
 std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by);
 

@@ -94,8 +94,22 @@ struct SegmentAt {
 };
 // The segments reserved after `step` (kNoEvent: at the start), by address.
 std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step);
-// The same with the blocks live after `step` given (Timeline::live_at finds them without a pass over every block).
-std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step, std::vector<uint32_t> live);
+
+// The reserved segments at any step, for a view that asks for a new step every frame (scrubbing): the segment map
+// is kept every so many segment events (at least 256, at least the map's size, so the copies hold about one
+// segment per event), and a step costs one copy, fewer updates than that, and filing its live blocks.
+class SegmentHistory {
+ public:
+  // Keeps references to both; they must outlive it.
+  SegmentHistory(const Snapshot& s, const Replay& r);
+  // The segments after `step` with the given blocks (those live after it, e.g. from Timeline::live_at) filed in.
+  std::vector<SegmentAt> at(uint32_t step, std::span<const uint32_t> live) const;
+
+ private:
+  const Replay& r_;
+  std::vector<size_t> checkpoint_at_;                // segment events applied before each checkpoint
+  std::vector<std::vector<SegmentAt>> checkpoints_;  // the segments then, by address, without blocks
+};
 
 // The pool of each given block (ids into Replay::allocations()): that of the segment holding its address when it
 // was allocated. "pool (1, 0)" is a private pool (a CUDA graph's, a MemPool's), "default pool" the allocator's
