@@ -250,7 +250,7 @@ std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind) {
 }
 
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) {
-  std::vector<Category> categories = categorize(s, r);
+  PhaseIndex phases(s, r.device());  // categories of the given blocks only: categorize() reads every block's times
   std::unordered_map<std::string, uint32_t> group_of_key;
   std::vector<Group> out;
   auto group_of = [&](std::string key) {
@@ -266,7 +266,7 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
   for (size_t i = 0; i < ids.size(); ++i) {
     uint32_t id = ids[i];
     const Allocation& a = r.allocations()[id];
-    Category c = categories[id];
+    Category c = categorize_one(r.alloc_steps()[id], r.free_steps()[id], r, phases);
     uint32_t group = 0;
     if (by == GroupBy::pool) {
       group = group_of(std::move(pools[i]));
