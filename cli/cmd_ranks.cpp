@@ -37,13 +37,17 @@ std::string ranks_text(const json& j) {
   out += fmt::format("\nm: the median rank ({}); *: the rank furthest from it ({}, {}{} allocated at its peak)\n",
                      d["median_rank"].get<int>(), d["rank"].get<int>(), delta < 0 ? "-" : "+",
                      format_bytes(static_cast<uint64_t>(std::llabs(delta))));
+  bool any = false;
   for (GroupBy g : kRankGroupings) {
     std::string by(to_string(g));
     const json& changes = d["by"][by];
+    if (changes["groups_changed"].get<size_t>() == 0) continue;
+    any = true;
     out += fmt::format("\nrank {} against rank {} at their peaks, by {} ({} groups changed):\n", d["rank"].get<int>(),
                        d["median_rank"].get<int>(), by, changes["groups_changed"].get<size_t>());
     out += group_changes_text(changes["rows"]);
   }
+  if (!any) out += "what was live at their peaks is the same by layer, module, category and stack\n";
   return out;
 }
 

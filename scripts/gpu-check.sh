@@ -47,7 +47,7 @@ build() {
   ninja -C "$BUILD" -t targets all > /tmp/targets.txt  # not piped into grep -q: its early exit fails the pipe
   grep -q "^memrec_python_tests:" /tmp/targets.txt && python=(memrec_python memrec_python_tests)
   grep -q "^memrec_cuda_allocations:" /tmp/targets.txt && python+=(memrec_cuda_allocations)
-  ninja -C "$BUILD" -j16 -k 0 memrec memrec-run memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format bench_load \
+  ninja -C "$BUILD" -j16 -k 0 memrec memrec-run memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format bench_load bench_ranks \
     "${python[@]}" \
     > "$OUT/build.log" 2>&1 ||
     { grep -E "error|FAILED" "$OUT/build.log" | head -40 | tee -a "$OUT/summary.txt"; return 1; }
@@ -244,6 +244,30 @@ alloc_whatif() {
   timeout 120 "$BUILD/bench/bench_allocator" --benchmark_filter="/10000000$" 2>&1 | grep -E "^BM_" | tee -a "$OUT/summary.txt"
 }
 
+# Ranks side by side: torchrun with 2 ranks on CUDA, rank 1 given a larger batch, each rank's counts and peaks
+# against its own memory_stats (torchrun --tee prefixes each rank's lines with [defaultR]:), then `stats --by rank`.
+# One GPU: the ranks share it on gloo (DDP). Two GPUs (nvidia-h200-x2): DDP and FSDP2 on NCCL, a GPU each.
+# Then the loader at scale (bench/bench_ranks.cpp: 64 ranks x 1M events for stats, 8 x 1M opened for the viewer).
+ranks() {
+  local gpus backend modes mode rank
+  gpus=$(nvidia-smi -L | wc -l)
+  if [ "$gpus" -ge 2 ]; then backend=nccl; modes=(ddp fsdp); else backend=gloo; modes=(ddp); fi
+  for mode in "${modes[@]}"; do
+    local flags=()
+    [ "$mode" = fsdp ] && flags=(--fsdp)
+    "$MEMREC" record -o "/tmp/ranks-$mode.memrec" -- torchrun --nproc-per-node 2 --tee 3 examples/train.py --steps 3 \
+      --layers 4 --backend "$backend" --rank-batch 1=8 "${flags[@]}" > "/tmp/ranks-$mode.log" 2>&1 ||
+      { tail -30 "/tmp/ranks-$mode.log"; return 1; }
+    for rank in 0 1; do
+      grep -a "^\[default$rank\]:" "/tmp/ranks-$mode.log" | sed "s/^\[default$rank\]://" > "/tmp/ranks-$mode.rank$rank.log"
+      say "$mode rank $rank ($backend, $gpus GPU(s)):"
+      compare_with_memory_stats "/tmp/ranks-$mode.rank$rank.log" "/tmp/ranks-$mode.rank$rank.memrec" | tee -a "$OUT/summary.txt"
+    done
+    "$MEMREC" stats --by rank "/tmp/ranks-$mode.rank0.memrec" "/tmp/ranks-$mode.rank1.memrec" --top 5 | tee -a "$OUT/summary.txt"
+  done
+  timeout 300 "$BUILD/bench/bench_ranks" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
+}
+
 example() {
   "$BUILD/recorder/example/memrec_example" /tmp/example.memrec 2>&1 | tee -a "$OUT/summary.txt"
 }
@@ -279,6 +303,7 @@ section gpu_truth gpu_truth
 section python_bench python_bench
 section alloc_runs alloc_runs
 section alloc_whatif alloc_whatif
+section ranks ranks
 section example example
 section benchmarks benchmarks
 section analysis_bench analysis_bench

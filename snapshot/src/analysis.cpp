@@ -205,12 +205,12 @@ std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Catego
   return {};
 }
 
-std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) {
-  return group_allocations(s, r, ids, by, categorize(s, r));
-}
+namespace {
 
-std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
-                                     std::span<const Category> categories) {
+// group_allocations() with each block's category from `category_of(id)`; by_category: fill Group::by_category.
+template <class CategoryOf>
+std::vector<Group> group_with(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
+                              CategoryOf category_of, bool by_category) {
   std::unordered_map<std::string, uint32_t> group_of_key;
   std::vector<Group> out;
   auto group_of = [&](std::string key) {
@@ -237,7 +237,7 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
   for (size_t i = 0; i < ids.size(); ++i) {
     uint32_t id = ids[i];
     const Allocation& a = r.allocations()[id];
-    Category c = categories.empty() ? Category::unknown : categories[id];
+    Category c = category_of(id);
     uint32_t group = 0;
     if (by == GroupBy::pool) {
       group = group_of(std::move(pools[i]));
@@ -255,12 +255,26 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
     Group& g = out[group];
     g.bytes += a.size;
     ++g.count;
-    if (!categories.empty()) g.by_category[static_cast<size_t>(c)] += a.size;
+    if (by_category) g.by_category[static_cast<size_t>(c)] += a.size;
   }
   std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : natural_less(a.key, b.key);
   });
   return out;
+}
+
+}  // namespace
+
+std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) {
+  PhaseIndex phases(s, r.device());  // categories of the given blocks only: categorize() reads every block's times
+  auto category_of = [&](uint32_t id) { return categorize_one(r.alloc_steps()[id], r.free_steps()[id], r, phases); };
+  return group_with(s, r, ids, by, category_of, true);
+}
+
+std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
+                                     std::span<const Category> categories) {
+  auto category_of = [&](uint32_t id) { return categories.empty() ? Category::unknown : categories[id]; };
+  return group_with(s, r, ids, by, category_of, !categories.empty());
 }
 
 std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by) {

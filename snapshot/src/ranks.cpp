@@ -106,8 +106,11 @@ void number_ranks(std::vector<RankRecording>& ranks) {
   std::sort(ranks.begin(), ranks.end(), [](const RankRecording& a, const RankRecording& b) { return a.rank < b.rank; });
   for (size_t i = 1; i < ranks.size(); ++i)
     if (ranks[i].rank == ranks[i - 1].rank)
-      throw Error(fmt::format("{} and {} are both rank {} (by {} and by {}): give each rank's file once",
-                              ranks[i - 1].path, ranks[i].path, ranks[i].rank, ranks[i - 1].rank_from, ranks[i].rank_from));
+      throw Error(fmt::format("{} and {} are both rank {} ({}): give each rank's file once", ranks[i - 1].path,
+                              ranks[i].path, ranks[i].rank,
+                              ranks[i - 1].rank_from == ranks[i].rank_from
+                                  ? "both by " + ranks[i].rank_from
+                                  : "by " + ranks[i - 1].rank_from + " and by " + ranks[i].rank_from));
 }
 
 // One host (or none recorded): the ranks share CLOCK_REALTIME. Several: each rank's first step starts when the

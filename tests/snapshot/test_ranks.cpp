@@ -94,7 +94,7 @@ TEST(Ranks, TwoFilesOfOneRankAreAnError) {
     load_ranks(run.paths, {});
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("are both rank 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("are both rank 1 (both by file name)"), std::string::npos) << e.what();
   }
 }
 

@@ -20,11 +20,13 @@ constexpr uint32_t kBandColor = 0xFF5A5A5Au;      // envelope: between the lowes
 constexpr uint32_t kMedianColor = 0xFFB0B0B0u;    // envelope: the median rank
 constexpr int kBuckets = 4096;                    // memory curve resolution kept per rank
 constexpr float kTableRows = 4.5f;
+constexpr size_t kMostLanes = 16;                 // more ranks open as the envelope: lanes would be a few pixels
 
-// The tallest a lane's curve gets: one scale for every rank, so lanes compare by eye.
-uint64_t scale_of(const RankSet& set) {
+// The top of the plot: one scale for every rank, so lanes compare by eye. The envelope draws allocated bytes only.
+uint64_t scale_of(const RankSet& set, bool envelope) {
   uint64_t top = 1;
-  for (const RankRecording& r : set.ranks) top = std::max({top, r.peak_allocated.bytes, r.peak_reserved.bytes});
+  for (const RankRecording& r : set.ranks)
+    top = std::max({top, r.peak_allocated.bytes, envelope ? 0 : r.peak_reserved.bytes});
   return top;
 }
 
@@ -86,7 +88,7 @@ void RanksView::paint_envelope(const RankSet& set, size_t current) {
 void RanksView::paint(const RankSet& set, size_t current) {
   for (int y = 0; y < image_.height(); ++y)
     for (int x = 0; x < image_.width(); ++x) image_.at(x, y) = kPlotBackground;
-  scale_ = scale_of(set);
+  scale_ = scale_of(set, envelope);
   dt_ = std::max(1.0, static_cast<double>(set.duration_ns + 1) / image_.width());
   lanes_.clear();
   if (envelope) paint_envelope(set, current);
@@ -112,7 +114,7 @@ std::optional<size_t> RanksView::rank_at(const RankSet& set, int x, int y) const
 
 std::optional<size_t> RanksView::draw_plot(const RankSet& set, size_t current, float height) {
   int width = std::max(64, static_cast<int>(ImGui::GetContentRegionAvail().x));
-  int rows = std::max(static_cast<int>(set.ranks.size()) * 8, static_cast<int>(height));
+  int rows = std::max(envelope ? 32 : static_cast<int>(set.ranks.size()) * 8, static_cast<int>(height));
   bool resized = image_.resize(width, rows);
   if (resized || painted_current_ != current || painted_envelope_ != envelope || painted_set_ != &set) {
     paint(set, current);
@@ -167,6 +169,7 @@ std::optional<size_t> RanksView::draw_table(const RankSet& set, size_t current) 
 std::optional<size_t> RanksView::draw(const RankSet& set, size_t current, float height) {
   ImGui::Text("%zu ranks on one time axis (%s): %s", set.ranks.size(), human_duration(set.duration_ns).c_str(),
               set.clock_note.c_str());
+  if (painted_set_ != &set) envelope = set.ranks.size() > kMostLanes;  // a new set of ranks
   ImGui::SameLine();
   ImGui::Checkbox("envelope", &envelope);
   float table = ImGui::GetTextLineHeightWithSpacing() * kTableRows + ImGui::GetStyle().ItemSpacing.y;

@@ -218,7 +218,9 @@ class RanksView {
   // "scale_bytes" (bytes at the top row, h - 1 rows above the bottom), "dt_ns" (per column), "envelope"}.
   nlohmann::json layout(const RankSet& set) const;
 
-  bool envelope = false;  // one plot of max / median / min over the ranks instead of a lane each (the checkbox)
+  // One plot of max / median / min over the ranks instead of a lane each (the checkbox); set when a set of more than
+  // 16 ranks opens.
+  bool envelope = false;
 
  private:
   struct LaneRows {

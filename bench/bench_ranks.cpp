@@ -1,0 +1,84 @@
+// Many ranks at once, as `memrec stats --by rank` and `memrec view A B ...` read them (memrec/ranks.h): N rank
+// files of E events each (bench/synthetic.h histories with a training loop's scopes, 8 distinct seeds copied as
+// run.rank0..N-1.memrec). Targets: 64 ranks x 1M events in <= 10 s for stats on the GPU host (16 cores); 8 x 1M
+// opened for the viewer in <= 3 s (the ranks' curves, then the furthest rank's replay, timeline and lanes).
+// BENCH_RANKS_THREADS caps the loader's threads (default: one per hardware thread).
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "memrec/format.h"
+#include "memrec/ranks.h"
+#include "memrec/timeline.h"
+#include "synthetic.h"
+
+namespace memrec {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Written once per shape and removed at exit.
+const std::vector<std::string>& rank_files(size_t ranks, size_t events) {
+  static struct Dirs : std::map<std::pair<size_t, size_t>, std::vector<std::string>> {
+    std::vector<fs::path> made;
+    ~Dirs() {
+      for (const fs::path& d : made) fs::remove_all(d);
+    }
+  } dirs;
+  auto key = std::pair{ranks, events};
+  if (dirs.count(key)) return dirs.at(key);
+  fs::path dir = fs::temp_directory_path() /
+                 ("memrec_bench_ranks_" + std::to_string(getpid()) + "_" + std::to_string(ranks) + "x" + std::to_string(events));
+  fs::create_directories(dir);
+  dirs.made.push_back(dir);
+  std::vector<std::string> paths;
+  for (size_t r = 0; r < ranks; ++r) {
+    paths.push_back((dir / ("run.rank" + std::to_string(r) + ".memrec")).string());
+    if (r < 8) {
+      Snapshot s = make_synthetic(events, static_cast<uint32_t>(42 + r));
+      add_training_scopes_and_kernels(s);
+      write_file(s, paths.back());
+    } else {
+      fs::copy_file(paths[r % 8], paths.back());
+    }
+  }
+  return dirs[key] = paths;
+}
+
+unsigned threads() {
+  const char* t = std::getenv("BENCH_RANKS_THREADS");
+  return t ? static_cast<unsigned>(std::atoi(t)) : 0;
+}
+
+void BM_StatsByRank(benchmark::State& state) {
+  const auto& paths = rank_files(static_cast<size_t>(state.range(0)), static_cast<size_t>(state.range(1)));
+  for (auto _ : state) {
+    RankSet set = load_ranks(paths, {.threads = threads()});
+    benchmark::DoNotOptimize(ranks_json(set, 15).size());
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0) * state.range(1));
+}
+BENCHMARK(BM_StatsByRank)->Args({8, 1'000'000})->Args({64, 1'000'000})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// What `memrec view` does before its first frame (viewer/src/ranks_view.cpp open_ranks, Document::open).
+void BM_OpenRanksForViewer(benchmark::State& state) {
+  const auto& paths = rank_files(static_cast<size_t>(state.range(0)), static_cast<size_t>(state.range(1)));
+  for (auto _ : state) {
+    RankSet set = load_ranks(paths, {.buckets = 4096, .threads = threads()});
+    Snapshot s = read_file(set.ranks[set.furthest.value_or(0)].path);
+    Replay r(s, 0);
+    Timeline tl(s, r);
+    auto kernels = kernel_lanes(s, 0);
+    auto scopes = scope_lanes(s, 0, tl.end_ns());
+    benchmark::DoNotOptimize(kernels.size() + scopes.size());
+  }
+}
+BENCHMARK(BM_OpenRanksForViewer)->Args({8, 1'000'000})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace memrec
+
+BENCHMARK_MAIN();
