@@ -178,24 +178,32 @@ cuda_program() {
   "$MEMREC" stats /tmp/cx.memrec --by stack --top 5
 }
 
-# Device memory outside the caching allocator (tests/scripts/gpu_truth.py): a one-rank NCCL process group, cuBLAS and
-# a raw cuMemAlloc, recorded by memrec record. Checked: the raw allocation is an other allocation of its size, NCCL's
-# setup makes other allocations, NVML used - (reserved + other) stays within 2 MiB over the run. The same program with
-# expandable segments (the allocator's cuMemCreate/cuMemMap) is printed, not checked.
-gpu_truth() {
-  rm -f /tmp/truth*.memrec /tmp/truthx*.memrec
-  "$MEMREC" record -o /tmp/truth.memrec -- python3 tests/scripts/gpu_truth.py run --facts /tmp/truth.json \
-    > /tmp/truth.log 2>&1 || { tail -40 /tmp/truth.log; return 1; }
-  cat /tmp/truth.log
-  local file
-  file=$(ls /tmp/truth.*.memrec | head -1)
+# truth_run NAME [VAR=VALUE...]: records tests/scripts/gpu_truth.py (a one-rank NCCL process group, cuBLAS and a raw
+# cuMemAlloc) under that environment, prints the program's own view and memrec info, then checks the recording: the
+# raw allocation is an other allocation of its size, NCCL's setup makes other allocations, NVML used - (reserved +
+# other) stays within 2 MiB over the run.
+truth_run() {
+  local name=$1 file
+  shift
+  rm -f /tmp/"$name".*.memrec
+  env "$@" "$MEMREC" record -o /tmp/"$name".memrec -- python3 tests/scripts/gpu_truth.py run --facts /tmp/"$name".json \
+    > /tmp/"$name".log 2>&1 || { tail -40 /tmp/"$name".log; return 1; }
+  cat /tmp/"$name".log
+  file=$(ls /tmp/"$name".*.memrec | head -1)
   "$MEMREC" info "$file" | head -30
-  python3 tests/scripts/gpu_truth.py check /tmp/truth.json "$file" --memrec "$MEMREC" | tee -a "$OUT/summary.txt"
-  say "-- the same with expandable segments (printed, not checked):"
-  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$MEMREC" record -o /tmp/truthx.memrec -- \
-    python3 tests/scripts/gpu_truth.py run --facts /tmp/truthx.json > /tmp/truthx.log 2>&1 || { tail -40 /tmp/truthx.log; return 0; }
-  python3 tests/scripts/gpu_truth.py check /tmp/truthx.json "$(ls /tmp/truthx.*.memrec | head -1)" --memrec "$MEMREC" |
-    tee -a "$OUT/summary.txt" || true
+  python3 tests/scripts/gpu_truth.py check /tmp/"$name".json "$file" --memrec "$MEMREC" | tee -a "$OUT/summary.txt"
+}
+
+# Device memory outside the caching allocator: checked with the defaults; printed, not checked, with expandable
+# segments (the allocator's cuMemCreate/cuMemMap) and with NCCL on cudaMalloc instead of its cuMem* buffers.
+gpu_truth() {
+  local rc=0
+  truth_run truth || rc=$?
+  say "-- expandable segments (printed, not checked):"
+  truth_run truthx PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True || true
+  say "-- NCCL_CUMEM_ENABLE=0 (printed, not checked):"
+  truth_run truthc NCCL_CUMEM_ENABLE=0 || true
+  return $rc
 }
 
 # Step-time cost of recording a Python program (GPT-2-small size), eager and torch.compile: bench/python_record.sh.

@@ -5,7 +5,9 @@
 #include <cupti.h>
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <iterator>
 #include <mutex>
 #include <unordered_map>
@@ -28,6 +30,66 @@ std::vector<MemoryActivity> g_memory;
 std::unordered_map<std::string, uint32_t> g_name_ids;
 std::vector<std::string> g_new_names;
 uint64_t g_dropped = 0;
+
+// Stacks of allocating calls, taken on the calling thread and waiting for their memory record (matched by correlation
+// id when CUPTI hands the record over). Calls outside the caching allocator are few, so a stack each is cheap.
+constexpr size_t kMaxPendingStacks = 4096;
+constexpr int kMaxStackFrames = 48;
+struct PendingStack {
+  uint32_t correlation;
+  int count;
+  uint64_t pcs[kMaxStackFrames];
+};
+std::mutex g_stack_mu;
+std::deque<PendingStack> g_pending;
+uint64_t g_stacks_dropped = 0;
+CUpti_SubscriberHandle g_subscriber = nullptr;
+
+constexpr CUpti_CallbackId kRuntimeAllocations[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,       CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020,     CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020,   CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020, CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020};
+constexpr CUpti_CallbackId kDriverAllocations[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,      CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged,  CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc,     CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz};
+
+void CUPTIAPI on_allocating_call(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+  auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (call->callbackSite != CUPTI_API_ENTER) return;
+  PendingStack p;
+  p.correlation = call->correlationId;
+  p.count = capture_stack(hook_config().capture, p.pcs, kMaxStackFrames);
+  std::lock_guard lock(g_stack_mu);
+  if (g_pending.size() == kMaxPendingStacks) {
+    g_pending.pop_front();
+    ++g_stacks_dropped;
+  }
+  g_pending.push_back(p);
+}
+
+// The stack of the call with this correlation id (the runtime's or the driver's: both are kept), taken out.
+std::vector<uint64_t> take_stack(uint32_t correlation) {
+  std::lock_guard lock(g_stack_mu);
+  auto it = std::find_if(g_pending.begin(), g_pending.end(),
+                         [&](const PendingStack& p) { return p.correlation == correlation; });
+  if (it == g_pending.end()) return {};
+  std::vector<uint64_t> pcs(it->pcs, it->pcs + it->count);
+  g_pending.erase(it);
+  return pcs;
+}
+
+void stop_stacks() {
+  if (!g_subscriber) return;
+  cuptiUnsubscribe(g_subscriber);
+  g_subscriber = nullptr;
+  std::lock_guard lock(g_stack_mu);
+  g_pending.clear();
+}
 
 void check(CUptiResult r, const char* what) {
   if (r == CUPTI_SUCCESS) return;
@@ -92,7 +154,8 @@ void add_memory(const CUpti_ActivityMemory4& m) {
   r.async = m.isAsync != 0;
   r.device = static_cast<uint8_t>(m.deviceId);
   a.source = name_id(m.source ? m.source : "");
-  g_memory.push_back(a);
+  if (g_subscriber && !r.release) a.pcs = take_stack(m.correlationId);
+  g_memory.push_back(std::move(a));
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -157,12 +220,36 @@ void cupti_start(bool kernels, bool memory) {
   }
 }
 
+std::string cupti_start_stacks() {
+  {
+    std::lock_guard lock(g_stack_mu);
+    g_pending.clear();
+    g_stacks_dropped = 0;
+  }
+  if (CUptiResult r = cuptiSubscribe(&g_subscriber, &on_allocating_call, nullptr); r != CUPTI_SUCCESS) {
+    g_subscriber = nullptr;
+    const char* msg = nullptr;
+    cuptiGetResultString(r, &msg);
+    return fmt::format("off: CUPTI subscribe failed: {}", msg ? msg : "unknown error");
+  }
+  for (CUpti_CallbackId id : kRuntimeAllocations)
+    cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+  for (CUpti_CallbackId id : kDriverAllocations) cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  return "on";
+}
+
+uint64_t cupti_stacks_dropped() {
+  std::lock_guard lock(g_stack_mu);
+  return g_stacks_dropped;
+}
+
 void cupti_flush() { cuptiActivityFlushAll(0); }
 
 void cupti_stop() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   for (auto kind : g_enabled) cuptiActivityDisable(kind);
   g_enabled.clear();
+  stop_stacks();
 }
 
 void cupti_take(std::vector<KernelRecord>& kernels, std::vector<MemoryActivity>& memory,

@@ -44,7 +44,8 @@ json largest_json(const Snapshot& s, std::vector<const DeviceAllocation*> all, i
   for (size_t i = 0; i < all.size() && i < top; ++i) {
     const DeviceAllocation& a = *all[i];
     rows.push_back({{"addr", a.addr}, {"bytes", a.bytes}, {"kind", to_string(a.kind)},
-                    {"library", library_name(s.strings[a.source])}, {"start_ns", a.start_ns - start},
+                    {"library", library_name(s.strings[a.source])},
+                    {"site", a.stack ? allocation_site(s, a.stack) : ""}, {"start_ns", a.start_ns - start},
                     {"end_ns", a.end_ns == kStillLive ? json(nullptr) : json(a.end_ns - start)}});
   }
   return rows;
@@ -136,6 +137,15 @@ std::string device_memory_text(const json& j) {
   for (const json& g : j["live"]) out += "  " + group_line(g) + "\n";
   out += "  other allocations over the run, by library:\n";
   for (const json& g : j["by_library"]) out += "  " + group_line(g) + "\n";
+  out += "  largest other allocations:\n";
+  for (size_t i = 0; i < j["largest"].size() && i < 5; ++i) {
+    const json& a = j["largest"][i];
+    std::string site = a["site"].get<std::string>();
+    out += fmt::format("  {:>12}  {} ({}) at +{}{}{}\n", format_bytes(a["bytes"]), a["library"].get<std::string>(),
+                       a["kind"].get<std::string>(), format_duration(a["start_ns"]),
+                       a["end_ns"].is_null() ? "" : ", freed at +" + format_duration(a["end_ns"]),
+                       site.empty() ? "" : "  " + site);
+  }
   out += fmt::format("  CUPTI: {} records, {} allocations of them the caching allocator's segments, {} releases of "
                      "memory allocated before the recording\n",
                      j["records"].get<uint64_t>(), j["allocator_allocations"].get<uint64_t>(),

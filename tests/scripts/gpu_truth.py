@@ -97,7 +97,8 @@ def check(a):
     print(f"{len(rows)} other allocations (largest first):")
     for r in rows[:40]:
         print(f"  {r['bytes']:>12} B at {r['addr']:#x}  {r['kind']:<8} {r['library']:<30} "
-              f"+{r['start_ns'] / 1e6:.1f} ms .. {'end' if r['end_ns'] is None else '+%.1f ms' % (r['end_ns'] / 1e6)}")
+              f"+{r['start_ns'] / 1e6:.1f} ms .. {'end' if r['end_ns'] is None else '+%.1f ms' % (r['end_ns'] / 1e6)}"
+              f"  {r['site']}")
 
     raw = [r for r in rows if r["addr"] == facts["raw_addr"]]
     print(f"raw cuMemAlloc: {facts['raw_bytes']} B at {facts['raw_addr']:#x}, recorded as {raw}")

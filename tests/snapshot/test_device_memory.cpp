@@ -57,6 +57,9 @@ Snapshot recording() {
   uint32_t cudart = s.strings.intern("/usr/local/cuda/lib64/libcudart.so.13");
   uint32_t nccl = s.strings.intern("/usr/lib/x86_64-linux-gnu/libnccl.so.2");
   uint32_t program = s.strings.intern("/tmp/raw_malloc");
+  uint32_t frame = s.frames.intern({.pc = 0x401234, .function = s.strings.intern("allocate_outside"),
+                                    .file = s.strings.intern("/tmp/raw_malloc.cpp"), .line = 12});
+  uint32_t stack = s.stacks.intern(std::vector<uint32_t>{frame});
   // CUPTI hands buffers over out of time order: the reader's interpretation sorts them.
   for (DeviceMemoryRecord r : {record(200 * ms, kRaw, 64 * MiB, program, MemoryKind::device),
                                record(10 * ms - 5000, kSegment, 20 * MiB, cudart, MemoryKind::device),  // the allocator's
@@ -66,6 +69,7 @@ Snapshot recording() {
                                record(300 * ms, kRaw, 64 * MiB, program, MemoryKind::device, true),
                                record(500 * ms - 2000, kSegment, 20 * MiB, cudart, MemoryKind::device, true)})
     s.device_memory.push_back(r);
+  s.device_memory.update(0, [&](DeviceMemoryRecord& r) { r.stack = stack; });  // the raw cudaMalloc's call
   for (int64_t t = 0; t <= 600 * ms; t += 50 * ms)
     s.memory_samples.push_back({T0 + t, kContext + reserved_at(t) + other_at(t), 80ull << 30, 0});
   return s;
@@ -264,11 +268,14 @@ TEST(DeviceMemory, StatsShowsTheAccountingAtAnInstantAndOverTheRun) {
   EXPECT_EQ(raw["bytes"], 64 * MiB);
   EXPECT_EQ(raw["start_ns"], 190 * ms);
   EXPECT_EQ(raw["end_ns"], 290 * ms);
+  EXPECT_EQ(raw["site"], "allocate_outside (raw_malloc.cpp:12)");
   EXPECT_TRUE(j["largest"][1]["end_ns"].is_null()) << "NCCL's buffer lives to the end";
   auto text = run_command(quote(MEMREC_BINARY) + " stats " + quote(tmp / "d.memrec") + " --at 240ms").output;
   EXPECT_NE(text.find("context and driver     500.00 MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("context and driver 500.00 MiB .. 500.00 MiB (spread 0 B)"), std::string::npos) << text;
   EXPECT_NE(text.find("1.00 MiB      1x  raw_malloc (pinned, not device memory)"), std::string::npos) << text;
+  EXPECT_NE(text.find("64.00 MiB  raw_malloc (device) at +190.0 ms, freed at +290.0 ms  allocate_outside (raw_malloc.cpp:12)"),
+            std::string::npos) << text;
 }
 
 TEST(DeviceMemory, StatsSaysWhenNvmlWasAbsent) {
