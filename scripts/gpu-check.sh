@@ -206,6 +206,23 @@ gpu_truth() {
   return $rc
 }
 
+# The same on two GPUs with torchrun (each rank on its own GPU), checked on each rank's file; skipped with one GPU.
+gpu_truth_ranks() {
+  local gpus rc=0 rank
+  gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+  [ "$gpus" -ge 2 ] || { say "   one GPU: skipped"; return 0; }
+  rm -f /tmp/ranks-truth.*
+  "$MEMREC" record -o /tmp/ranks-truth.memrec -- torchrun --nproc-per-node 2 tests/scripts/gpu_truth.py run \
+    --facts /tmp/ranks-truth.json > /tmp/ranks-truth.log 2>&1 || { tail -40 /tmp/ranks-truth.log; return 1; }
+  cat /tmp/ranks-truth.log
+  for rank in 0 1; do
+    say "-- rank $rank"
+    python3 tests/scripts/gpu_truth.py check /tmp/ranks-truth.rank$rank.json /tmp/ranks-truth.rank$rank.memrec \
+      --memrec "$MEMREC" | tee -a "$OUT/summary.txt" || rc=1
+  done
+  return $rc
+}
+
 # Step-time cost of recording a Python program (GPT-2-small size), eager and torch.compile: bench/python_record.sh.
 python_bench() {
   bench/python_record.sh "$MEMREC" 12 | tee -a "$OUT/summary.txt"
@@ -258,6 +275,7 @@ section python_tests python_tests
 section python python_record
 section cuda_program cuda_program
 section gpu_truth gpu_truth
+section gpu_truth_ranks gpu_truth_ranks
 section python_bench python_bench
 section alloc_runs alloc_runs
 section example example
