@@ -11,7 +11,7 @@ void cuda_refresh_clock() {}
 int64_t cuda_ticks_to_ns(int64_t ticks) { return ticks; }
 std::vector<std::string> cuda_pci_bus_ids() { return {}; }
 void cupti_start(bool, bool) { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
-std::string cupti_start_stacks() { return "off: built without CUDA"; }
+std::string cupti_start_calls(bool) { return "off: built without CUDA"; }
 uint64_t cupti_stacks_dropped() { return 0; }
 void cupti_flush() {}
 void cupti_stop() {}

@@ -134,7 +134,7 @@ void Recorder::Impl::start_cupti() {
   try {
     detail::cupti_start(opt.kernels, opt.device_memory);
     if (opt.device_memory) snap.metadata["recorder.device_memory"] = "on";
-    if (opt.device_memory && opt.stacks) snap.metadata["recorder.device_memory_stacks"] = detail::cupti_start_stacks();
+    if (opt.device_memory) snap.metadata["recorder.device_memory_calls"] = detail::cupti_start_calls(opt.stacks);
   } catch (const Error& e) {
     cupti = false;
     snap.metadata["recorder.kernels"] = std::string("off: ") + e.what();

@@ -95,14 +95,16 @@ def check(a):
     failures = []
     if dm is None:
         sys.exit("FAILED: the recording has no device memory section")
-    print(f"nvml: {dm['nvml']}; cupti: {dm['cupti']}; samples {dm['samples']}; CUPTI records {dm['records']}, "
-          f"{dm['allocator_allocations']} of them the allocator's; unmatched releases {dm['unmatched_releases']}; "
-          f"CUPTI dropped {dm['cupti_dropped']}")
+    print(f"nvml: {dm['nvml']}; cupti: {dm['cupti']}; virtual memory calls: {dm['calls']}; samples {dm['samples']}; "
+          f"records {dm['records']}, {dm['allocator_allocations']} allocations of them the allocator's; unmatched "
+          f"releases {dm['unmatched_releases']}; CUPTI records dropped as duplicates of virtual memory calls "
+          f"{dm['duplicates']}; CUPTI dropped {dm['cupti_dropped']}")
     start = dm["first_event_ns"]
     rows = dm["largest"]
     print(f"{len(rows)} other allocations (largest first):")
     for r in rows[:40]:
-        print(f"  {r['bytes']:>12} B at {r['addr']:#x}  {r['kind']:<8} {r['library']:<30} "
+        print(f"  {r['bytes']:>12} B at {r['addr']:#x}{' (cuMemCreate handle)' if r['vmm'] else ''}  {r['kind']:<8} "
+              f"{r['library']:<30} "
               f"+{r['start_ns'] / 1e6:.1f} ms .. {'end' if r['end_ns'] is None else '+%.1f ms' % (r['end_ns'] / 1e6)}"
               f"  {r['site']}")
 

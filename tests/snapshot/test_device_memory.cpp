@@ -37,7 +37,8 @@ Event event(int64_t t, Action a, uint64_t addr, uint64_t size) {
 
 DeviceMemoryRecord record(int64_t t, uint64_t addr, uint64_t bytes, uint32_t source, MemoryKind kind,
                           bool release = false) {
-  return {.time_ns = T0 + t, .addr = addr, .bytes = bytes, .source = source, .kind = kind, .release = release};
+  return {.time_ns = T0 + t, .addr = addr, .bytes = bytes, .source = source, .kind = kind,
+          .op = release ? MemoryOp::release : MemoryOp::allocation};
 }
 
 // What the device holds besides the context, by the construction below.
@@ -218,6 +219,42 @@ TEST(DeviceMemory, ARangeOfAnExpandableSegmentIsTheAllocators) {
   EXPECT_EQ(d.allocator_allocations, 1u);
   ASSERT_EQ(d.other.size(), 1u);
   EXPECT_EQ(d.other[0].addr, kSegment + 40 * MiB);
+}
+
+// The virtual memory API (NCCL's cuMem buffers, expandable segments) is recorded from the calls: allocations paired
+// by handle, the allocator's told apart by where they were mapped, and a CUPTI record of the same call dropped.
+TEST(DeviceMemory, VirtualMemoryAllocationsArePairedByHandleAndCountedOnce) {
+  constexpr uint64_t kNcclHandle = 0x51, kPageHandle = 0x52, kNcclRange = 0x7a0000000000;
+  Snapshot s;
+  s.events.push_back(event(10 * ms, Action::segment_map, kSegment, 40 * MiB));  // an expandable segment grows
+  uint32_t cuda = s.strings.intern("/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+  uint32_t nccl = s.strings.intern("/usr/lib/x86_64-linux-gnu/libnccl.so.2");
+  uint32_t in_cuda = s.frames.intern({.pc = 0x10, .library = cuda});
+  uint32_t in_nccl = s.frames.intern({.pc = 0x20, .function = s.strings.intern("ncclCommInitRank"), .library = nccl});
+  uint32_t stack = s.stacks.intern(std::vector<uint32_t>{in_cuda, in_nccl});
+  auto vmm = [&](int64_t t, MemoryOp op, uint64_t addr, uint64_t bytes, uint64_t handle, uint32_t correlation) {
+    s.device_memory.push_back({.time_ns = T0 + t, .addr = addr, .bytes = bytes, .handle = handle,
+                               .correlation = correlation, .kind = MemoryKind::device, .op = op});
+  };
+  vmm(9 * ms, MemoryOp::vmm_create, kPageHandle, 20 * MiB, 0, 1);
+  vmm(9 * ms + 10, MemoryOp::vmm_map, kSegment + 20 * MiB, 20 * MiB, kPageHandle, 2);
+  vmm(100 * ms, MemoryOp::vmm_create, kNcclHandle, 32 * MiB, 0, 3);
+  s.device_memory.update(2, [&](DeviceMemoryRecord& r) { r.stack = stack; });
+  // CUPTI's record of the same cuMemCreate call, at another address: left out.
+  s.device_memory.push_back(record(100 * ms, 0xdead0000, 32 * MiB, 0, MemoryKind::device));
+  s.device_memory.update(3, [](DeviceMemoryRecord& r) { r.correlation = 3; });
+  vmm(100 * ms + 10, MemoryOp::vmm_map, kNcclRange, 32 * MiB, kNcclHandle, 4);
+  vmm(400 * ms, MemoryOp::vmm_unmap, kNcclRange, 32 * MiB, 0, 5);
+  vmm(400 * ms + 10, MemoryOp::vmm_release, kNcclHandle, 0, 0, 6);
+  Replay r(s, 0);
+  DeviceMemory d = device_memory(s, r);
+  EXPECT_EQ(d.allocator_allocations, 1u) << "the page mapped inside the allocator's segment";
+  EXPECT_EQ(d.duplicates, 1u);
+  ASSERT_EQ(d.other.size(), 1u);
+  EXPECT_TRUE(d.other[0].vmm);
+  EXPECT_EQ(d.other_at(T0 + 200 * ms), 32 * MiB);
+  EXPECT_EQ(d.other_at(T0 + 400 * ms + 10), 0u) << "released";
+  EXPECT_EQ(library_of(s, d.other[0]), "libnccl.so.2") << "the first frame outside CUDA's libraries";
 }
 
 TEST(DeviceMemory, AnAddressReusedAfterTheSegmentWasFreedIsNotTheAllocators) {
