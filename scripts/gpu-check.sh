@@ -195,24 +195,49 @@ sys.exit(len(set(times)) < len(times) // 2)
 PYEOF
 }
 
-# Device memory outside the caching allocator (tests/scripts/gpu_truth.py): a one-rank NCCL process group, cuBLAS and
-# a raw cuMemAlloc, recorded by memrec record. Checked: the raw allocation is an other allocation of its size, NCCL's
-# setup makes other allocations, NVML used - (reserved + other) stays within 2 MiB over the run. The same program with
-# expandable segments (the allocator's cuMemCreate/cuMemMap) is printed, not checked.
-gpu_truth() {
-  rm -f /tmp/truth*.memrec /tmp/truthx*.memrec
-  "$MEMREC" record -o /tmp/truth.memrec -- python3 tests/scripts/gpu_truth.py run --facts /tmp/truth.json \
-    > /tmp/truth.log 2>&1 || { tail -40 /tmp/truth.log; return 1; }
-  cat /tmp/truth.log
-  local file
-  file=$(ls /tmp/truth*.memrec | grep -v truthx | head -1)
+# truth_run NAME [VAR=VALUE...]: records tests/scripts/gpu_truth.py (a one-rank NCCL process group, cuBLAS and a raw
+# cuMemAlloc) under that environment, prints the program's own view and memrec info, then checks the recording: the
+# raw allocation is an other allocation of its size, NCCL's setup makes other allocations, NVML used - (reserved +
+# other) stays within 2 MiB over the run.
+truth_run() {
+  local name=$1 file
+  shift
+  rm -f /tmp/"$name".memrec /tmp/"$name".*.memrec
+  env "$@" "$MEMREC" record -o /tmp/"$name".memrec -- python3 tests/scripts/gpu_truth.py run --facts /tmp/"$name".json \
+    > /tmp/"$name".log 2>&1 || { tail -40 /tmp/"$name".log; return 1; }
+  cat /tmp/"$name".log
+  file=$(ls /tmp/"$name".memrec /tmp/"$name".*.memrec 2>/dev/null | head -1)  # one process, or named by rank/pid
   "$MEMREC" info "$file" | head -30
-  python3 tests/scripts/gpu_truth.py check /tmp/truth.json "$file" --memrec "$MEMREC" | tee -a "$OUT/summary.txt"
-  say "-- the same with expandable segments (printed, not checked):"
-  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$MEMREC" record -o /tmp/truthx.memrec -- \
-    python3 tests/scripts/gpu_truth.py run --facts /tmp/truthx.json > /tmp/truthx.log 2>&1 || { tail -40 /tmp/truthx.log; return 0; }
-  python3 tests/scripts/gpu_truth.py check /tmp/truthx.json "$(ls /tmp/truthx*.memrec | head -1)" --memrec "$MEMREC" |
-    tee -a "$OUT/summary.txt" || true
+  python3 tests/scripts/gpu_truth.py check /tmp/"$name".json "$file" --memrec "$MEMREC" | tee -a "$OUT/summary.txt"
+}
+
+# Device memory outside the caching allocator: checked with the defaults; printed, not checked, with expandable
+# segments (the allocator's cuMemCreate/cuMemMap) and with NCCL on cudaMalloc instead of its cuMem* buffers.
+gpu_truth() {
+  local rc=0
+  truth_run truth || rc=$?
+  say "-- expandable segments (printed, not checked):"
+  truth_run truthx PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True || true
+  say "-- NCCL_CUMEM_ENABLE=0 (printed, not checked):"
+  truth_run truthc NCCL_CUMEM_ENABLE=0 || true
+  return $rc
+}
+
+# The same on two GPUs with torchrun (each rank on its own GPU), checked on each rank's file; skipped with one GPU.
+gpu_truth_ranks() {
+  local gpus rc=0 rank
+  gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+  [ "$gpus" -ge 2 ] || { say "   one GPU: skipped"; return 0; }
+  rm -f /tmp/ranks-truth.*
+  "$MEMREC" record -o /tmp/ranks-truth.memrec -- torchrun --nproc-per-node 2 tests/scripts/gpu_truth.py run \
+    --facts /tmp/ranks-truth.json > /tmp/ranks-truth.log 2>&1 || { tail -40 /tmp/ranks-truth.log; return 1; }
+  cat /tmp/ranks-truth.log
+  for rank in 0 1; do
+    say "-- rank $rank"
+    python3 tests/scripts/gpu_truth.py check /tmp/ranks-truth.rank$rank.json /tmp/ranks-truth.rank$rank.memrec \
+      --memrec "$MEMREC" | tee -a "$OUT/summary.txt" || rc=1
+  done
+  return $rc
 }
 
 # Step-time cost of recording a Python program (GPT-2-small size), eager and torch.compile: bench/python_record.sh.
@@ -300,6 +325,7 @@ section python_tests python_tests
 section python python_record
 section cuda_program cuda_program
 section gpu_truth gpu_truth
+section gpu_truth_ranks gpu_truth_ranks
 section python_bench python_bench
 section alloc_runs alloc_runs
 section alloc_whatif alloc_whatif

@@ -5,7 +5,9 @@
 #include <cupti.h>
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <iterator>
 #include <mutex>
 #include <unordered_map>
@@ -28,6 +30,140 @@ std::vector<MemoryActivity> g_memory;
 std::unordered_map<std::string, uint32_t> g_name_ids;
 std::vector<std::string> g_new_names;
 uint64_t g_dropped = 0;
+
+// CUPTI's callback API on the calls that allocate device memory, on the calling thread:
+// - with stacks on, the stack of each allocating call, waiting for its memory record (matched by correlation id when
+//   CUPTI hands the record over). Calls outside the caching allocator are few, so a stack each is cheap.
+// - the virtual memory API (cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap: NCCL's buffers, expandable segments),
+//   recorded from the calls themselves, since CUPTI's memory activity need not report it.
+constexpr size_t kMaxPendingStacks = 4096;
+constexpr int kMaxStackFrames = 48;
+struct PendingStack {
+  uint32_t correlation;
+  int count;
+  uint64_t pcs[kMaxStackFrames];
+};
+std::mutex g_call_mu;
+std::deque<PendingStack> g_pending;
+uint64_t g_stacks_dropped = 0;
+bool g_call_stacks = false;
+std::vector<MemoryActivity> g_vmm;                       // records of virtual memory calls, not yet taken
+std::unordered_map<uint64_t, uint8_t> g_handle_device;  // live cuMemCreate handles -> device
+CUpti_SubscriberHandle g_subscriber = nullptr;
+
+constexpr CUpti_CallbackId kRuntimeAllocations[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,       CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020,     CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020,   CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020, CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020};
+constexpr CUpti_CallbackId kDriverAllocations[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,      CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged,  CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc,     CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz};
+constexpr CUpti_CallbackId kVirtualMemoryCalls[] = {CUPTI_DRIVER_TRACE_CBID_cuMemCreate, CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
+                                                    CUPTI_DRIVER_TRACE_CBID_cuMemMap, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap};
+
+void keep_stack(uint32_t correlation) {
+  PendingStack p;
+  p.correlation = correlation;
+  p.count = capture_stack(hook_config().capture, p.pcs, kMaxStackFrames);
+  std::lock_guard lock(g_call_mu);
+  if (g_pending.size() == kMaxPendingStacks) {
+    g_pending.pop_front();
+    ++g_stacks_dropped;
+  }
+  g_pending.push_back(p);
+}
+
+// One record of a virtual memory call that succeeded; `addr` is the handle for create and release.
+void record_vmm(CUpti_CallbackId id, const CUpti_CallbackData& call) {
+  MemoryActivity a;
+  DeviceMemoryRecord& r = a.record;
+  r.time_ns = now_ns();
+  r.correlation = call.correlationId;
+  r.kind = MemoryKind::device;
+  if (id == CUPTI_DRIVER_TRACE_CBID_cuMemCreate && g_call_stacks) {
+    uint64_t pcs[kMaxStackFrames];
+    a.pcs.assign(pcs, pcs + capture_stack(hook_config().capture, pcs, kMaxStackFrames));
+  }
+  std::lock_guard lock(g_call_mu);
+  switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
+      auto* p = static_cast<const cuMemCreate_params*>(call.functionParams);
+      r.op = MemoryOp::vmm_create;
+      r.addr = *p->handle;
+      r.bytes = p->size;
+      bool on_device = p->prop && p->prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+      r.kind = on_device ? MemoryKind::device : MemoryKind::pinned;
+      r.device = on_device ? static_cast<uint8_t>(p->prop->location.id) : 0;
+      g_handle_device[r.addr] = r.device;
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: {
+      r.op = MemoryOp::vmm_release;
+      r.addr = static_cast<const cuMemRelease_params*>(call.functionParams)->handle;
+      auto it = g_handle_device.find(r.addr);
+      if (it != g_handle_device.end()) r.device = it->second, g_handle_device.erase(it);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+      auto* p = static_cast<const cuMemMap_params*>(call.functionParams);
+      r.op = MemoryOp::vmm_map;
+      r.addr = p->ptr;
+      r.bytes = p->size;
+      r.handle = p->handle;
+      auto it = g_handle_device.find(r.handle);
+      if (it != g_handle_device.end()) r.device = it->second;
+      break;
+    }
+    default: {  // cuMemUnmap
+      auto* p = static_cast<const cuMemUnmap_params*>(call.functionParams);
+      r.op = MemoryOp::vmm_unmap;
+      r.addr = p->ptr;
+      r.bytes = p->size;
+    }
+  }
+  g_vmm.push_back(std::move(a));
+}
+
+bool is_virtual_memory_call(CUpti_CallbackDomain domain, CUpti_CallbackId id) {
+  return domain == CUPTI_CB_DOMAIN_DRIVER_API &&
+         std::find(std::begin(kVirtualMemoryCalls), std::end(kVirtualMemoryCalls), id) != std::end(kVirtualMemoryCalls);
+}
+
+void CUPTIAPI on_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  const auto& call = *static_cast<const CUpti_CallbackData*>(data);
+  if (!is_virtual_memory_call(domain, id)) {
+    if (call.callbackSite == CUPTI_API_ENTER && g_call_stacks) keep_stack(call.correlationId);
+    return;
+  }
+  if (call.callbackSite != CUPTI_API_EXIT) return;
+  if (call.functionReturnValue && *static_cast<const CUresult*>(call.functionReturnValue) != CUDA_SUCCESS) return;
+  record_vmm(id, call);
+}
+
+// The stack of the call with this correlation id (the runtime's or the driver's: both are kept), taken out.
+std::vector<uint64_t> take_stack(uint32_t correlation) {
+  std::lock_guard lock(g_call_mu);
+  auto it = std::find_if(g_pending.begin(), g_pending.end(),
+                         [&](const PendingStack& p) { return p.correlation == correlation; });
+  if (it == g_pending.end()) return {};
+  std::vector<uint64_t> pcs(it->pcs, it->pcs + it->count);
+  g_pending.erase(it);
+  return pcs;
+}
+
+void stop_calls() {
+  if (!g_subscriber) return;
+  cuptiUnsubscribe(g_subscriber);
+  g_subscriber = nullptr;
+  std::lock_guard lock(g_call_mu);
+  g_pending.clear();
+  g_handle_device.clear();
+}
 
 void check(CUptiResult r, const char* what) {
   if (r == CUPTI_SUCCESS) return;
@@ -88,11 +224,13 @@ void add_memory(const CUpti_ActivityMemory4& m) {
   r.correlation = m.correlationId;
   r.kind = m.memoryKind <= CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC ? static_cast<MemoryKind>(m.memoryKind)
                                                                      : MemoryKind::unknown;
-  r.release = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  bool release = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  r.op = release ? MemoryOp::release : MemoryOp::allocation;
   r.async = m.isAsync != 0;
   r.device = static_cast<uint8_t>(m.deviceId);
   a.source = name_id(m.source ? m.source : "");
-  g_memory.push_back(a);
+  if (g_call_stacks && !release) a.pcs = take_stack(m.correlationId);
+  g_memory.push_back(std::move(a));
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -157,12 +295,43 @@ void cupti_start(bool kernels, bool memory) {
   }
 }
 
+std::string cupti_start_calls(bool stacks) {
+  {
+    std::lock_guard lock(g_call_mu);
+    g_pending.clear();
+    g_vmm.clear();
+    g_handle_device.clear();
+    g_stacks_dropped = 0;
+  }
+  if (CUptiResult r = cuptiSubscribe(&g_subscriber, &on_call, nullptr); r != CUPTI_SUCCESS) {
+    g_subscriber = nullptr;
+    const char* msg = nullptr;
+    cuptiGetResultString(r, &msg);
+    return fmt::format("off: CUPTI subscribe failed: {}", msg ? msg : "unknown error");
+  }
+  g_call_stacks = stacks;
+  for (CUpti_CallbackId id : kVirtualMemoryCalls) cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  if (stacks) {
+    for (CUpti_CallbackId id : kRuntimeAllocations)
+      cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+    for (CUpti_CallbackId id : kDriverAllocations) cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  }
+  return stacks ? "on, with stacks" : "on";
+}
+
+uint64_t cupti_stacks_dropped() {
+  std::lock_guard lock(g_call_mu);
+  return g_stacks_dropped;
+}
+
 void cupti_flush() { cuptiActivityFlushAll(0); }
 
 void cupti_stop() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   for (auto kind : g_enabled) cuptiActivityDisable(kind);
   g_enabled.clear();
+  stop_calls();
+  g_call_stacks = false;
 }
 
 void cupti_take(std::vector<KernelRecord>& kernels, std::vector<MemoryActivity>& memory,
@@ -170,8 +339,17 @@ void cupti_take(std::vector<KernelRecord>& kernels, std::vector<MemoryActivity>&
   std::lock_guard lock(g_mu);
   kernels.insert(kernels.end(), g_done.begin(), g_done.end());
   g_done.clear();
-  memory.insert(memory.end(), g_memory.begin(), g_memory.end());
+  for (MemoryActivity& a : g_memory) memory.push_back(std::move(a));
   g_memory.clear();
+  std::vector<MemoryActivity> vmm;
+  {
+    std::lock_guard calls(g_call_mu);
+    vmm.swap(g_vmm);
+  }
+  for (MemoryActivity& a : vmm) {
+    a.source = name_id("");  // the virtual memory calls have no source: their stack names the library
+    memory.push_back(std::move(a));
+  }
   new_names.insert(new_names.end(), g_new_names.begin(), g_new_names.end());
   g_new_names.clear();
 }

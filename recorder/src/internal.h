@@ -169,15 +169,22 @@ struct KernelRecord {
   uint64_t stream = 0;  // CUPTI stream id
   uint32_t name = 0;
 };
-// A CUPTI memory activity record; `source` indexes the same name list as KernelRecord::name.
+// A CUPTI memory activity record, or one of a virtual memory call; `source` indexes the same name list as
+// KernelRecord::name; `pcs` is the stack of the allocating call when cupti_start_calls(true) (innermost first).
 struct MemoryActivity {
-  DeviceMemoryRecord record;  // DeviceMemoryRecord::source unset
+  DeviceMemoryRecord record;  // DeviceMemoryRecord::source and ::stack unset
   uint32_t source = 0;
+  std::vector<uint64_t> pcs;
 };
 // Enables the kernel timeline (kernels, memcpy, memset) and/or the memory activity (allocations and releases).
 void cupti_start(bool kernels, bool memory);
+// After cupti_start with `memory`, CUPTI's callback API: records of the virtual memory calls (cuMemCreate, cuMemRelease,
+// cuMemMap, cuMemUnmap), and with `stacks` the stack of each call that allocates device memory. Returns "on" or
+// "on, with stacks", or why not (another CUPTI subscriber, e.g. torch.profiler).
+std::string cupti_start_calls(bool stacks);
+uint64_t cupti_stacks_dropped();  // stacks of calls whose memory record had not come when the pending ones overflowed
 void cupti_flush();  // asks CUPTI to hand over completed buffers
-void cupti_stop();   // forced flush, then disable
+void cupti_stop();   // forced flush, then disable (stacks included)
 // Moves the records completed so far into `kernels` and `memory`; appends names first seen since the last call
 // to `new_names`.
 void cupti_take(std::vector<KernelRecord>& kernels, std::vector<MemoryActivity>& memory,

@@ -148,6 +148,7 @@ void Recorder::Impl::start_cupti() {
     if (!opt.cupti_busy.empty()) throw Error(opt.cupti_busy);
     detail::cupti_start(opt.kernels, opt.device_memory);
     if (opt.device_memory) snap.metadata["recorder.device_memory"] = "on";
+    if (opt.device_memory) snap.metadata["recorder.device_memory_calls"] = detail::cupti_start_calls(opt.stacks);
   } catch (const Error& e) {
     cupti = false;
     snap.metadata["recorder.kernels"] = std::string("off: ") + e.what();
@@ -179,6 +180,7 @@ void Recorder::Impl::stop() {
   if (opt.device_memory && cuda) {
     snap.metadata["recorder.nvml_failed_samples"] = std::to_string(nvml.failures());
     snap.metadata["recorder.cupti_dropped"] = std::to_string(cupti ? detail::cupti_dropped() : 0);
+    snap.metadata["recorder.device_memory_stacks_dropped"] = std::to_string(cupti ? detail::cupti_stacks_dropped() : 0);
   }
   nvml.close();
   RecorderStats d = drop_stats();
@@ -282,6 +284,11 @@ void Recorder::Impl::add_cupti() {
   for (const detail::MemoryActivity& m : memory_records) {
     DeviceMemoryRecord r = m.record;
     r.source = kernel_names.at(m.source);
+    if (!m.pcs.empty()) {
+      frame_ids.clear();
+      symbolizer.frames_of(m.pcs, snap, frame_ids);
+      r.stack = frame_ids.empty() ? 0 : snap.stacks.intern(frame_ids);
+    }
     snap.device_memory.push_back(r);
   }
   for (const detail::KernelRecord& k : kernel_records) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace memrec {
@@ -26,13 +27,33 @@ std::vector<SegmentEvent> segment_grows(const Replay& r) {
   return out;
 }
 
-bool is_allocators(const DeviceAllocation& a, const std::vector<SegmentEvent>& grows) {
+// The virtual ranges each physical allocation (handle) of the virtual memory API was mapped at, on any device.
+using Mappings = std::unordered_multimap<uint64_t, std::pair<uint64_t, uint64_t>>;  // handle -> address, bytes
+
+Mappings mappings_of(const Snapshot& s) {
+  Mappings out;
+  for (const DeviceMemoryRecord& m : s.device_memory)
+    if (m.op == MemoryOp::vmm_map) out.emplace(m.handle, std::pair{m.addr, m.bytes});
+  return out;
+}
+
+bool within(uint64_t addr, uint64_t bytes, const SegmentEvent& g) {
+  return g.addr <= addr && addr - g.addr <= g.size && bytes <= g.size - (addr - g.addr);
+}
+
+bool is_allocators(const DeviceAllocation& a, const std::vector<SegmentEvent>& grows, const Mappings& maps) {
+  if (a.vmm) {  // an expandable segment's page: mapped inside one of the allocator's mapped ranges
+    auto [first, last] = maps.equal_range(a.addr);
+    return std::any_of(first, last, [&](const auto& m) {
+      return std::any_of(grows.begin(), grows.end(),
+                         [&](const SegmentEvent& g) { return g.mapped && within(m.second.first, m.second.second, g); });
+    });
+  }
   return std::any_of(grows.begin(), grows.end(), [&](const SegmentEvent& g) {
     // Differences taken unsigned: a hostile file's times must not overflow.
     bool too_early = g.time_ns < a.start_ns && uint64_t(a.start_ns) - uint64_t(g.time_ns) > uint64_t(kClockSlackNs);
     if (too_early || g.time_ns > a.end_ns) return false;
-    if (!g.mapped) return g.addr == a.addr && g.size == a.bytes;
-    return g.addr <= a.addr && a.addr - g.addr + a.bytes <= g.size;
+    return g.mapped ? within(a.addr, a.bytes, g) : g.addr == a.addr && g.size == a.bytes;
   });
 }
 
@@ -46,25 +67,41 @@ std::vector<uint32_t> records_of(const Snapshot& s, uint8_t device) {
   return ids;
 }
 
-// Pairs allocations with their releases by address; returns every allocation of the device.
-std::vector<DeviceAllocation> pair_records(const Snapshot& s, uint8_t device, uint64_t& unmatched_releases) {
+std::unordered_set<uint32_t> vmm_calls(const Snapshot& s) {
+  std::unordered_set<uint32_t> out;
+  for (const DeviceMemoryRecord& m : s.device_memory)
+    if (m.op == MemoryOp::vmm_create || m.op == MemoryOp::vmm_release) out.insert(m.correlation);
+  return out;
+}
+
+// Pairs allocations with their releases (by address, or by handle for the virtual memory API); returns every
+// allocation of the device.
+std::vector<DeviceAllocation> pair_records(const Snapshot& s, DeviceMemory& d) {
   std::vector<DeviceAllocation> all;
-  std::unordered_map<uint64_t, size_t> live;  // address -> index into all
-  for (uint32_t id : records_of(s, device)) {
+  std::unordered_map<uint64_t, size_t> live[2];  // [vmm] address or handle -> index into all
+  auto vmm = vmm_calls(s);
+  for (uint32_t id : records_of(s, d.device)) {
     DeviceMemoryRecord rec = s.device_memory[id];
-    auto it = live.find(rec.addr);
-    if (rec.release) {
-      if (it == live.end()) {
-        ++unmatched_releases;
+    bool is_vmm = rec.op == MemoryOp::vmm_create || rec.op == MemoryOp::vmm_release;
+    if (!is_vmm && rec.correlation && vmm.contains(rec.correlation)) {
+      ++d.duplicates;
+      continue;
+    }
+    auto& open = live[is_vmm];
+    auto it = open.find(rec.addr);
+    if (rec.op == MemoryOp::release || rec.op == MemoryOp::vmm_release) {
+      if (it == open.end()) {
+        ++d.unmatched_releases;
         continue;
       }
       all[it->second].end_ns = rec.time_ns;
-      live.erase(it);
+      open.erase(it);
       continue;
     }
-    if (it != live.end()) all[it->second].end_ns = rec.time_ns;  // its release was lost: it ended by now
-    live[rec.addr] = all.size();
-    all.push_back({rec.addr, rec.bytes, rec.time_ns, kStillLive, id, rec.source, rec.stack, rec.kind});
+    if (rec.op != MemoryOp::allocation && rec.op != MemoryOp::vmm_create) continue;  // maps: see mappings_of
+    if (it != open.end()) all[it->second].end_ns = rec.time_ns;  // its release was lost: it ended by now
+    open[rec.addr] = all.size();
+    all.push_back({rec.addr, rec.bytes, rec.time_ns, kStillLive, id, rec.source, rec.stack, rec.kind, is_vmm});
   }
   return all;
 }
@@ -134,8 +171,9 @@ DeviceMemory device_memory(const Snapshot& s, const Replay& r) {
   auto nvml = s.metadata.find("recorder.nvml");
   d.nvml = nvml != s.metadata.end() ? nvml->second : "not recorded";
   auto grows = segment_grows(r);
-  for (DeviceAllocation& a : pair_records(s, d.device, d.unmatched_releases)) {
-    if (is_allocators(a, grows)) ++d.allocator_allocations;
+  auto maps = mappings_of(s);
+  for (DeviceAllocation& a : pair_records(s, d)) {
+    if (is_allocators(a, grows, maps)) ++d.allocator_allocations;
     else d.other.push_back(a);
   }
   d.points = account(s, r, d);
@@ -146,6 +184,17 @@ std::string library_name(const std::string& path) {
   if (path.empty()) return "unknown library";
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string library_of(const Snapshot& s, const DeviceAllocation& a) {
+  if (a.source || !a.stack) return library_name(s.strings[a.source]);
+  for (uint32_t f : s.stacks[a.stack]) {
+    std::string name = library_name(s.strings[s.frames[f].library]);
+    bool cuda_or_memrec = name.starts_with("libcuda.") || name.starts_with("libcupti") ||
+                          name.starts_with("libcudart") || name.starts_with("libmemrec");
+    if (s.frames[f].library && !cuda_or_memrec) return name;
+  }
+  return "unknown library";
 }
 
 }  // namespace memrec

@@ -23,7 +23,7 @@ std::string metadata_or(const Snapshot& s, const std::string& key, const std::st
 json groups_json(const Snapshot& s, const std::vector<const DeviceAllocation*>& allocations, size_t top) {
   std::map<std::pair<std::string, MemoryKind>, std::pair<uint64_t, uint64_t>> groups;  // -> bytes, count
   for (const DeviceAllocation* a : allocations) {
-    auto& [bytes, count] = groups[{library_name(s.strings[a->source]), a->kind}];
+    auto& [bytes, count] = groups[{library_of(s, *a), a->kind}];
     bytes += a->bytes;
     ++count;
   }
@@ -44,7 +44,8 @@ json largest_json(const Snapshot& s, std::vector<const DeviceAllocation*> all, i
   for (size_t i = 0; i < all.size() && i < top; ++i) {
     const DeviceAllocation& a = *all[i];
     rows.push_back({{"addr", a.addr}, {"bytes", a.bytes}, {"kind", to_string(a.kind)},
-                    {"library", library_name(s.strings[a.source])}, {"start_ns", a.start_ns - start},
+                    {"library", library_of(s, a)}, {"vmm", a.vmm},
+                    {"site", a.stack ? allocation_site(s, a.stack) : ""}, {"start_ns", a.start_ns - start},
                     {"end_ns", a.end_ns == kStillLive ? json(nullptr) : json(a.end_ns - start)}});
   }
   return rows;
@@ -100,6 +101,8 @@ json device_memory_json(const Snapshot& s, const Replay& r, uint32_t step, size_
           {"records", records},
           {"allocator_allocations", d.allocator_allocations},
           {"unmatched_releases", d.unmatched_releases},
+          {"duplicates", d.duplicates},
+          {"calls", metadata_or(s, "recorder.device_memory_calls", "not recorded")},
           {"first_event_ns", start},
           {"time_ns", t - start},
           {"other_allocations", d.other_at(t)},
@@ -136,10 +139,21 @@ std::string device_memory_text(const json& j) {
   for (const json& g : j["live"]) out += "  " + group_line(g) + "\n";
   out += "  other allocations over the run, by library:\n";
   for (const json& g : j["by_library"]) out += "  " + group_line(g) + "\n";
-  out += fmt::format("  CUPTI: {} records, {} allocations of them the caching allocator's segments, {} releases of "
-                     "memory allocated before the recording\n",
+  out += "  largest other allocations:\n";
+  for (size_t i = 0; i < j["largest"].size() && i < 5; ++i) {
+    const json& a = j["largest"][i];
+    std::string site = a["site"].get<std::string>();
+    out += fmt::format("  {:>12}  {} ({}) at +{}{}{}\n", format_bytes(a["bytes"]), a["library"].get<std::string>(),
+                       a["kind"].get<std::string>(), format_duration(a["start_ns"]),
+                       a["end_ns"].is_null() ? "" : ", freed at +" + format_duration(a["end_ns"]),
+                       site.empty() ? "" : "  " + site);
+  }
+  out += fmt::format("  {} records, {} allocations of them the caching allocator's segments, {} releases of memory "
+                     "allocated before the recording, {} CUPTI records of virtual memory calls also recorded "
+                     "from the calls (virtual memory calls: {})\n",
                      j["records"].get<uint64_t>(), j["allocator_allocations"].get<uint64_t>(),
-                     j["unmatched_releases"].get<uint64_t>());
+                     j["unmatched_releases"].get<uint64_t>(), j["duplicates"].get<uint64_t>(),
+                     j["calls"].get<std::string>());
   return out;
 }
 

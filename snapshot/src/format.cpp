@@ -53,6 +53,7 @@ template <> constexpr uint64_t kEnumCount<ScopeKind> = 5;
 template <> constexpr uint64_t kEnumCount<KernelKind> = 3;
 template <> constexpr uint64_t kEnumCount<BlockState> = 3;
 template <> constexpr uint64_t kEnumCount<MemoryKind> = kMemoryKindCount;
+template <> constexpr uint64_t kEnumCount<MemoryOp> = kMemoryOpCount;
 
 // ---- Payload archives: cereal binary, plus bounded loading of counts, strings and flags. ----
 

@@ -53,6 +53,12 @@ std::string_view to_string(MemoryKind k) {
   return names.at(static_cast<size_t>(k));
 }
 
+std::string_view to_string(MemoryOp op) {
+  static constexpr std::array<std::string_view, kMemoryOpCount> names = {
+      "allocation", "release", "vmm_create", "vmm_release", "vmm_map", "vmm_unmap"};
+  return names.at(static_cast<size_t>(op));
+}
+
 static constexpr std::array<std::string_view, 3> kBlockStateNames = {
     "active_allocated", "active_pending_free", "inactive"};
 

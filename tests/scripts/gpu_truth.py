@@ -2,7 +2,9 @@
 """Device memory outside the caching allocator, on a GPU (scripts/gpu-check.sh, section gpu_truth).
 
     memrec record -o truth.memrec -- python tests/scripts/gpu_truth.py run --facts facts.json
-    python tests/scripts/gpu_truth.py check facts.json truth.rank0.memrec --memrec build/cli/memrec
+    python tests/scripts/gpu_truth.py check facts.json truth.pid1234.memrec --memrec build/cli/memrec
+
+Under torchrun each rank uses its own GPU (LOCAL_RANK) and writes facts.rankN.json beside the facts path.
 
 `run` uses a one-rank NCCL process group (all_reduce), cuBLAS (matmuls) and a raw cuMemAlloc through the driver API,
 outside the caching allocator, held over a few steps and freed; it writes what it did (the raw address and size,
@@ -23,12 +25,12 @@ RAW_BYTES = 38 * 2**20  # a size nothing else asks for, whole 2 MiB pages (the d
 TOLERANCE = 2 * 2**20
 
 
-def nvml_used():
-    """NVML's used bytes of the first visible GPU, for the printout (the check reads memrec's own samples)."""
+def nvml_used(index):
+    """NVML's used bytes of GPU `index`, for the printout (the check reads memrec's own samples)."""
     try:
         import pynvml
         pynvml.nvmlInit()
-        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used
+        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).used
     except Exception as e:
         return f"unknown ({e})"
 
@@ -37,13 +39,16 @@ def run(a):
     import torch
     import torch.distributed as dist
 
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local)
     torch.cuda.init()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29533")
     x = torch.ones(1 << 20, device="cuda")
     time.sleep(0.2)  # NVML samples before NCCL
     nccl_start = time.time_ns()
-    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
     dist.all_reduce(x)
     torch.cuda.synchronize()
     nccl_end = time.time_ns()
@@ -66,17 +71,18 @@ def run(a):
         y = (a_ @ a_.T).sum()  # cuBLAS
         dist.all_reduce(x)
         torch.cuda.synchronize()
-        steps.append({"step": step, "nvml_used": nvml_used(), "reserved": torch.cuda.memory_reserved(),
+        steps.append({"step": step, "nvml_used": nvml_used(local), "reserved": torch.cuda.memory_reserved(),
                       "y": float(y)})
         time.sleep(0.1)  # a few NVML samples per step
     dist.destroy_process_group()
-    with open(a.facts, "w") as f:
+    root, ext = os.path.splitext(a.facts)
+    with open(a.facts if world == 1 else f"{root}.rank{rank}{ext}", "w") as f:
         json.dump({"raw_addr": ptr.value, "raw_bytes": RAW_BYTES, "raw_start_ns": raw_start, "raw_end_ns": raw_end,
                    "nccl_start_ns": nccl_start, "nccl_end_ns": nccl_end, "steps": steps}, f, indent=1)
     for s in steps:
         used = s["nvml_used"]
         gap = used - s["reserved"] if isinstance(used, int) else used
-        print(f"step {s['step']:2}: NVML used {used}, memory_reserved {s['reserved']}, used - reserved {gap}")
+        print(f"rank {rank} step {s['step']:2}: NVML used {used}, memory_reserved {s['reserved']}, used - reserved {gap}")
 
 
 def check(a):
@@ -89,15 +95,18 @@ def check(a):
     failures = []
     if dm is None:
         sys.exit("FAILED: the recording has no device memory section")
-    print(f"nvml: {dm['nvml']}; cupti: {dm['cupti']}; samples {dm['samples']}; CUPTI records {dm['records']}, "
-          f"{dm['allocator_allocations']} of them the allocator's; unmatched releases {dm['unmatched_releases']}; "
-          f"CUPTI dropped {dm['cupti_dropped']}")
+    print(f"nvml: {dm['nvml']}; cupti: {dm['cupti']}; virtual memory calls: {dm['calls']}; samples {dm['samples']}; "
+          f"records {dm['records']}, {dm['allocator_allocations']} allocations of them the allocator's; unmatched "
+          f"releases {dm['unmatched_releases']}; CUPTI records dropped as duplicates of virtual memory calls "
+          f"{dm['duplicates']}; CUPTI dropped {dm['cupti_dropped']}")
     start = dm["first_event_ns"]
     rows = dm["largest"]
     print(f"{len(rows)} other allocations (largest first):")
     for r in rows[:40]:
-        print(f"  {r['bytes']:>12} B at {r['addr']:#x}  {r['kind']:<8} {r['library']:<30} "
-              f"+{r['start_ns'] / 1e6:.1f} ms .. {'end' if r['end_ns'] is None else '+%.1f ms' % (r['end_ns'] / 1e6)}")
+        print(f"  {r['bytes']:>12} B at {r['addr']:#x}{' (cuMemCreate handle)' if r['vmm'] else ''}  {r['kind']:<8} "
+              f"{r['library']:<30} "
+              f"+{r['start_ns'] / 1e6:.1f} ms .. {'end' if r['end_ns'] is None else '+%.1f ms' % (r['end_ns'] / 1e6)}"
+              f"  {r['site']}")
 
     raw = [r for r in rows if r["addr"] == facts["raw_addr"]]
     print(f"raw cuMemAlloc: {facts['raw_bytes']} B at {facts['raw_addr']:#x}, recorded as {raw}")

@@ -37,7 +37,8 @@ Event event(int64_t t, Action a, uint64_t addr, uint64_t size) {
 
 DeviceMemoryRecord record(int64_t t, uint64_t addr, uint64_t bytes, uint32_t source, MemoryKind kind,
                           bool release = false) {
-  return {.time_ns = T0 + t, .addr = addr, .bytes = bytes, .source = source, .kind = kind, .release = release};
+  return {.time_ns = T0 + t, .addr = addr, .bytes = bytes, .source = source, .kind = kind,
+          .op = release ? MemoryOp::release : MemoryOp::allocation};
 }
 
 // What the device holds besides the context, by the construction below.
@@ -57,6 +58,9 @@ Snapshot recording() {
   uint32_t cudart = s.strings.intern("/usr/local/cuda/lib64/libcudart.so.13");
   uint32_t nccl = s.strings.intern("/usr/lib/x86_64-linux-gnu/libnccl.so.2");
   uint32_t program = s.strings.intern("/tmp/raw_malloc");
+  uint32_t frame = s.frames.intern({.pc = 0x401234, .function = s.strings.intern("allocate_outside"),
+                                    .file = s.strings.intern("/tmp/raw_malloc.cpp"), .line = 12});
+  uint32_t stack = s.stacks.intern(std::vector<uint32_t>{frame});
   // CUPTI hands buffers over out of time order: the reader's interpretation sorts them.
   for (DeviceMemoryRecord r : {record(200 * ms, kRaw, 64 * MiB, program, MemoryKind::device),
                                record(10 * ms - 5000, kSegment, 20 * MiB, cudart, MemoryKind::device),  // the allocator's
@@ -66,6 +70,7 @@ Snapshot recording() {
                                record(300 * ms, kRaw, 64 * MiB, program, MemoryKind::device, true),
                                record(500 * ms - 2000, kSegment, 20 * MiB, cudart, MemoryKind::device, true)})
     s.device_memory.push_back(r);
+  s.device_memory.update(0, [&](DeviceMemoryRecord& r) { r.stack = stack; });  // the raw cudaMalloc's call
   for (int64_t t = 0; t <= 600 * ms; t += 50 * ms)
     s.memory_samples.push_back({T0 + t, kContext + reserved_at(t) + other_at(t), 80ull << 30, 0});
   return s;
@@ -216,6 +221,42 @@ TEST(DeviceMemory, ARangeOfAnExpandableSegmentIsTheAllocators) {
   EXPECT_EQ(d.other[0].addr, kSegment + 40 * MiB);
 }
 
+// The virtual memory API (NCCL's cuMem buffers, expandable segments) is recorded from the calls: allocations paired
+// by handle, the allocator's told apart by where they were mapped, and a CUPTI record of the same call dropped.
+TEST(DeviceMemory, VirtualMemoryAllocationsArePairedByHandleAndCountedOnce) {
+  constexpr uint64_t kNcclHandle = 0x51, kPageHandle = 0x52, kNcclRange = 0x7a0000000000;
+  Snapshot s;
+  s.events.push_back(event(10 * ms, Action::segment_map, kSegment, 40 * MiB));  // an expandable segment grows
+  uint32_t cuda = s.strings.intern("/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+  uint32_t nccl = s.strings.intern("/usr/lib/x86_64-linux-gnu/libnccl.so.2");
+  uint32_t in_cuda = s.frames.intern({.pc = 0x10, .library = cuda});
+  uint32_t in_nccl = s.frames.intern({.pc = 0x20, .function = s.strings.intern("ncclCommInitRank"), .library = nccl});
+  uint32_t stack = s.stacks.intern(std::vector<uint32_t>{in_cuda, in_nccl});
+  auto vmm = [&](int64_t t, MemoryOp op, uint64_t addr, uint64_t bytes, uint64_t handle, uint32_t correlation) {
+    s.device_memory.push_back({.time_ns = T0 + t, .addr = addr, .bytes = bytes, .handle = handle,
+                               .correlation = correlation, .kind = MemoryKind::device, .op = op});
+  };
+  vmm(9 * ms, MemoryOp::vmm_create, kPageHandle, 20 * MiB, 0, 1);
+  vmm(9 * ms + 10, MemoryOp::vmm_map, kSegment + 20 * MiB, 20 * MiB, kPageHandle, 2);
+  vmm(100 * ms, MemoryOp::vmm_create, kNcclHandle, 32 * MiB, 0, 3);
+  s.device_memory.update(2, [&](DeviceMemoryRecord& r) { r.stack = stack; });
+  // CUPTI's record of the same cuMemCreate call, at another address: left out.
+  s.device_memory.push_back(record(100 * ms, 0xdead0000, 32 * MiB, 0, MemoryKind::device));
+  s.device_memory.update(3, [](DeviceMemoryRecord& r) { r.correlation = 3; });
+  vmm(100 * ms + 10, MemoryOp::vmm_map, kNcclRange, 32 * MiB, kNcclHandle, 4);
+  vmm(400 * ms, MemoryOp::vmm_unmap, kNcclRange, 32 * MiB, 0, 5);
+  vmm(400 * ms + 10, MemoryOp::vmm_release, kNcclHandle, 0, 0, 6);
+  Replay r(s, 0);
+  DeviceMemory d = device_memory(s, r);
+  EXPECT_EQ(d.allocator_allocations, 1u) << "the page mapped inside the allocator's segment";
+  EXPECT_EQ(d.duplicates, 1u);
+  ASSERT_EQ(d.other.size(), 1u);
+  EXPECT_TRUE(d.other[0].vmm);
+  EXPECT_EQ(d.other_at(T0 + 200 * ms), 32 * MiB);
+  EXPECT_EQ(d.other_at(T0 + 400 * ms + 10), 0u) << "released";
+  EXPECT_EQ(library_of(s, d.other[0]), "libnccl.so.2") << "the first frame outside CUDA's libraries";
+}
+
 TEST(DeviceMemory, AnAddressReusedAfterTheSegmentWasFreedIsNotTheAllocators) {
   Snapshot s = recording();
   // After the allocator freed its segment at 500 ms, another library gets the same address and size.
@@ -264,11 +305,14 @@ TEST(DeviceMemory, StatsShowsTheAccountingAtAnInstantAndOverTheRun) {
   EXPECT_EQ(raw["bytes"], 64 * MiB);
   EXPECT_EQ(raw["start_ns"], 190 * ms);
   EXPECT_EQ(raw["end_ns"], 290 * ms);
+  EXPECT_EQ(raw["site"], "allocate_outside (raw_malloc.cpp:12)");
   EXPECT_TRUE(j["largest"][1]["end_ns"].is_null()) << "NCCL's buffer lives to the end";
   auto text = run_command(quote(MEMREC_BINARY) + " stats " + quote(tmp / "d.memrec") + " --at 240ms").output;
   EXPECT_NE(text.find("context and driver     500.00 MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("context and driver 500.00 MiB .. 500.00 MiB (spread 0 B)"), std::string::npos) << text;
   EXPECT_NE(text.find("1.00 MiB      1x  raw_malloc (pinned, not device memory)"), std::string::npos) << text;
+  EXPECT_NE(text.find("64.00 MiB  raw_malloc (device) at +190.0 ms, freed at +290.0 ms  allocate_outside (raw_malloc.cpp:12)"),
+            std::string::npos) << text;
 }
 
 TEST(DeviceMemory, StatsSaysWhenNvmlWasAbsent) {

@@ -42,7 +42,8 @@ struct RecorderOptions {
   bool free_stacks = false;    // ... and for every free
   bool kernels = true;         // CUPTI kernel/memcpy/memset timeline (CUDA builds only)
   bool device_memory = true;   // device memory outside the caching allocator (CUDA builds only): CUPTI's memory
-                               // activity and NVML's used memory of each device, sampled every 20 ms
+                               // activity (with `stacks`, each allocating call's C++ stack) and NVML's used memory
+                               // of each device, sampled every 20 ms
   std::string cupti_busy;      // why CUPTI must be left alone (another client, e.g. torch.profiler, holds it): no
                                // kernels and no CUPTI memory activity, said once; empty = use CUPTI
   bool cpu = true;             // wrap libtorch's CPU allocator when the CUDA allocator is not recorded (device 0)

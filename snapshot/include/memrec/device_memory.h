@@ -23,9 +23,9 @@ inline constexpr int64_t kStillLive = std::numeric_limits<int64_t>::max();
 // does not; managed memory moves, and is left out. CUPTI's unknown kind is counted: its record names a device.
 bool on_device(MemoryKind k);
 
-// One CUPTI allocation and its release, paired by address.
+// One allocation and its release: CUPTI's, paired by address, or the virtual memory API's, paired by handle.
 struct DeviceAllocation {
-  uint64_t addr = 0;
+  uint64_t addr = 0;            // the handle when `vmm`
   uint64_t bytes = 0;
   int64_t start_ns = 0;
   int64_t end_ns = kStillLive;  // its release, or kStillLive when the recording saw none
@@ -33,6 +33,7 @@ struct DeviceAllocation {
   uint32_t source = 0;          // string id: the shared object that asked for it
   uint32_t stack = 0;
   MemoryKind kind = MemoryKind::unknown;
+  bool vmm = false;             // cuMemCreate/cuMemRelease
   bool live_at(int64_t t) const { return start_ns <= t && t < end_ns; }
 };
 
@@ -47,15 +48,18 @@ struct DeviceMemoryPoint {
   int64_t context = 0;
 };
 
-// How a device's CUPTI records and NVML samples split up. The caching allocator's own cudaMalloc/cuMemCreate calls
-// show up among the CUPTI records too: an allocation is the allocator's when, while it was live, the allocator
-// recorded a segment_alloc of the same address and size on the device, or a segment_map whose range holds it.
-// Everything else is an "other allocation".
+// How a device's records and NVML samples split up. The caching allocator's own cudaMalloc/cuMemCreate calls
+// show up among the records too: an allocation is the allocator's when, while it was live, the allocator recorded a
+// segment_alloc of the same address and size on the device, or a segment_map whose range holds it; a cuMemCreate
+// allocation is the allocator's when it was mapped inside a segment_map's range (expandable segments). Everything
+// else is an "other allocation". A CUPTI record of a call that the virtual memory records also report (same
+// correlation id) is left out, so that nothing counts twice.
 struct DeviceMemory {
   uint8_t device = 0;
   std::vector<DeviceAllocation> other;      // by allocation time
   uint64_t allocator_allocations = 0;       // CUPTI allocations that are the caching allocator's segments
   uint64_t unmatched_releases = 0;          // releases of memory allocated before the recording (or lost records)
+  uint64_t duplicates = 0;                  // CUPTI records of calls the virtual memory records report
   std::vector<DeviceMemoryPoint> points;    // one per NVML sample of the device, by time
   std::string nvml;                         // "on", or why there are no samples (metadata "recorder.nvml")
 
@@ -76,5 +80,8 @@ std::string device_memory_html(const nlohmann::json& j);  // "" for null
 
 // "libnccl.so.2" for "/usr/lib/x86_64-linux-gnu/libnccl.so.2"; "unknown library" for an empty path.
 std::string library_name(const std::string& path);
+// The library that asked for an allocation: CUPTI's source, else the first frame of its stack outside CUDA's own
+// libraries and memrec's (the virtual memory records have no source).
+std::string library_of(const Snapshot& s, const DeviceAllocation& a);
 
 }  // namespace memrec

@@ -194,33 +194,42 @@ template <> struct Columns<Kernel> {
 
 // Device memory outside the caching allocator's bookkeeping, as raw facts (memrec/device_memory.h interprets
 // them). One record per allocation or release the CUDA driver made (CUPTI's memory activity: cudaMalloc,
-// cuMemAlloc, cuMemCreate, cudaHostAlloc, ... of NCCL, cuBLAS, extensions), the caching allocator's own segments
-// included: telling those apart is interpretation, done when the file is read.
+// cuMemAlloc, cudaHostAlloc, ... of NCCL, cuBLAS, extensions), and per call of the driver's virtual memory API
+// (cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap: NCCL's buffers, expandable segments), the caching allocator's own
+// segments included: telling those apart is interpretation, done when the file is read.
 // MemoryKind follows CUPTI's CUpti_ActivityMemoryKind, value for value.
 enum class MemoryKind : uint8_t { unknown, pageable, pinned, device, array, managed, device_static, managed_static };
 inline constexpr int kMemoryKindCount = 8;
 std::string_view to_string(MemoryKind k);
+
+// What a DeviceMemoryRecord reports. allocation, release: CUPTI's memory activity, addr = the virtual address.
+// vmm_create, vmm_release: a physical allocation of the virtual memory API, addr = its handle. vmm_map, vmm_unmap:
+// a virtual range [addr, addr + bytes) mapped to (or unmapped from) the allocation `handle` (0 for unmap).
+enum class MemoryOp : uint8_t { allocation, release, vmm_create, vmm_release, vmm_map, vmm_unmap };
+inline constexpr int kMemoryOpCount = 6;
+std::string_view to_string(MemoryOp op);
 
 struct DeviceMemoryRecord {
   int64_t time_ns = 0;       // CLOCK_REALTIME nanoseconds (CUPTI's timestamp)
   uint64_t addr = 0;
   uint64_t bytes = 0;
   uint64_t pc = 0;           // CUPTI's program counter of the call, 0 = unknown
+  uint64_t handle = 0;       // vmm_map: the physical allocation mapped
   uint32_t correlation = 0;  // CUPTI correlation id of the driver/runtime call
   uint32_t source = 0;       // string id of the shared object the call came from (CUPTI), 0 = unknown
   uint32_t stack = 0;        // Snapshot::stacks id, 0 = none
   MemoryKind kind = MemoryKind::unknown;
-  bool release = false;      // false: an allocation; true: the release of one
+  MemoryOp op = MemoryOp::allocation;
   bool async = false;        // through the stream-ordered (memory pool) API
   uint8_t device = 0;
   bool operator==(const DeviceMemoryRecord&) const = default;
 };
 
 template <> struct Columns<DeviceMemoryRecord> {
-  static constexpr size_t kCount = 11;
+  static constexpr size_t kCount = 12;
   template <class C, class R> [[gnu::always_inline]] static void row(C& c, R& r, const DeviceMemoryRecord& prev) {
     c.delta(0, r.time_ns, prev.time_ns);
-    c.value(1, r.release);
+    c.value(1, r.op);
     c.value(2, r.kind);
     c.value(3, r.device);
     c.delta(4, r.addr, prev.addr);
@@ -230,6 +239,7 @@ template <> struct Columns<DeviceMemoryRecord> {
     c.value(8, r.source);
     c.value(9, r.stack);
     c.value(10, r.async);
+    c.delta(11, r.handle, prev.handle);
   }
 };
 
