@@ -37,10 +37,11 @@ constexpr std::array<std::string_view, 5> kInternalNames = {"_start", "clone", "
 constexpr std::array<std::string_view, 11> kInternalCFiles = {
     "/include/ATen/", "/include/c10/", "/include/torch/", "/include/c++/", "aten/src/", "torch/csrc/", "c10/core/",
     "c10/cuda/", ".cudafe1.", "/sysdeps/", "/csu/"};
-// Shared libraries: an unsymbolized frame names its library ("libtorch_cpu.so.1.13+0x1e09877").
-constexpr std::array<std::string_view, 10> kInternalLibraries = {
-    "libtorch", "libc10", "libpython", "libc.so", "libstdc++", "ld-linux", "libcuda", "libcublas", "libcudnn",
-    "libnccl"};
+// Shared libraries and the interpreter's executable: an unsymbolized frame names its file
+// ("libtorch_cpu.so.1.13+0x1e09877"; "python3.11+0x547b96" from a python3 that links CPython statically).
+constexpr std::array<std::string_view, 11> kInternalLibraries = {
+    "libtorch", "libc10", "libpython", "python3", "libc.so", "libstdc++", "ld-linux", "libcuda", "libcublas",
+    "libcudnn", "libnccl"};
 // Python files: torch's own (pip's site-packages, a venv's, Debian's dist-packages, a source checkout), the code
 // torch.compile generates, memrec's Python package.
 constexpr std::array<std::string_view, 8> kInternalPythonFiles = {
