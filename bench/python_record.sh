@@ -12,7 +12,7 @@
 # file, an estimate of that read's share. "file ms", for memrec rows, is from `end_ns` to the file's last write (its
 # modification time, from the file system's coarse clock: within a few ms): when the recording was complete, whatever
 # the interpreter does after.
-# Usage: [PYTHON=python3] [PAIRS=200000] [TABLES="steps pairs"] bench/python_record.sh MEMREC [STEPS] [train.py args]
+# Usage: [PYTHON=python3] [PAIRS=200000] [ROUNDS=1] [TABLES="steps pairs"] bench/python_record.sh MEMREC [STEPS] [train.py args]
 set -uo pipefail
 memrec=$1 steps=${2:-12}
 shift $(( $# < 2 ? $# : 2 ))
@@ -63,10 +63,12 @@ fi
 
 [[ $tables == *" pairs "* ]] || exit 0
 header "ns/pair"
-row "ns per pair" "none" "${pairs[@]}"
-row "ns per pair" "torch history stacks=python" "${pairs[@]}" --torch-history python
-row "ns per pair" "torch history stacks=all" "${pairs[@]}" --torch-history all
-for stacks in python all; do
-  row "ns per pair" "memrec stacks=$stacks kernels=on" "$memrec" record -o "/tmp/bench-pairs-$stacks.memrec" \
-    --stacks "$stacks" -- "${pairs[@]}"
+for round in $(seq "${ROUNDS:-1}"); do  # ROUNDS > 1: the modes again, interleaved, for the spread between runs
+  row "ns per pair" "none" "${pairs[@]}"
+  row "ns per pair" "torch history stacks=python" "${pairs[@]}" --torch-history python
+  row "ns per pair" "torch history stacks=all" "${pairs[@]}" --torch-history all
+  for stacks in python all; do
+    row "ns per pair" "memrec stacks=$stacks kernels=on" "$memrec" record -o "/tmp/bench-pairs-$stacks.memrec" \
+      --stacks "$stacks" -- "${pairs[@]}"
+  done
 done

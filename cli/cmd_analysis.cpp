@@ -56,6 +56,7 @@ void add_stats(CLI::App& app) {
   cmd->add_flag("--full-stack", o->full_stack, "with --by stack: print each row's whole stack, frames marked site, user or internal");
   add_common(cmd, *o, true);
   cmd->callback([o, inputs] {
+    if (o->full_stack && o->by != "stack") throw Error(fmt::format("--full-stack goes with --by stack, not --by {}", o->by));
     if (o->by == "rank") return print_rank_stats(*inputs, o->at, o->kernels, o->device, o->top, o->json);
     if (inputs->size() > 1) throw Error(fmt::format("stats reads one file ({} given); several only with --by rank", inputs->size()));
     print(stats_json(load_snapshot(inputs->front(), stderr), o->stats()), o->json, stats_text);

@@ -20,7 +20,8 @@ results=()
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 # section NAME FUNCTION: runs FUNCTION under set -e (not inside `if` or `||`, where bash would ignore -e).
-# SKIP="benchmarks tests" leaves sections out, e.g. to fit a second call on a warm machine into its time limit.
+# SKIP="benchmarks tests" leaves sections out, e.g. to fit a second call on a warm machine into its time limit;
+# SECTIONS (at the end) picks them.
 section() {
   if [[ " ${SKIP:-} " == *" $1 "* ]]; then
     say "== $1 skipped"
@@ -47,9 +48,10 @@ build() {
   ninja -C "$BUILD" -t targets all > /tmp/targets.txt  # not piped into grep -q: its early exit fails the pipe
   grep -q "^memrec_python_tests:" /tmp/targets.txt && python=(memrec_python memrec_python_tests)
   grep -q "^memrec_cuda_allocations:" /tmp/targets.txt && python+=(memrec_cuda_allocations)
-  ninja -C "$BUILD" -j16 -k 0 memrec memrec-run memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format bench_load bench_ranks \
-    "${python[@]}" \
-    > "$OUT/build.log" 2>&1 ||
+  local targets=(memrec memrec-run memrec_recorder_tests bench_recorder memrec_example bench_analysis bench_format
+                 bench_load bench_ranks "${python[@]}")
+  [ -n "${TARGETS:-}" ] && read -ra targets <<< "$TARGETS"  # what the chosen SECTIONS need
+  ninja -C "$BUILD" -j16 -k 0 "${targets[@]}" > "$OUT/build.log" 2>&1 ||
     { grep -E "error|FAILED" "$OUT/build.log" | head -40 | tee -a "$OUT/summary.txt"; return 1; }
 }
 
@@ -136,7 +138,8 @@ trace = pickle.load(open(sys.argv[2], "rb"))["device_traces"][0]
 recorded = json.loads(sys.argv[3])
 count = lambda a: sum(e["action"] == a for e in trace)
 rows = [("allocs", count("alloc") + 1, stats["allocation.all.allocated"]),
-        ("frees", count("free_completed") + 1, stats["allocation.all.freed"]),
+        # c10 counts a free when the program frees (free_requested), before record_stream's uses end
+        ("frees", count("free_requested") + 1, stats["allocation.all.freed"]),
         ("segments", count("segment_alloc") + 1, stats["segment.all.allocated"]),
         # memrec's CUDA events carry the bytes requested (as PyTorch's trace does), not the rounded block sizes
         ("peak requested", recorded["peak_allocated"]["bytes"], stats["requested_bytes.all.peak"]),
@@ -206,21 +209,22 @@ truth_run() {
   env "$@" "$MEMREC" record -o /tmp/"$name".memrec -- python3 tests/scripts/gpu_truth.py run --facts /tmp/"$name".json \
     > /tmp/"$name".log 2>&1 || { tail -40 /tmp/"$name".log; return 1; }
   cat /tmp/"$name".log
-  file=$(ls /tmp/"$name".memrec /tmp/"$name".*.memrec 2>/dev/null | head -1)  # one process, or named by rank/pid
-  "$MEMREC" info "$file" | head -30
+  for file in /tmp/"$name".memrec /tmp/"$name".*.memrec; do [ -f "$file" ] && break; done  # one process, or by pid
+  "$MEMREC" info "$file" | sed -n 1,30p
   python3 tests/scripts/gpu_truth.py check /tmp/"$name".json "$file" --memrec "$MEMREC" | tee -a "$OUT/summary.txt"
 }
 
 # Device memory outside the caching allocator: checked with the defaults; printed, not checked, with expandable
 # segments (the allocator's cuMemCreate/cuMemMap) and with NCCL on cudaMalloc instead of its cuMem* buffers.
 gpu_truth() {
-  local rc=0
-  truth_run truth || rc=$?
+  truth_run truth
+}
+
+gpu_truth_variants() {
   say "-- expandable segments (printed, not checked):"
   truth_run truthx PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True || true
   say "-- NCCL_CUMEM_ENABLE=0 (printed, not checked):"
   truth_run truthc NCCL_CUMEM_ENABLE=0 || true
-  return $rc
 }
 
 # The same on two GPUs with torchrun (each rank on its own GPU), checked on each rank's file; skipped with one GPU.
@@ -243,6 +247,7 @@ gpu_truth_ranks() {
 # Step-time cost of recording a Python program (GPT-2-small size), eager and torch.compile: bench/python_record.sh.
 python_bench() {
   bench/python_record.sh "$MEMREC" 12 | tee -a "$OUT/summary.txt"
+  [[ " ${TABLES:-steps} " == *" steps "* ]] || return 0
   say "torch.compile:"
   local train=(python3 examples/train.py --layers 12 --d-model 768 --heads 12 --seq 1024 --vocab 50257 --batch 8
                --steps 12 --compile)
@@ -261,10 +266,13 @@ alloc_runs() {
 }
 
 # The allocator model against the measured runs of alloc_runs: each setting's reserved peak predicted from the default
-# run's recording, within 5% (the table in docs/benchmarks.md), and its replay speed on 10M synthetic events.
+# run's recording, within 5% (the table in docs/benchmarks.md); alloc_bench: its replay speed on 10M synthetic events.
 alloc_whatif() {
   [[ -f /tmp/alloc/default.conf ]] || bench/alloc_conf_runs.sh "$MEMREC" /tmp/alloc > /dev/null
   python3 bench/alloc_whatif_check.py "$MEMREC" /tmp/alloc | tee "$OUT/alloc_whatif.md" | tee -a "$OUT/summary.txt"
+}
+
+alloc_bench() {
   ninja -C "$BUILD" bench_allocator > /dev/null
   timeout 120 "$BUILD/bench/bench_allocator" --benchmark_filter="/10000000$" 2>&1 | grep -E "^BM_" | tee -a "$OUT/summary.txt"
 }
@@ -272,7 +280,7 @@ alloc_whatif() {
 # Ranks side by side: torchrun with 2 ranks on CUDA, rank 1 given a larger batch, each rank's counts and peaks
 # against its own memory_stats (torchrun --tee prefixes each rank's lines with [defaultR]:), then `stats --by rank`.
 # One GPU: the ranks share it on gloo (DDP). Two GPUs (nvidia-h200-x2): DDP and FSDP2 on NCCL, a GPU each.
-# Then the loader at scale (bench/bench_ranks.cpp: 64 ranks x 1M events for stats, 8 x 1M opened for the viewer).
+# ranks_bench: the loader at scale (bench/bench_ranks.cpp: 64 ranks x 1M events for stats, 8 x 1M opened for the viewer).
 ranks() {
   local gpus backend modes mode rank
   gpus=$(nvidia-smi -L | wc -l)
@@ -290,6 +298,9 @@ ranks() {
     done
     "$MEMREC" stats --by rank "/tmp/ranks-$mode.rank0.memrec" "/tmp/ranks-$mode.rank1.memrec" --top 5 | tee -a "$OUT/summary.txt"
   done
+}
+
+ranks_bench() {
   timeout 300 "$BUILD/bench/bench_ranks" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
 }
 
@@ -315,24 +326,14 @@ analysis_bench() {
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; g++ --version | head -1; } \
   >> "$OUT/summary.txt" 2>&1
-section configure configure
-section build build
-section tests tests
-section run12 run12
-section checkpoint checkpoint
-section oom oom
-section python_tests python_tests
-section python python_record
-section cuda_program cuda_program
-section gpu_truth gpu_truth
-section gpu_truth_ranks gpu_truth_ranks
-section python_bench python_bench
-section alloc_runs alloc_runs
-section alloc_whatif alloc_whatif
-section ranks ranks
-section example example
-section benchmarks benchmarks
-section analysis_bench analysis_bench
+# SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
+all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program gpu_truth
+              gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench ranks ranks_bench
+              example benchmarks analysis_bench)
+for name in ${SECTIONS:-${all_sections[*]}}; do
+  [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
+  section "$name" "$name"
+done
 
 say "== summary"
 status=0

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include <fmt/format.h>
+
 namespace memrec {
 
 using namespace alloc_sizes;
@@ -22,6 +24,8 @@ uint64_t next_division(uint64_t size, uint64_t divisions) {
 }
 
 constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
+// No device holds this much; sizes past it would wrap in the rounding and the sums.
+constexpr uint64_t kMaxRequest = 1ull << 60;
 
 }  // namespace
 
@@ -88,6 +92,9 @@ bool AllocatorModel::within_fraction(uint64_t bytes) const { return allowed_ == 
 bool AllocatorModel::within_device(uint64_t bytes) const { return limit_ == kUnlimited || reserved_ + bytes <= limit_; }
 
 uint32_t AllocatorModel::malloc(uint64_t size, uint16_t stream, uint32_t tag) {
+  if (size >= kMaxRequest)
+    throw Error(fmt::format("an allocation of {} bytes was recorded as served: no device holds 1 EiB; the file is "
+                            "damaged", size));
   uint64_t rounded = round_size(conf_, size);
   uint32_t id = find_or_create(rounded, stream, false);
   if (id == kNone) {
@@ -98,6 +105,10 @@ uint32_t AllocatorModel::malloc(uint64_t size, uint16_t stream, uint32_t tag) {
 }
 
 bool AllocatorModel::try_malloc(uint64_t size, uint16_t stream) {
+  if (size >= kMaxRequest) {
+    ++ooms_;
+    return false;
+  }
   uint64_t rounded = round_size(conf_, size);
   uint32_t id = find_or_create(rounded, stream, false);
   if (id == kNone) {

@@ -67,10 +67,14 @@ std::vector<uint32_t> records_of(const Snapshot& s, uint8_t device) {
   return ids;
 }
 
+bool is_vmm_call(MemoryOp op) { return op != MemoryOp::allocation && op != MemoryOp::release; }
+
+// The correlation ids of the virtual memory calls. CUPTI also writes memory records for some of them (NCCL's cuMemMap
+// at the mapped address, cuMemUnmap), which would count the same bytes twice.
 std::unordered_set<uint32_t> vmm_calls(const Snapshot& s) {
   std::unordered_set<uint32_t> out;
   for (const DeviceMemoryRecord& m : s.device_memory)
-    if (m.op == MemoryOp::vmm_create || m.op == MemoryOp::vmm_release) out.insert(m.correlation);
+    if (is_vmm_call(m.op)) out.insert(m.correlation);
   return out;
 }
 
@@ -83,7 +87,7 @@ std::vector<DeviceAllocation> pair_records(const Snapshot& s, DeviceMemory& d) {
   for (uint32_t id : records_of(s, d.device)) {
     DeviceMemoryRecord rec = s.device_memory[id];
     bool is_vmm = rec.op == MemoryOp::vmm_create || rec.op == MemoryOp::vmm_release;
-    if (!is_vmm && rec.correlation && vmm.contains(rec.correlation)) {
+    if (!is_vmm_call(rec.op) && rec.correlation && vmm.contains(rec.correlation)) {
       ++d.duplicates;
       continue;
     }

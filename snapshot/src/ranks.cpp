@@ -31,6 +31,14 @@ std::optional<int64_t> first_step_start(const Snapshot& s, uint8_t device) {
 
 std::string scope_name(const Snapshot& s, uint32_t id) { return id ? s.strings[s.scopes[id].name] : ""; }
 
+// The recorded phase scope's name; in PyTorch's snapshots, which have none, the phase inferred from the frames.
+std::string phase_name_at(const Snapshot& s, uint8_t device, int64_t t) {
+  if (uint32_t scope = scope_at(s, ScopeKind::phase, device, t)) return scope_name(s, scope);
+  PhaseIndex phases(s, device);
+  uint32_t phase = phases.at(t);
+  return phase ? std::string(to_string(phases.kind(phase))) : "";
+}
+
 // The highest totals in force during each bucket: the state carried in from before it and every state inside.
 void fill_buckets(const Replay& r, size_t buckets, RankRecording& out) {
   out.bucket_ns = std::max<int64_t>(1, (out.end_ns - out.begin_ns) / static_cast<int64_t>(buckets) + 1);
@@ -68,7 +76,7 @@ RankRecording summarize(const std::string& path, const RankOptions& o) {
   out.peak_allocated = r.peak_allocated();
   out.peak_reserved = r.peak_reserved();
   out.peak_step = scope_name(s, scope_at(s, ScopeKind::step, out.device, out.peak_allocated.time_ns));
-  out.peak_phase = scope_name(s, PhaseIndex(s, out.device).at(out.peak_allocated.time_ns));
+  out.peak_phase = phase_name_at(s, out.device, out.peak_allocated.time_ns);
   out.ooms = explain_ooms(s, r).size();
   std::vector<uint32_t> live = r.live_after(out.peak_allocated.step);
   for (size_t g = 0; g < kRankGroupings.size(); ++g) out.at_peak[g] = group_allocations(s, r, live, kRankGroupings[g]);

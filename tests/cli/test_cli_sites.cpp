@@ -93,6 +93,14 @@ TEST(CliSites, FullStackPrintsEveryFrameMarked) {
   EXPECT_GT(marked_site, 0u);
 }
 
+TEST(CliSites, FullStackWithAnotherGroupingIsRefused) {
+  for (const char* by : {"op", "rank"}) {
+    auto r = memrec("stats " + quote(kAll) + " --by " + by + " --full-stack");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("--full-stack goes with --by stack, not --by ") + by), std::string::npos) << r.output;
+  }
+}
+
 // The script's own frames declared internal: its allocations fall back to the ops, for every command that shows
 // sites, by flag and by environment.
 TEST(CliSites, InternalPatternsReachEveryCommand) {

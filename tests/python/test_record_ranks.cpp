@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -64,6 +65,7 @@ TEST(RecordRanks, TheRankGivenMoreWorkIsFurthestFromTheMedian) {
   EXPECT_GT(category[0]["delta"].get<int64_t>(), 0);
 
   // The viewer opens both side by side (its own test checks the pixels).
+  if (std::system("command -v xvfb-run >/dev/null") != 0) GTEST_SKIP() << "xvfb-run is not installed";
   auto view = run_command("xvfb-run -a " + kMemrec + " view " + files + " --screenshot " + quote(dir / "ranks.png"));
   if (view.output.find("built without the viewer") != std::string::npos) GTEST_SKIP() << view.output;
   ASSERT_EQ(view.exit_code, 0) << view.output;

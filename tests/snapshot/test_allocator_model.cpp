@@ -187,6 +187,20 @@ TEST(AllocatorModel, ReleasesCachedBlocksAndRetriesBeforeAnOom) {
   EXPECT_EQ(m.ooms(), 2u);
 }
 
+TEST(AllocatorModel, RequestsOfAnExabyteAreRefusedNotWrapped) {
+  AllocatorModel m = model("roundup_power2_divisions:4");
+  EXPECT_FALSE(m.try_malloc(UINT64_MAX - 100, 0));
+  EXPECT_EQ(m.ooms(), 1u);
+  EXPECT_EQ(m.reserved(), 0u);
+  try {
+    m.malloc(UINT64_MAX - 100, 0);
+    FAIL() << "served";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no device holds 1 EiB"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(m.reserved(), 0u);
+}
+
 TEST(AllocatorModel, ReleaseAvailableFreesOnlyOversizeBlocks) {
   AllocatorModel m = model("max_split_size_mb:40", 200 * kMiB, 200 * kMiB);
   uint32_t small = m.malloc(30 * kMiB, 0);
