@@ -24,11 +24,6 @@ constexpr CUpti_ActivityKind kKernelKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KE
                                                CUPTI_ACTIVITY_KIND_MEMSET};
 
 std::mutex g_mu;  // CUPTI completes buffers on its own thread
-std::vector<CUpti_ActivityKind> g_enabled;
-std::vector<KernelRecord> g_done;
-std::vector<MemoryActivity> g_memory;
-std::unordered_map<std::string, uint32_t> g_name_ids;
-std::vector<std::string> g_new_names;
 uint64_t g_dropped = 0;
 
 // CUPTI's callback API on the calls that allocate device memory, on the calling thread:
@@ -44,12 +39,27 @@ struct PendingStack {
   uint64_t pcs[kMaxStackFrames];
 };
 std::mutex g_call_mu;
-std::deque<PendingStack> g_pending;
 uint64_t g_stacks_dropped = 0;
 bool g_call_stacks = false;
-std::vector<MemoryActivity> g_vmm;                       // records of virtual memory calls, not yet taken
-std::unordered_map<uint64_t, uint8_t> g_handle_device;  // live cuMemCreate handles -> device
 CUpti_SubscriberHandle g_subscriber = nullptr;
+
+// What the callbacks fill. Made on first use and never destroyed: CUPTI calls back, and the recorder flushes it, while
+// the process exits, after the static objects of this library may have been destroyed.
+struct State {
+  std::vector<CUpti_ActivityKind> enabled;
+  std::vector<KernelRecord> done;
+  std::vector<MemoryActivity> memory;
+  std::unordered_map<std::string, uint32_t> name_ids;
+  std::vector<std::string> new_names;
+  std::deque<PendingStack> pending;
+  std::vector<MemoryActivity> vmm;                       // records of virtual memory calls, not yet taken
+  std::unordered_map<uint64_t, uint8_t> handle_device;  // live cuMemCreate handles -> device
+};
+
+State& state() {
+  static State* s = new State;
+  return *s;
+}
 
 constexpr CUpti_CallbackId kRuntimeAllocations[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,       CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
@@ -71,11 +81,11 @@ void keep_stack(uint32_t correlation) {
   p.correlation = correlation;
   p.count = capture_stack(hook_config().capture, p.pcs, kMaxStackFrames);
   std::lock_guard lock(g_call_mu);
-  if (g_pending.size() == kMaxPendingStacks) {
-    g_pending.pop_front();
+  if (state().pending.size() == kMaxPendingStacks) {
+    state().pending.pop_front();
     ++g_stacks_dropped;
   }
-  g_pending.push_back(p);
+  state().pending.push_back(p);
 }
 
 // One record of a virtual memory call that succeeded; `addr` is the handle for create and release.
@@ -99,14 +109,14 @@ void record_vmm(CUpti_CallbackId id, const CUpti_CallbackData& call) {
       bool on_device = p->prop && p->prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
       r.kind = on_device ? MemoryKind::device : MemoryKind::pinned;
       r.device = on_device ? static_cast<uint8_t>(p->prop->location.id) : 0;
-      g_handle_device[r.addr] = r.device;
+      state().handle_device[r.addr] = r.device;
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: {
       r.op = MemoryOp::vmm_release;
       r.addr = static_cast<const cuMemRelease_params*>(call.functionParams)->handle;
-      auto it = g_handle_device.find(r.addr);
-      if (it != g_handle_device.end()) r.device = it->second, g_handle_device.erase(it);
+      auto it = state().handle_device.find(r.addr);
+      if (it != state().handle_device.end()) r.device = it->second, state().handle_device.erase(it);
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
@@ -115,8 +125,8 @@ void record_vmm(CUpti_CallbackId id, const CUpti_CallbackData& call) {
       r.addr = p->ptr;
       r.bytes = p->size;
       r.handle = p->handle;
-      auto it = g_handle_device.find(r.handle);
-      if (it != g_handle_device.end()) r.device = it->second;
+      auto it = state().handle_device.find(r.handle);
+      if (it != state().handle_device.end()) r.device = it->second;
       break;
     }
     default: {  // cuMemUnmap
@@ -126,7 +136,7 @@ void record_vmm(CUpti_CallbackId id, const CUpti_CallbackData& call) {
       r.bytes = p->size;
     }
   }
-  g_vmm.push_back(std::move(a));
+  state().vmm.push_back(std::move(a));
 }
 
 bool is_virtual_memory_call(CUpti_CallbackDomain domain, CUpti_CallbackId id) {
@@ -148,11 +158,11 @@ void CUPTIAPI on_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, c
 // The stack of the call with this correlation id (the runtime's or the driver's: both are kept), taken out.
 std::vector<uint64_t> take_stack(uint32_t correlation) {
   std::lock_guard lock(g_call_mu);
-  auto it = std::find_if(g_pending.begin(), g_pending.end(),
+  auto it = std::find_if(state().pending.begin(), state().pending.end(),
                          [&](const PendingStack& p) { return p.correlation == correlation; });
-  if (it == g_pending.end()) return {};
+  if (it == state().pending.end()) return {};
   std::vector<uint64_t> pcs(it->pcs, it->pcs + it->count);
-  g_pending.erase(it);
+  state().pending.erase(it);
   return pcs;
 }
 
@@ -161,8 +171,8 @@ void stop_calls() {
   cuptiUnsubscribe(g_subscriber);
   g_subscriber = nullptr;
   std::lock_guard lock(g_call_mu);
-  g_pending.clear();
-  g_handle_device.clear();
+  state().pending.clear();
+  state().handle_device.clear();
 }
 
 void check(CUptiResult r, const char* what) {
@@ -173,8 +183,8 @@ void check(CUptiResult r, const char* what) {
 }
 
 uint32_t name_id(const std::string& name) {
-  auto [it, added] = g_name_ids.emplace(name, static_cast<uint32_t>(g_name_ids.size()));
-  if (added) g_new_names.push_back(name);
+  auto [it, added] = state().name_ids.emplace(name, static_cast<uint32_t>(state().name_ids.size()));
+  if (added) state().new_names.push_back(name);
   return it->second;
 }
 
@@ -208,7 +218,7 @@ void add(const R& r, KernelKind kind, uint64_t bytes, uint32_t name) {
   k.kernel.device = static_cast<uint8_t>(r.deviceId);
   k.stream = r.streamId;
   k.name = name;
-  g_done.push_back(k);
+  state().done.push_back(k);
 }
 
 void add_memory(const CUpti_ActivityMemory4& m) {
@@ -230,7 +240,7 @@ void add_memory(const CUpti_ActivityMemory4& m) {
   r.device = static_cast<uint8_t>(m.deviceId);
   a.source = name_id(m.source ? m.source : "");
   if (g_call_stacks && !release) a.pcs = take_stack(m.correlationId);
-  g_memory.push_back(std::move(a));
+  state().memory.push_back(std::move(a));
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -277,20 +287,20 @@ void cupti_start(bool kernels, bool memory) {
                  [] { check(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed), "register"); });
   {
     std::lock_guard lock(g_mu);
-    g_done.clear();
-    g_memory.clear();
-    g_name_ids.clear();
-    g_new_names.clear();
+    state().done.clear();
+    state().memory.clear();
+    state().name_ids.clear();
+    state().new_names.clear();
     g_dropped = 0;
   }
-  g_enabled.clear();
-  if (kernels) g_enabled.assign(std::begin(kKernelKinds), std::end(kKernelKinds));
-  if (memory) g_enabled.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
+  state().enabled.clear();
+  if (kernels) state().enabled.assign(std::begin(kKernelKinds), std::end(kKernelKinds));
+  if (memory) state().enabled.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
   try {
-    for (auto kind : g_enabled) check(cuptiActivityEnable(kind), "enable");
+    for (auto kind : state().enabled) check(cuptiActivityEnable(kind), "enable");
   } catch (...) {  // leave nothing half-enabled
-    for (auto kind : g_enabled) cuptiActivityDisable(kind);
-    g_enabled.clear();
+    for (auto kind : state().enabled) cuptiActivityDisable(kind);
+    state().enabled.clear();
     throw;
   }
 }
@@ -298,9 +308,9 @@ void cupti_start(bool kernels, bool memory) {
 std::string cupti_start_calls(bool stacks) {
   {
     std::lock_guard lock(g_call_mu);
-    g_pending.clear();
-    g_vmm.clear();
-    g_handle_device.clear();
+    state().pending.clear();
+    state().vmm.clear();
+    state().handle_device.clear();
     g_stacks_dropped = 0;
   }
   if (CUptiResult r = cuptiSubscribe(&g_subscriber, &on_call, nullptr); r != CUPTI_SUCCESS) {
@@ -328,8 +338,8 @@ void cupti_flush() { cuptiActivityFlushAll(0); }
 
 void cupti_stop() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  for (auto kind : g_enabled) cuptiActivityDisable(kind);
-  g_enabled.clear();
+  for (auto kind : state().enabled) cuptiActivityDisable(kind);
+  state().enabled.clear();
   stop_calls();
   g_call_stacks = false;
 }
@@ -337,21 +347,21 @@ void cupti_stop() {
 void cupti_take(std::vector<KernelRecord>& kernels, std::vector<MemoryActivity>& memory,
                 std::vector<std::string>& new_names) {
   std::lock_guard lock(g_mu);
-  kernels.insert(kernels.end(), g_done.begin(), g_done.end());
-  g_done.clear();
-  for (MemoryActivity& a : g_memory) memory.push_back(std::move(a));
-  g_memory.clear();
+  kernels.insert(kernels.end(), state().done.begin(), state().done.end());
+  state().done.clear();
+  for (MemoryActivity& a : state().memory) memory.push_back(std::move(a));
+  state().memory.clear();
   std::vector<MemoryActivity> vmm;
   {
     std::lock_guard calls(g_call_mu);
-    vmm.swap(g_vmm);
+    vmm.swap(state().vmm);
   }
   for (MemoryActivity& a : vmm) {
     a.source = name_id("");  // the virtual memory calls have no source: their stack names the library
     memory.push_back(std::move(a));
   }
-  new_names.insert(new_names.end(), g_new_names.begin(), g_new_names.end());
-  g_new_names.clear();
+  new_names.insert(new_names.end(), state().new_names.begin(), state().new_names.end());
+  state().new_names.clear();
 }
 
 uint64_t cupti_dropped() {

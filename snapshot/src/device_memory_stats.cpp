@@ -148,8 +148,9 @@ std::string device_memory_text(const json& j) {
                        a["end_ns"].is_null() ? "" : ", freed at +" + format_duration(a["end_ns"]),
                        site.empty() ? "" : "  " + site);
   }
-  out += fmt::format("  {} records, {} allocations of them the caching allocator's segments, {} releases of memory "
-                     "allocated before the recording, {} CUPTI records of virtual memory calls also recorded "
+  out += fmt::format("  {} records, {} allocations of them the caching allocator's segments, {} releases with no "
+                     "allocation recorded (made before the recording, or a handle released again after "
+                     "cuMemRetainAllocationHandle, as NCCL frees), {} CUPTI records of virtual memory calls also recorded "
                      "from the calls (virtual memory calls: {})\n",
                      j["records"].get<uint64_t>(), j["allocator_allocations"].get<uint64_t>(),
                      j["unmatched_releases"].get<uint64_t>(), j["duplicates"].get<uint64_t>(),

@@ -14,8 +14,8 @@ namespace {
 
 // Frames that say how a stack was taken, how the dispatcher routes an op, how a tensor factory or the
 // allocator works inside, or how the interpreter runs: none of them says who allocated (top_frames, the op).
-constexpr std::array<std::string_view, 29> kNoiseFunctions = {
-    "unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "memrec::", "_start",
+constexpr std::array<std::string_view, 30> kNoiseFunctions = {
+    "unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "memrec::", "libcupti", "_start",
     "__libc_start_main", "__libc_init_first", "PyEval_", "PyObject_", "PyFunction_", "PyCMethod_", "_PyEval",
     "Py_RunMain", "Py_BytesMain", "PyRun_", "_PyRun_", "CUDACachingAllocator", "c10::alloc_cpu", "c10::impl::",
     "at::_ops::", "at::detail::empty", "(anonymous namespace)::wrapper_", "c10::Dispatcher", "c10::TensorImpl",
@@ -39,9 +39,9 @@ constexpr std::array<std::string_view, 11> kInternalCFiles = {
     "c10/cuda/", ".cudafe1.", "/sysdeps/", "/csu/"};
 // Shared libraries and the interpreter's executable: an unsymbolized frame names its file
 // ("libtorch_cpu.so.1.13+0x1e09877"; "python3.11+0x547b96" from a python3 that links CPython statically).
-constexpr std::array<std::string_view, 11> kInternalLibraries = {
+constexpr std::array<std::string_view, 13> kInternalLibraries = {
     "libtorch", "libc10", "libpython", "python3", "libc.so", "libstdc++", "ld-linux", "libcuda", "libcublas",
-    "libcudnn", "libnccl"};
+    "libcudnn", "libnccl", "libcupti", "libffi"};
 // Python files: torch's own (pip's site-packages, a venv's, Debian's dist-packages, a source checkout), the code
 // torch.compile generates, memrec's Python package.
 constexpr std::array<std::string_view, 8> kInternalPythonFiles = {

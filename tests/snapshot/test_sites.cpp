@@ -70,6 +70,21 @@ TEST(Sites, CppProgramLeadsWithItsOwnFunction) {
             "memrec::workloads::Workload::create (workloads.cpp:353) via aten::randn");
 }
 
+// A device allocation outside the caching allocator, its stack taken in CUPTI's callback (unsymbolized libraries, as
+// the GPU machine's are): CUPTI, the driver, ctypes' libffi and the interpreter executable are passed over, and the
+// callback's own frame names nothing.
+TEST(Sites, DeviceAllocationStacksPassOverCuptiAndTheFfi) {
+  EXPECT_EQ(site_of({{"libcupti.so.13+0x7d163", "", 0},
+                     {"libcuda.so.1+0x2b1f05", "", 0},
+                     {"libffi.so.8+0x7b16", "", 0},
+                     {"python3.12+0x1a2b3c", "", 0},
+                     {"raw_alloc", "/home/user/ext.py", 31},
+                     {"python3.12+0x4d5e6f", "", 0}}),
+            "raw_alloc (ext.py:31) via libcuda.so.1+0x2b1f05");
+  EXPECT_EQ(site_of({{"libcupti.so.13+0x7d163", "", 0}, {"libnccl.so.2+0x9a0c1", "", 0}}), "libnccl.so.2+0x9a0c1")
+      << "no user frame: the first frame past the callback";
+}
+
 // Backward run by the calling thread (libtorch on CPU): the user's backward() call, the op and its autograd node.
 TEST(Sites, BackwardOnTheCallingThreadNamesTheNode) {
   EXPECT_EQ(site_of({{"at::detail::empty_cpu(c10::ArrayRef<long>)", "", 0},
