@@ -5,7 +5,8 @@
 # Logs and results go to $OUT (default ./out).
 # Needs cereal's headers carried in .deps (see docs/library.md) and PyTorch with libtorch installed.
 #
-# Each section runs in a subshell with `set -e`, so its first failing command ends it with that status; the next
+# Each section runs in a subshell with `set -e` and pipefail (so output is cut with `sed -n 1,Np`, not head, whose early
+# exit would fail the pipe), so its first failing command ends it with that status; the next
 # sections still run, and summary.txt ends with every section's result. The script exits non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,14 +53,14 @@ build() {
                  bench_load bench_ranks "${python[@]}")
   [ -n "${TARGETS:-}" ] && read -ra targets <<< "$TARGETS"  # what the chosen SECTIONS need
   ninja -C "$BUILD" -j16 -k 0 "${targets[@]}" > "$OUT/build.log" 2>&1 ||
-    { grep -E "error|FAILED" "$OUT/build.log" | head -40 | tee -a "$OUT/summary.txt"; return 1; }
+    { grep -E "error|FAILED" "$OUT/build.log" | sed -n 1,40p | tee -a "$OUT/summary.txt"; return 1; }
 }
 
 tests() {
   local rc=0
   (cd /tmp && timeout 400 stdbuf -oL "$OLDPWD/$BUILD/tests/memrec_recorder_tests" --gtest_color=no) > "$OUT/tests.log" 2>&1 || rc=$?
   grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|Expected|Which is|  Actual|^--checkpoint|^[a-z0-9,()]+ +[0-9.]+ " \
-    "$OUT/tests.log" | head -100 || true
+    "$OUT/tests.log" | sed -n 1,100p || true
   return $rc
 }
 
@@ -67,7 +68,7 @@ run12() {
   "$MEMREC" run transformer --layers 12 -o /tmp/run12.memrec --pickle /tmp/run12.pickle > "$OUT/run12.log" 2>&1 ||
     { cat "$OUT/run12.log"; return 1; }
   cat "$OUT/run12.log"
-  "$MEMREC" stats /tmp/run12.memrec --top 5 | head -30
+  "$MEMREC" stats /tmp/run12.memrec --top 5 | sed -n 1,30p
 }
 
 peak_of() { "$MEMREC" stats "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_allocated"]["bytes"])'; }
@@ -109,7 +110,7 @@ oom() {
   tail -25 "$OUT/oom.log"
   [ $rc = 1 ] || { say "   expected exit 1, got $rc"; return 1; }
   grep -q "memrec: error: out of memory" "$OUT/oom.log"
-  "$MEMREC" info /tmp/oom.memrec | head -40
+  "$MEMREC" info /tmp/oom.memrec | sed -n 1,40p
   "$MEMREC" stats /tmp/oom.memrec > /tmp/oom-stats.txt
   grep -A14 "^OOM at" /tmp/oom-stats.txt | tee -a "$OUT/summary.txt"
 }
@@ -120,7 +121,7 @@ oom() {
 python_tests() {
   local rc=0
   (cd /tmp && timeout 300 "$OLDPWD/$BUILD/tests/memrec_python_tests" --gtest_color=no) > "$OUT/python_tests.log" 2>&1 || rc=$?
-  grep -E "^\[ *(OK|FAILED|PASSED) *\]|Failure|Expected|Which is|  Actual|exception" "$OUT/python_tests.log" | head -60
+  grep -E "^\[ *(OK|FAILED|PASSED) *\]|Failure|Expected|Which is|  Actual|exception" "$OUT/python_tests.log" | sed -n 1,60p
   [ $rc = 0 ] || { tail -30 "$OUT/python_tests.log"; return $rc; }
 }
 

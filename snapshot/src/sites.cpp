@@ -31,7 +31,8 @@ constexpr std::array<std::string_view, 15> kInternalPrefixes = {
     "c10::", "at::", "torch::", "caffe2::", "std::", "__gnu_cxx::", "__cxxabiv1::", "pybind11::", "memrec::detail::",
     "THP", "__libc_", "pthread_", "__pthread", "_dl_", "operator new"};
 // Whole names of the C runtime's thread and program entry points.
-constexpr std::array<std::string_view, 5> kInternalNames = {"_start", "clone", "__clone", "__clone3", "start_thread"};
+constexpr std::array<std::string_view, 6> kInternalNames = {"_start", "clone", "__clone", "__clone3", "start_thread",
+                                                            "execute_native_thread_routine"};  // std::thread's entry
 // Files of C and C++ code by a fragment of their path: torch's headers and sources, its CUDA code as nvcc names
 // it ("tmpxft_..._attention_backward.compute_120.cudafe1.cpp"), the C++ library's headers, glibc's sources.
 constexpr std::array<std::string_view, 11> kInternalCFiles = {
