@@ -20,6 +20,6 @@ for s in "${settings[@]}"; do
   name=${s%%=*} conf=${s#*=}
   printf '%s\n' "$conf" > "$dir/$name.conf"
   PYTORCH_CUDA_ALLOC_CONF=$conf "${train[@]}" > "$dir/$name.log" 2>&1
-  PYTORCH_CUDA_ALLOC_CONF=$conf "$memrec" record -o "$dir/$name.memrec" -- "${train[@]}" > "$dir/$name.record.log" 2>&1
+  PYTORCH_CUDA_ALLOC_CONF=$conf "$memrec" record --force -o "$dir/$name.memrec" -- "${train[@]}" > "$dir/$name.record.log" 2>&1
   printf '%-14s %-58s %s\n' "$name" "${conf:-(default)}" "$(grep -o 'memory_stats .*' "$dir/$name.log")"
 done

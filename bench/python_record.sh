@@ -55,7 +55,7 @@ if [[ $tables == *" steps "* ]]; then
   row "median step ms" "torch history stacks=all" "${train[@]}" --torch-history all
   for stacks in python all; do
     for kernels in on off; do
-      row "median step ms" "memrec stacks=$stacks kernels=$kernels" "$memrec" record \
+      row "median step ms" "memrec stacks=$stacks kernels=$kernels" "$memrec" record --force \
         -o "/tmp/bench-$stacks-$kernels.memrec" --stacks "$stacks" --kernels "$kernels" -- "${train[@]}"
     done
   done
@@ -68,7 +68,7 @@ for round in $(seq "${ROUNDS:-1}"); do  # ROUNDS > 1: the modes again, interleav
   row "ns per pair" "torch history stacks=python" "${pairs[@]}" --torch-history python
   row "ns per pair" "torch history stacks=all" "${pairs[@]}" --torch-history all
   for stacks in python all; do
-    row "ns per pair" "memrec stacks=$stacks kernels=on" "$memrec" record -o "/tmp/bench-pairs-$stacks.memrec" \
+    row "ns per pair" "memrec stacks=$stacks kernels=on" "$memrec" record --force -o "/tmp/bench-pairs-$stacks.memrec" \
       --stacks "$stacks" -- "${pairs[@]}"
   done
 done

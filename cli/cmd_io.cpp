@@ -1,5 +1,4 @@
 // memrec import / export / info: moving snapshots between formats and summarizing them.
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -9,7 +8,6 @@
 #include "output.h"
 #include "memrec/format.h"
 #include "memrec/load.h"
-#include "memrec/perfetto.h"
 #include "memrec/pickle.h"
 #include "memrec/summary.h"
 
@@ -19,16 +17,6 @@ namespace {
 struct Paths {
   std::string in, out, format;
 };
-
-// The export format: --format when given, else the output's extension; never a guess.
-std::string export_format(const Paths& p) {
-  if (!p.format.empty()) return p.format;
-  std::string ext = std::filesystem::path(p.out).extension().string();
-  if (ext == ".json") return "perfetto";
-  if (ext == ".pickle" || ext == ".pkl") return "pickle";
-  throw Error(fmt::format("-o {}: give --format pickle|perfetto, or an output ending in .pickle, .pkl (memory_viz) "
-                          "or .json (Perfetto)", p.out));
-}
 
 void add_import(CLI::App& app) {
   auto* cmd = app.add_subcommand("import", "Convert a PyTorch snapshot pickle (protocol 2-5) to .memrec");
@@ -56,12 +44,9 @@ void add_export(CLI::App& app) {
       ->check(CLI::IsMember({"pickle", "perfetto"}));
   cmd->callback([p] {
     check_outputs({p->in}, {{"-o", p->out}});
-    const std::string format = export_format(*p);
+    const std::string format = export_format(p->out, p->format);
     Snapshot s = load_snapshot(p->in, stderr);
-    write_output(p->out, [&](const std::string& path) {
-      if (format == "perfetto") export_perfetto_file(s, path);
-      else export_pickle_file(s, path);
-    });
+    export_file(s, format, p->out);
     fmt::print("exported {} events from {} to {} ({})\n", s.events.size(), p->in, p->out, format);
   });
 }

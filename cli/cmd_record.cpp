@@ -19,7 +19,6 @@
 
 #include "commands.h"
 #include "memrec/load.h"
-#include "memrec/pickle.h"
 #include "memrec/replay.h"
 #include "memrec/summary.h"
 #include "output.h"
@@ -36,6 +35,7 @@ struct RecordArgs {
   std::string stacks = "all", kernels = "on";
   uint64_t max_events = 0;
   std::string window;  // wait=W,warmup=N,active=A
+  bool force = false;
 };
 
 // The installed layout (<prefix>/bin/memrec, <prefix>/lib/memrec/python), else the build tree's python/.
@@ -135,54 +135,134 @@ std::vector<std::string> recorded_files(const std::string& session) {
   return files;
 }
 
-// run.rank0.memrec -> run.rank0.pickle when --pickle run.pickle names several files' pickles.
-std::string pickle_for(const std::string& file, const std::string& output, const std::string& pickle, size_t n) {
-  if (n == 1) return pickle;
-  std::string stem = fs::path(file).stem().string();                   // run.rank0
-  std::string tag = stem.substr(fs::path(output).stem().string().size());  // .rank0
-  fs::path p(pickle);
-  return (p.parent_path() / (p.stem().string() + tag + p.extension().string())).string();
+// run.memrec + ".rank0" -> run.rank0.memrec
+fs::path tagged(const fs::path& p, const std::string& tag) {
+  return p.parent_path() / (p.stem().string() + tag + p.extension().string());
 }
 
-void summarize(const std::string& file, const std::string& pickle) {
+// The tag a process added to the name it was given (".rank0", ".pid123"; "" for the name itself).
+std::string tag_of(const fs::path& file, const fs::path& base) {
+  return file.stem().string().substr(base.stem().string().size());
+}
+
+// Where the processes write: the .memrec files themselves, or, for an output in another format, .memrec files in a
+// folder of their own beside it, converted when the program has ended.
+struct Destination {
+  fs::path output;     // what the user named
+  std::string format;  // "memrec", "pickle" or "perfetto"
+  fs::path staging;    // empty when the processes write the outputs themselves
+
+  fs::path recorded() const { return staging.empty() ? output : staging / (output.stem().string() + ".memrec"); }
+  fs::path final_name(const fs::path& file, size_t files) const {
+    return files == 1 ? output : tagged(output, tag_of(file, recorded()));
+  }
+};
+
+std::string record_format(const std::string& output) {
+  std::string ext = fs::path(output).extension().string();
+  if (ext == ".memrec") return "memrec";
+  if (ext == ".pickle" || ext == ".pkl" || ext == ".json") return export_format(output, "");
+  throw Error(fmt::format("-o {}: give an output ending in .memrec, .pickle or .pkl (memory_viz) or .json (Perfetto)",
+                          output));
+}
+
+// An output, or a rank's file named after it, that exists already: refused unless --force.
+void refuse_existing(const std::vector<Output>& outputs) {
+  std::error_code ec;
+  for (const Output& o : outputs) {
+    if (o.path.empty()) continue;
+    if (fs::exists(o.path, ec))
+      throw Error(fmt::format("{} {} exists: give another name, or --force to replace it", o.flag, o.path));
+    fs::path p = fs::absolute(o.path, ec);
+    for (const auto& entry : fs::directory_iterator(p.parent_path(), ec)) {
+      const fs::path& f = entry.path();
+      if (f.extension() != p.extension() || !f.stem().string().starts_with(p.stem().string())) continue;
+      std::string tag = tag_of(f, p);
+      if (tag.starts_with(".rank") && tag.size() > 5 && tag.find_first_not_of("0123456789", 5) == std::string::npos)
+        throw Error(fmt::format("{} {}: {} exists from an earlier run: give another name, or --force to replace "
+                                "the ranks' files", o.flag, o.path, f.string()));
+    }
+  }
+}
+
+// A Python option that keeps memrec's bootstrap out of the program: -E and -I ignore PYTHONPATH, -S skips site.
+std::string python_option_without_bootstrap(const std::vector<std::string>& program) {
+  if (!fs::path(program[0]).filename().string().starts_with("python")) return "";
+  for (size_t i = 1; i < program.size(); ++i) {
+    const std::string& arg = program[i];
+    if (arg.size() < 2 || arg[0] != '-' || arg[1] == '-') return "";  // the script, or a long option
+    for (size_t k = 1; k < arg.size(); ++k) {
+      char c = arg[k];
+      if (c == 'E' || c == 'I' || c == 'S') return std::string("-") + c;
+      if (c == 'c' || c == 'm') return "";
+      if (c == 'W' || c == 'X') {  // takes a value: the rest of this argument or the next one
+        i += k + 1 == arg.size();
+        break;
+      }
+    }
+  }
+  return "";
+}
+
+void say_nothing_recorded(const std::vector<std::string>& program) {
+  std::string option = python_option_without_bootstrap(program);
+  if (option.empty()) {
+    fmt::print(stderr, "memrec: no process imported torch: nothing recorded\n");
+    return;
+  }
+  fmt::print(stderr, "memrec: nothing recorded: {} {} keeps Python from loading memrec ({}); run it without {}, or "
+             "record from inside the program with `import memrec` (docs/python.md)\n", program[0], option,
+             option == "-S" ? "it skips site, which loads memrec's bootstrap" : "it ignores PYTHONPATH", option);
+}
+
+// Reports one process's recording and writes what the user asked for from it. A recording with no allocations
+// leaves no file; one cut short (os._exit, a signal) says so and how much it kept.
+void finish(const fs::path& file, const fs::path& out, const Destination& d, const std::string& pickle) {
   std::error_code ec;
   if (!fs::exists(file, ec)) {
-    fmt::print(stderr, "{}: not written (the process ended before it recorded anything?)\n", file);
+    fmt::print(stderr, "{}: not written (the process ended before it recorded anything?)\n", out.string());
     return;
   }
   try {
-    Snapshot s = load_snapshot(file);
+    Snapshot s = load_snapshot(file.string());
+    std::string cut = s.complete ? "" : ", cut short";
+    if (s.events.empty()) {
+      fs::remove(file, ec);
+      fmt::print(stderr, "{}: not written: the process recorded no allocations{}\n", out.string(), cut);
+      return;
+    }
+    if (d.staging.empty()) fs::rename(file, out, ec);
+    else export_file(s, d.format, out.string());
     Replay replay(s, 0);
-    fmt::print(stderr, "wrote {} ({}): {} events, peak allocated {}{}\n", file, format_bytes(fs::file_size(file)),
-               s.events.size(), format_bytes(replay.peak_allocated().bytes),
+    fmt::print(stderr, "wrote {} ({}{}): {} events{}, peak allocated {}{}\n", out.string(),
+               format_bytes(fs::file_size(out, ec)), cut, s.events.size(),
+               s.complete ? "" : " kept (the process ended before memrec finished its file)",
+               format_bytes(replay.peak_allocated().bytes),
                s.metadata.count("device.0.type") ? " on " + s.metadata.at("device.0.type") : "");
     if (!pickle.empty()) {
-      export_pickle_file(s, pickle);
+      export_file(s, "pickle", pickle);
       fmt::print(stderr, "wrote {} (open in pytorch.org/memory_viz)\n", pickle);
     }
   } catch (const std::exception& e) {
-    fmt::print(stderr, "{}: unreadable: {}\n", file, e.what());
+    fmt::print(stderr, "{}: unreadable: {}\n", file.string(), e.what());
   }
 }
 
-int record(const RecordArgs& a, const std::vector<std::string>& program) {
-  if (program.empty() || program.front().empty()) throw Error("memrec record: no program to run (memrec record [options] -- PROGRAM [ARGS...])");
-  std::vector<Output> outputs{{"-o", a.output}};
-  if (!a.pickle.empty()) outputs.push_back({"--pickle", a.pickle});
-  check_outputs({}, outputs);
-  if (!a.window.empty()) parse_schedule(a.window);  // refused before the program starts
-  fs::path dir = python_dir();
-  std::string output = fs::absolute(a.output).string();
+// A folder beside the output for the processes' .memrec files when the output is in another format.
+fs::path make_staging(const fs::path& output) {
+  std::string dir = (output.parent_path() / ".memrec-record-XXXXXX").string();
+  if (!mkdtemp(dir.data())) throw Error(fmt::format("cannot create a folder beside {}: {}", output.string(), std::strerror(errno)));
+  return dir;
+}
 
-  char session[] = "/tmp/memrec-record-XXXXXX";
-  int fd = mkstemp(session);
-  if (fd < 0) throw Error(fmt::format("cannot create a file in /tmp: {}", std::strerror(errno)));
-  close(fd);
+void set_environment(const RecordArgs& a, const fs::path& recorded, const std::string& session,
+                     const std::vector<std::string>& program) {
+  fs::path dir = python_dir();
   std::string command;
   for (const std::string& p : program) command += (command.empty() ? "" : " ") + p;
   setenv("PYTHONPATH", prepend_path((dir / "memrec/_boot").string() + ":" + dir.string(), getenv("PYTHONPATH")).c_str(), 1);
-  setenv("MEMREC_RECORD_OUTPUT", output.c_str(), 1);
-  setenv("MEMREC_RECORD_SESSION", session, 1);
+  setenv("MEMREC_RECORD_OUTPUT", recorded.c_str(), 1);
+  setenv("MEMREC_RECORD_SESSION", session.c_str(), 1);
   setenv("MEMREC_RECORD_STACKS", a.stacks.c_str(), 1);
   setenv("MEMREC_RECORD_KERNELS", a.kernels.c_str(), 1);
   setenv("MEMREC_RECORD_MAX_EVENTS", std::to_string(a.max_events).c_str(), 1);
@@ -195,17 +275,35 @@ int record(const RecordArgs& a, const std::vector<std::string>& program) {
     setenv("MEMREC_RECORD_LIBRARY", libs->second.c_str(), 1);
   }
   unsetenv("MEMREC_RECORD_PARENT");
+}
 
+int record(const RecordArgs& a, const std::vector<std::string>& program) {
+  if (program.empty() || program.front().empty()) throw Error("memrec record: no program to run (memrec record [options] -- PROGRAM [ARGS...])");
+  std::vector<Output> outputs{{"-o", a.output}};
+  if (!a.pickle.empty()) outputs.push_back({"--pickle", a.pickle});
+  check_outputs({}, outputs);
+  if (!a.force) refuse_existing(outputs);
+  if (!a.window.empty()) parse_schedule(a.window);  // refused before the program starts
+  Destination d{fs::absolute(a.output), record_format(a.output), {}};
+  python_dir();  // a build without the Python module says so before the program runs
+  if (d.format != "memrec") d.staging = make_staging(d.output);
+
+  char session[] = "/tmp/memrec-record-XXXXXX";
+  int fd = mkstemp(session);
+  if (fd < 0) throw Error(fmt::format("cannot create a file in /tmp: {}", std::strerror(errno)));
+  close(fd);
+  set_environment(a, d.recorded(), session, program);
   int status = run_program(program);
   std::vector<std::string> files = recorded_files(session);
   unlink(session);
-  std::error_code ec;
-  if (files.size() == 1 && files[0] != output && fs::exists(files[0], ec)) {
-    fs::rename(files[0], output, ec);
-    if (!ec) files[0] = output;
+  if (files.empty()) say_nothing_recorded(program);
+  for (const std::string& f : files) {
+    fs::path out = d.final_name(f, files.size());
+    std::string pickle = a.pickle.empty() ? "" : tagged(a.pickle, files.size() == 1 ? "" : tag_of(f, d.recorded())).string();
+    finish(f, out, d, pickle);
   }
-  if (files.empty()) fmt::print(stderr, "memrec: no process imported torch: nothing recorded\n");
-  for (const std::string& f : files) summarize(f, a.pickle.empty() ? "" : pickle_for(f, output, a.pickle, files.size()));
+  std::error_code ec;
+  if (!d.staging.empty()) fs::remove_all(d.staging, ec);
   if (status != 0) fmt::print(stderr, "memrec: {} exited with status {}\n", program[0], status);
   return status;
 }
@@ -218,14 +316,17 @@ void add_record_command(CLI::App& app) {
   cmd->prefix_command();  // everything from the program's name on is the program's
   cmd->footer("One file per process: OUT with one process, else OUT with .rank{RANK} (or .pid{PID}) before its "
               "extension. Exits with the program's exit status. docs/python.md");
-  cmd->add_option("-o,--output", args->output, "the .memrec file")->capture_default_str();
+  cmd->add_option("-o,--output", args->output,
+                  "the recording: .memrec, or .pickle/.pkl (memory_viz) or .json (Perfetto) converted at the end")
+      ->capture_default_str();
+  cmd->add_flag("--force", args->force, "replace outputs that exist");
   cmd->add_option("--pickle", args->pickle, "also write PyTorch's snapshot pickle (memory_viz)");
   cmd->add_option("--stacks", args->stacks, "frames per allocation: all (Python and C++), python, cpp, off")
       ->capture_default_str()->check(CLI::IsMember({"all", "python", "cpp", "off"}));
   cmd->add_option("--kernels", args->kernels, "CUPTI kernel timeline (CUDA)")->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--max-events", args->max_events, "keep at most this many allocator events per process (0 = no cap)")
-      ->capture_default_str();
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--record", args->window,
                   "record only these optimizer steps of the program, as torch.profiler's schedule: "
                   "wait=W,warmup=N,active=A");

@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 
 #include <fmt/core.h>
 
+#include "memrec/perfetto.h"
+#include "memrec/pickle.h"
 #include "memrec/snapshot.h"
 
 namespace memrec::cli {
@@ -38,13 +41,27 @@ bool same_file(const std::string& a, const std::string& b) {
   return !ia && !ib && fs::weakly_canonical(fs::absolute(a, ec), ec) == fs::weakly_canonical(fs::absolute(b, ec), ec);
 }
 
+// Creating a file is the only test that holds for root, read-only mounts and ACLs alike.
+bool can_create_in(const fs::path& dir) {
+  std::string probe = (dir / ".memrec-probe-XXXXXX").string();
+  int fd = mkstemp(probe.data());
+  if (fd < 0) return false;
+  close(fd);
+  unlink(probe.c_str());
+  return true;
+}
+
 void check_folder(const Output& o) {
-  fs::path dir = fs::path(o.path).parent_path();
-  if (dir.empty()) return;
   std::error_code ec;
-  fs::file_status st = fs::status(dir, ec);
+  if (fs::is_directory(o.path, ec))
+    throw Error(fmt::format("cannot write {} ({}): it is a folder; give a file name", o.path, o.flag));
+  fs::path dir = fs::path(o.path).parent_path();
+  fs::file_status st = fs::status(dir.empty() ? "." : dir, ec);
   if (!fs::exists(st)) throw Error(fmt::format("cannot write {} ({}): folder {} does not exist", o.path, o.flag, dir.string()));
   if (!fs::is_directory(st)) throw Error(fmt::format("cannot write {} ({}): {} is not a folder", o.path, o.flag, dir.string()));
+  if (!can_create_in(dir.empty() ? "." : dir))
+    throw Error(fmt::format("cannot write {} ({}): folder {} is not writable ({})", o.path, o.flag,
+                            dir.empty() ? "." : dir.string(), std::strerror(errno)));
 }
 
 void replace_all(std::string& text, const std::string& from, const std::string& to) {
@@ -53,6 +70,22 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 }
 
 }  // namespace
+
+std::string export_format(const std::string& out, const std::string& format) {
+  if (!format.empty()) return format;
+  std::string ext = fs::path(out).extension().string();
+  if (ext == ".json") return "perfetto";
+  if (ext == ".pickle" || ext == ".pkl") return "pickle";
+  throw Error(fmt::format("-o {}: give --format pickle|perfetto, or an output ending in .pickle, .pkl (memory_viz) "
+                          "or .json (Perfetto)", out));
+}
+
+void export_file(const Snapshot& s, const std::string& format, const std::string& out) {
+  write_output(out, [&](const std::string& path) {
+    if (format == "perfetto") export_perfetto_file(s, path);
+    else export_pickle_file(s, path);
+  });
+}
 
 void check_outputs(const std::vector<std::string>& inputs, const std::vector<Output>& outputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {

@@ -6,6 +6,10 @@
 #include <utility>
 #include <vector>
 
+namespace memrec {
+struct Snapshot;
+}
+
 namespace memrec::cli {
 
 // An output the user named, with the flag that named it, for messages: {"-o", "run.pickle"}.
@@ -15,8 +19,16 @@ struct Output {
 
 // Refuses (throws memrec::Error) when an output is one of the inputs or another output: the same file by device
 // and inode, so hard and symbolic links count, or the same path when it does not exist yet. Also refuses an
-// output whose folder does not exist, so a run fails before it starts, not after. Call before any work.
+// output that is a folder, or whose folder does not exist or cannot be written to, so a run fails before it
+// starts, not after. Call before any work.
 void check_outputs(const std::vector<std::string>& inputs, const std::vector<Output>& outputs);
+
+// The export format of `out`: `format` (--format) when given, else from the extension (.pickle/.pkl: "pickle",
+// .json: "perfetto"); throws memrec::Error naming both ways to choose otherwise.
+std::string export_format(const std::string& out, const std::string& format);
+
+// Writes `s` to `out` as export_format() named it, through write_output().
+void export_file(const Snapshot& s, const std::string& format, const std::string& out);
 
 // Writes through a temporary file next to `out`, renamed over it only once complete: a failed write (full disk,
 // bad path) leaves no partial file that could pass for a finished one, and an existing `out` stays as it was.

@@ -127,9 +127,8 @@ python_tests() {
 
 # compare_with_memory_stats LOG FILE: the allocator counters and peaks a CUDA program printed into LOG (one line
 # `memory_stats {json}`, as examples/train.py prints) against its recording FILE.
-# memrec records from CUDA's initialization, after which memrec itself makes one tiny allocation (and frees it)
-# before its hook is on (cuda_start in recorder/src/cuda_recorder.cpp): the program's counters are the recording's
-# plus that one and its 2 MiB segment. That segment is in the recording's start state, so the reserved peaks agree.
+# memrec records from CUDA's initialization and allocates nothing on the device itself, so the program's counters
+# are the recording's, one for one.
 compare_with_memory_stats() {
   "$MEMREC" export "$2" -o "${2%.memrec}-export.pickle"
   python3 - "$1" "${2%.memrec}-export.pickle" "$("$MEMREC" stats "$2" --json)" <<'PYEOF'
@@ -138,10 +137,10 @@ stats = json.loads(next(l for l in open(sys.argv[1]) if l.startswith("memory_sta
 trace = pickle.load(open(sys.argv[2], "rb"))["device_traces"][0]
 recorded = json.loads(sys.argv[3])
 count = lambda a: sum(e["action"] == a for e in trace)
-rows = [("allocs", count("alloc") + 1, stats["allocation.all.allocated"]),
+rows = [("allocs", count("alloc"), stats["allocation.all.allocated"]),
         # c10 counts a free when the program frees (free_requested), before record_stream's uses end
-        ("frees", count("free_requested") + 1, stats["allocation.all.freed"]),
-        ("segments", count("segment_alloc") + 1, stats["segment.all.allocated"]),
+        ("frees", count("free_requested"), stats["allocation.all.freed"]),
+        ("segments", count("segment_alloc"), stats["segment.all.allocated"]),
         # memrec's CUDA events carry the bytes requested (as PyTorch's trace does), not the rounded block sizes
         ("peak requested", recorded["peak_allocated"]["bytes"], stats["requested_bytes.all.peak"]),
         ("peak reserved", recorded["peak_reserved"]["bytes"], stats["reserved_bytes.all.peak"])]
@@ -152,33 +151,33 @@ PYEOF
 }
 
 python_record() {
-  "$MEMREC" record -o /tmp/py.memrec --pickle /tmp/py.pickle -- python3 examples/train.py --steps 4 --layers 4 \
+  "$MEMREC" record --force -o /tmp/py.memrec --pickle /tmp/py.pickle -- python3 examples/train.py --steps 4 --layers 4 \
     > /tmp/py.log 2>&1 || { tail -30 /tmp/py.log; return 1; }
   tail -4 /tmp/py.log
   compare_with_memory_stats /tmp/py.log /tmp/py.memrec
   "$MEMREC" stats /tmp/py.memrec --by module --top 8
   "$MEMREC" stats /tmp/py.memrec --by stack --top 8
-  "$MEMREC" record -o /tmp/pyc.memrec -- python3 examples/train.py --steps 3 --compile > /tmp/pyc.log 2>&1 ||
+  "$MEMREC" record --force -o /tmp/pyc.memrec -- python3 examples/train.py --steps 3 --compile > /tmp/pyc.log 2>&1 ||
     { tail -30 /tmp/pyc.log; return 1; }
   "$MEMREC" stats /tmp/pyc.memrec --by op --top 8
   "$MEMREC" export /tmp/pyc.memrec --format perfetto -o /tmp/pyc.json
   grep -o "Torch-Compiled Region: [0-9/]*" /tmp/pyc.json | sort | uniq -c
-  "$MEMREC" record -o /tmp/hist.memrec -- python3 tests/scripts/torch_history.py train --dump /tmp/torch-hist.pickle \
+  "$MEMREC" record --force -o /tmp/hist.memrec -- python3 tests/scripts/torch_history.py train --dump /tmp/torch-hist.pickle \
     > /tmp/hist.log 2>&1 || { tail -30 /tmp/hist.log; return 1; }
   "$MEMREC" export /tmp/hist.memrec -o /tmp/hist-memrec.pickle
   python3 tests/scripts/torch_history.py compare /tmp/torch-hist.pickle /tmp/hist-memrec.pickle
-  "$MEMREC" record -o /tmp/graph.memrec -- python3 tests/scripts/cuda_graph.py > /tmp/graph.log 2>&1 ||
+  "$MEMREC" record --force -o /tmp/graph.memrec -- python3 tests/scripts/cuda_graph.py > /tmp/graph.log 2>&1 ||
     { tail -30 /tmp/graph.log; return 1; }
   grep "graph pool" /tmp/graph.log
   "$MEMREC" stats /tmp/graph.memrec --by pool --top 4 | tee /tmp/graph-stats.txt | grep -A4 "by pool"
   grep -q "pool ($(grep -o 'graph pool (.*)' /tmp/graph.log | grep -o '[0-9]*, [0-9]*'))" /tmp/graph-stats.txt
-  "$MEMREC" record -o /tmp/prof.memrec -- python3 tests/scripts/profiler_first.py > /tmp/prof.log 2>&1 ||
+  "$MEMREC" record --force -o /tmp/prof.memrec -- python3 tests/scripts/profiler_first.py > /tmp/prof.log 2>&1 ||
     { tail -30 /tmp/prof.log; return 1; }
   grep -E "memrec|profiler kernels" /tmp/prof.log
   "$MEMREC" info /tmp/prof.memrec | grep -E "events|kernels"
   grep -q "memrec: recording without kernels.*torch.profiler is active" /tmp/prof.log
   grep -q "profiler kernels [1-9]" /tmp/prof.log
-  "$MEMREC" record -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \
+  "$MEMREC" record --force -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \
     > /tmp/ranks.log 2>&1 || { tail -30 /tmp/ranks.log; return 1; }
   grep "wrote" /tmp/ranks.log
 }
@@ -186,7 +185,7 @@ python_record() {
 # `memrec record` on a libtorch C++ program on CUDA (tests/programs/cuda_allocations.cpp), recorded from main():
 # its counters and peaks against its own memory_stats, as the Python example's.
 cuda_program() {
-  "$MEMREC" record -o /tmp/cx.memrec -- "$BUILD/tests/memrec_cuda_allocations" > /tmp/cx.log 2>&1 ||
+  "$MEMREC" record --force -o /tmp/cx.memrec -- "$BUILD/tests/memrec_cuda_allocations" > /tmp/cx.log 2>&1 ||
     { tail -30 /tmp/cx.log; return 1; }
   cat /tmp/cx.log
   compare_with_memory_stats /tmp/cx.log /tmp/cx.memrec
@@ -207,7 +206,7 @@ truth_run() {
   local name=$1 file
   shift
   rm -f /tmp/"$name".memrec /tmp/"$name".*.memrec
-  env "$@" "$MEMREC" record -o /tmp/"$name".memrec -- python3 tests/scripts/gpu_truth.py run --facts /tmp/"$name".json \
+  env "$@" "$MEMREC" record --force -o /tmp/"$name".memrec -- python3 tests/scripts/gpu_truth.py run --facts /tmp/"$name".json \
     > /tmp/"$name".log 2>&1 || { tail -40 /tmp/"$name".log; return 1; }
   cat /tmp/"$name".log
   for file in /tmp/"$name".memrec /tmp/"$name".*.memrec; do [ -f "$file" ] && break; done  # one process, or by pid
@@ -234,7 +233,7 @@ gpu_truth_ranks() {
   gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
   [ "$gpus" -ge 2 ] || { say "   one GPU: skipped"; return 0; }
   rm -f /tmp/ranks-truth.*
-  "$MEMREC" record -o /tmp/ranks-truth.memrec -- torchrun --nproc-per-node 2 tests/scripts/gpu_truth.py run \
+  "$MEMREC" record --force -o /tmp/ranks-truth.memrec -- torchrun --nproc-per-node 2 tests/scripts/gpu_truth.py run \
     --facts /tmp/ranks-truth.json > /tmp/ranks-truth.log 2>&1 || { tail -40 /tmp/ranks-truth.log; return 1; }
   cat /tmp/ranks-truth.log
   for rank in 0 1; do
@@ -253,7 +252,7 @@ python_bench() {
   local train=(python3 examples/train.py --layers 12 --d-model 768 --heads 12 --seq 1024 --vocab 50257 --batch 8
                --steps 12 --compile)
   say "none $("${train[@]}" 2>&1 | grep -o 'median step ms [0-9.]*')"
-  say "memrec stacks=all kernels=on $("$MEMREC" record -o /tmp/bench-compile.memrec -- "${train[@]}" 2>&1 |
+  say "memrec stacks=all kernels=on $("$MEMREC" record --force -o /tmp/bench-compile.memrec -- "${train[@]}" 2>&1 |
     grep -o 'median step ms [0-9.]*')"
 }
 
@@ -289,7 +288,7 @@ ranks() {
   for mode in "${modes[@]}"; do
     local flags=()
     [ "$mode" = fsdp ] && flags=(--fsdp)
-    "$MEMREC" record -o "/tmp/ranks-$mode.memrec" -- torchrun --nproc-per-node 2 --tee 3 examples/train.py --steps 3 \
+    "$MEMREC" record --force -o "/tmp/ranks-$mode.memrec" -- torchrun --nproc-per-node 2 --tee 3 examples/train.py --steps 3 \
       --layers 4 --backend "$backend" --rank-batch 1=8 "${flags[@]}" > "/tmp/ranks-$mode.log" 2>&1 ||
       { tail -30 "/tmp/ranks-$mode.log"; return 1; }
     for rank in 0 1; do

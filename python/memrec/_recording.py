@@ -1,6 +1,7 @@
 """start/stop/record/scope/mark: one recording at a time per process."""
 import atexit
 import contextlib
+import functools
 import os
 import sys
 
@@ -123,12 +124,31 @@ def _after_fork_in_child():
     _options = None
 
 
+def _stop_at_exit():
+    """Finishes the file as the process ends. A failure is not the program's: its file then reads as cut short."""
+    try:
+        stop()
+    except Exception:
+        pass
+
+
+def _stopping_first(exit_now):
+    """os._exit skips atexit: the recording is finished first, so what it held is kept."""
+    @functools.wraps(exit_now)
+    def _exit(status):
+        if _C.running():
+            _stop_at_exit()
+        exit_now(status)
+    return _exit
+
+
 def _hook_process():
     global _process_hooked
     if _process_hooked:
         return
     _process_hooked = True
-    atexit.register(stop)
+    atexit.register(_stop_at_exit)
+    os._exit = _stopping_first(os._exit)
     os.register_at_fork(after_in_child=_after_fork_in_child)
     if _C.cuda_built():
         torch.cuda._lazy_call(_switch_to_cuda)
