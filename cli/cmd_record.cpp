@@ -126,13 +126,20 @@ int run_program(const std::vector<std::string>& program) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// The files the recording processes announced, in order, without repeats.
-std::vector<std::string> recorded_files(const std::string& session) {
-  std::vector<std::string> files;
-  std::ifstream in(session);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty() && std::find(files.begin(), files.end(), line) == files.end()) files.push_back(line);
-  return files;
+// What the processes wrote into the session file: the files they record into (in order, without repeats), and
+// notes (lines starting with '!') that memrec prints for them rather than into the program's stderr.
+struct Session {
+  std::vector<std::string> files, notes;
+};
+
+Session read_session(const std::string& path) {
+  Session s;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("!")) s.notes.push_back(line.substr(1));
+    else if (!line.empty() && std::find(s.files.begin(), s.files.end(), line) == s.files.end()) s.files.push_back(line);
+  }
+  return s;
 }
 
 // run.memrec + ".rank0" -> run.rank0.memrec
@@ -239,6 +246,9 @@ void finish(const fs::path& file, const fs::path& out, const Destination& d, con
                s.complete ? "" : " kept (the process ended before memrec finished its file)",
                format_bytes(replay.peak_allocated().bytes),
                s.metadata.count("device.0.type") ? " on " + s.metadata.at("device.0.type") : "");
+    if (auto kernels = s.metadata.find("recorder.kernels"); kernels != s.metadata.end() && kernels->second.starts_with("off: "))
+      fmt::print(stderr, "memrec: recording without kernels and device memory activity in {}: {}\n", out.string(),
+                 kernels->second.substr(5));
     if (!pickle.empty()) {
       export_file(s, "pickle", pickle);
       fmt::print(stderr, "wrote {} (open in pytorch.org/memory_viz)\n", pickle);
@@ -294,8 +304,9 @@ int record(const RecordArgs& a, const std::vector<std::string>& program) {
   close(fd);
   set_environment(a, d.recorded(), session, program);
   int status = run_program(program);
-  std::vector<std::string> files = recorded_files(session);
+  auto [files, notes] = read_session(session);
   unlink(session);
+  for (const std::string& note : notes) fmt::print(stderr, "memrec: {}\n", note);
   if (files.empty()) say_nothing_recorded(program);
   for (const std::string& f : files) {
     fs::path out = d.final_name(f, files.size());

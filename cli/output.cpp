@@ -54,7 +54,7 @@ bool can_create_in(const fs::path& dir) {
 void check_folder(const Output& o) {
   std::error_code ec;
   if (fs::is_directory(o.path, ec))
-    throw Error(fmt::format("cannot write {} ({}): it is a folder; give a file name", o.path, o.flag));
+    throw Error(fmt::format("cannot write {} ({}): it is a directory; give a file name", o.path, o.flag));
   fs::path dir = fs::path(o.path).parent_path();
   fs::file_status st = fs::status(dir.empty() ? "." : dir, ec);
   if (!fs::exists(st)) throw Error(fmt::format("cannot write {} ({}): folder {} does not exist", o.path, o.flag, dir.string()));

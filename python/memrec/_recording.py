@@ -23,14 +23,12 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     """
     global _options
     cuda = _C.cuda_built() and torch.cuda.is_initialized()
-    if kernels and _C.cuda_built() and _profiler_active():
-        print("memrec: torch.profiler is active and uses CUPTI: recording without kernels", file=sys.stderr)
-        kernels = False
     meta = {"python.torch_version": torch.__version__}
     meta.update(metadata or {})
-    _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE, _cupti_busy())
+    quiet = _under_memrec_record()
+    _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE, _cupti_busy(), quiet)
     _options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
-                    metadata=meta, cuda=cuda)
+                    metadata=meta, cuda=cuda, quiet=quiet)
     _hook_process()
     if scopes:
         _hooks.install()
@@ -89,9 +87,21 @@ def mark(text):
         _scopes.close_to(level)
 
 
-def _profiler_active():
-    enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
-    return bool(enabled and enabled())
+def _under_memrec_record():
+    return "MEMREC_RECORD_SESSION" in os.environ
+
+
+def _say(text):
+    """memrec's message: under `memrec record`, which prints it once the program has ended (the program's stderr
+    stays its own), else on stderr."""
+    if _under_memrec_record():
+        try:
+            with open(os.environ["MEMREC_RECORD_SESSION"], "a") as f:
+                f.write("!" + text.replace("\n", " ") + "\n")
+            return
+        except OSError:
+            pass
+    print("memrec: " + text, file=sys.stderr)
 
 
 def _cupti_busy():
@@ -108,9 +118,10 @@ def _switch_to_cuda():
     _C.stop()
     o["cuda"] = True
     try:  # runs inside torch.cuda's lazy init: an error here must not become the program's
-        _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE, _cupti_busy())
+        _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE, _cupti_busy(),
+                 o["quiet"])
     except Exception as e:
-        print(f"memrec: cannot record the CUDA allocator, not recording: {e}", file=sys.stderr)
+        _say(f"cannot record the CUDA allocator of process {os.getpid()}, not recording: {e}")
         return
     _scopes.reopen(opened)
 

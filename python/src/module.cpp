@@ -135,17 +135,17 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 }
 
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"path",     "stacks", "kernels",    "max_events",
-                                "cuda",     "metadata", "hide",     "cupti_busy", nullptr};
+  static const char* names[] = {"path",     "stacks", "kernels",    "max_events", "cuda",
+                                "metadata", "hide",   "cupti_busy", "quiet",      nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
-  int kernels = 1, cuda = 0;
+  int kernels = 1, cuda = 0, quiet = 0;
   unsigned long long max_events = 0;
   PyObject* metadata = nullptr;
   const char* hide = "";
   const char* cupti_busy = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ss", const_cast<char**>(names), &path, &stacks, &kernels,
-                                   &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssp", const_cast<char**>(names), &path, &stacks, &kernels,
+                                   &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -155,6 +155,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   opt.output = path;
   opt.kernels = kernels;
   opt.cupti_busy = cupti_busy;
+  opt.quiet = quiet;
   opt.cuda = cuda;
   opt.cpu = !cuda;
   opt.max_events = max_events;
@@ -232,8 +233,8 @@ PyObject* cuda_built(PyObject*, PyObject*) {
 
 PyMethodDef methods[] = {
     {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(start)), METH_VARARGS | METH_KEYWORDS,
-     "start(path, stacks='all', kernels=True, max_events=0, cuda=False, metadata=None, hide=''): hide leaves out "
-     "the frames of files under that prefix"},
+     "start(path, stacks='all', kernels=True, max_events=0, cuda=False, metadata=None, hide='', cupti_busy='', "
+     "quiet=False): hide leaves out the frames of files under that prefix; quiet prints nothing"},
     {"stop", stop, METH_NOARGS, "stop() -> (events, dropped) or None: writes the file"},
     {"running", running, METH_NOARGS, "whether this process records"},
     {"open_scope", open_scope, METH_VARARGS, "open_scope(name, kind) -> bool: False when nothing records"},

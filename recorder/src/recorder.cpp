@@ -153,7 +153,8 @@ void Recorder::Impl::start_cupti() {
     cupti = false;
     snap.metadata["recorder.kernels"] = std::string("off: ") + e.what();
     if (opt.device_memory) snap.metadata["recorder.device_memory"] = std::string("off: ") + e.what();
-    fmt::print(stderr, "memrec: recording without kernels and device memory activity: {} (is torch.profiler or "
+    if (!opt.quiet)
+      fmt::print(stderr, "memrec: recording without kernels and device memory activity: {} (is torch.profiler or "
                "another CUPTI user active?)\n", e.what());
   }
 }

@@ -122,4 +122,16 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
+// Until the recorder's first flush put events into the file a process writes (its name starts with `stem`; it gets
+// the name the user gave when the program ends): a loaded machine can take longer than the 0.5 s flush period.
+inline void wait_for_first_flush(const std::filesystem::path& dir, const std::string& stem) {
+  constexpr uintmax_t kHeader = 16;
+  for (int i = 0; i < 600; ++i) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      if (entry.path().filename().string().starts_with(stem + ".") && entry.file_size() > kHeader) return;
+    usleep(50'000);
+  }
+  throw std::runtime_error("no events flushed into " + stem + ".* within 30 s");
+}
+
 }  // namespace memrec::testing

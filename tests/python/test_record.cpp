@@ -277,7 +277,7 @@ TEST(Record, SignalsReachTheProgramAndFilesStayReadable) {
       if (text.find("ready") != std::string::npos) break;
       usleep(50'000);
     }
-    usleep(1'200'000);  // past the recorder's first flush
+    testing::wait_for_first_flush(dir.path, "s" + std::to_string(sig));
     child.signal(sig);
     EXPECT_EQ(child.wait(std::chrono::seconds(60)), 128 + sig) << sig;
     Snapshot s = load_snapshot(file);

@@ -8,6 +8,16 @@ import sys
 _here = os.path.dirname(os.path.abspath(__file__))
 
 
+def _tell_memrec(note):
+    """A note for `memrec record` to print when the program has ended: the program's own stderr stays its own.
+    (memrec._recording._say does the same; this one must work where importing memrec failed.)"""
+    try:
+        with open(os.environ["MEMREC_RECORD_SESSION"], "a") as f:
+            f.write("!" + note.replace("\n", " ") + "\n")
+    except Exception:
+        pass
+
+
 class _TorchWatcher(importlib.abc.MetaPathFinder):
     """Finds nothing itself: when torch is imported, starts the recorder right after torch's __init__ ran.
 
@@ -36,7 +46,7 @@ class _TorchWatcher(importlib.abc.MetaPathFinder):
                 from memrec import _autostart
                 _autostart.main()
             except Exception as e:  # the program runs on unrecorded rather than fail because of memrec
-                print(f"memrec: not recording this process (pid {os.getpid()}): {e}", file=sys.stderr)
+                _tell_memrec(f"not recording process {os.getpid()}: {e}")
 
         spec.loader.exec_module = exec_then_record
         return spec

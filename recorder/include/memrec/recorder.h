@@ -46,6 +46,8 @@ struct RecorderOptions {
                                // of each device, sampled every 20 ms
   std::string cupti_busy;      // why CUPTI must be left alone (another client, e.g. torch.profiler, holds it): no
                                // kernels and no CUPTI memory activity, said once; empty = use CUPTI
+  bool quiet = false;          // print nothing: what a message would say is in the file's metadata, for the
+                               // program's own stderr to stay its own (memrec record prints it afterwards)
   bool cpu = true;             // wrap libtorch's CPU allocator when the CUDA allocator is not recorded (device 0)
   bool cuda = true;            // hook the CUDA caching allocator (CUDA builds, when a GPU is present)
   bool ops = true;             // aten op scopes through at::RecordFunction
