@@ -123,7 +123,7 @@ class _BackwardCall:
     """One module call's backward scope on the thread that runs its backward: open from the gradient of its output
     to the gradient of its input, and again in each later backward through the call (retain_graph, double
     backward). A scope another thread opened is left to that thread's next backward."""
-    __slots__ = ("name", "level", "thread", "__weakref__")
+    __slots__ = ("name", "level", "thread")
 
     def __init__(self, name):
         self.name, self.level, self.thread = name, None, None
@@ -136,6 +136,8 @@ class _BackwardCall:
             t.generation = _generation
             if _scopes.innermost("phase") is None:  # an autograd thread: what an earlier backward left open
                 _scopes.close_to(0)
+                t.modules.clear()  # and forwards recomputed there that raised (checkpoint's early stop)
+                t.forward_level = None
         self.level, self.thread = _scopes.depth(), threading.get_ident()
         _scopes.open(self.name, "module")
 
@@ -181,9 +183,21 @@ def _hooks_of(x):
     return hooks
 
 
-@_guarded
 def _forward_pre(module, inputs):
-    if _compiling() or not _C.running():
+    if _compiling():  # Dynamo inlines global hooks: this check, folded to True, is all it traces
+        return None
+    return _module_begins(module, inputs)
+
+
+def _forward_post(module, inputs, output):
+    if _compiling():
+        return None
+    return _module_ends(module, output)
+
+
+@_guarded
+def _module_begins(module, inputs):
+    if not _C.running():
         return None
     t = _thread()
     if not t.modules and _scopes.innermost("phase") is None:
@@ -205,9 +219,7 @@ def _forward_pre(module, inputs):
 
 
 @_guarded
-def _forward_post(module, inputs, output):
-    if _compiling():
-        return None
+def _module_ends(module, output):
     t = _thread()
     for i in range(len(t.modules) - 1, -1, -1):
         if t.modules[i][0] is module:
@@ -356,13 +368,11 @@ def _hook_optimizers():
 
 
 def _hook_modules():
-    """The global module hooks; the post hook also runs when forward raises where torch can (2.x's always_call)."""
+    """The global module hooks. A forward that raises skips its post hook: what it left open closes at the next
+    optimizer step (and on an autograd thread at the next backward)."""
     modules = torch.nn.modules.module
-    handles = [modules.register_module_forward_pre_hook(_forward_pre)]
-    try:
-        handles.append(modules.register_module_forward_hook(_forward_post, always_call=True))
-    except TypeError:  # torch < 2.1
-        handles.append(modules.register_module_forward_hook(_forward_post))
+    handles = [modules.register_module_forward_pre_hook(_forward_pre),
+               modules.register_module_forward_hook(_forward_post)]
     _hide_from_compile_warning(modules, {h.id for h in handles})
 
 

@@ -259,6 +259,27 @@ print("trained", float(loss).hex())
   EXPECT_EQ(scope_names(s, ScopeKind::step), (std::set<std::string>{"step 0", "step 1", "step 2"}));
 }
 
+// torch.compile(module) warns when global module hooks exist (PyTorch 2.x asks _has_any_global_hook()): memrec's
+// answer leaves its own hooks out and keeps the program's. Checked on a stand-in of torch.nn.modules.module, as
+// torch 1.13 has no torch.compile (the zoo's compile program checks the real one on PyTorch 2).
+TEST(Record, CompileWarningSeesOnlyTheProgramsGlobalHooks) {
+  TempDir dir;
+  std::ofstream(dir / "warn.py") << R"(import types, torch
+from memrec import _hooks
+m = types.ModuleType("stand_in")
+m._global_forward_pre_hooks, m._global_forward_hooks, m._global_backward_hooks = {1: 0}, {2: 0}, {}
+m._global_parameter_registration_hooks = {5: 0}  # not a call hook: torch's answer leaves it out too
+m._has_any_global_hook = lambda: m._global_forward_pre_hooks or m._global_forward_hooks or m._global_backward_hooks
+_hooks._hide_from_compile_warning(m, {1, 2})
+alone = m._has_any_global_hook()
+m._global_backward_hooks[3] = 0
+print(alone, m._has_any_global_hook())
+)";
+  auto r = run_command("PYTHONPATH=" + std::string(MEMREC_PYTHON_PACKAGE_DIR) + " " + kPython + " " + dir / "warn.py");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "False True\n");
+}
+
 TEST(Record, ProcessesWithoutTorchRecordNothing) {
   TempDir dir;
   auto r = run_command(record("-o " + dir / "n.memrec", kPython + " -c " + quote("print(1)")));

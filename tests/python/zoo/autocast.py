@@ -9,7 +9,10 @@ device = _zoo.setup()
 dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
 model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 1)).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-scaler = torch.cuda.amp.GradScaler(enabled=device.type == "cuda")
+if hasattr(torch.amp, "GradScaler"):  # torch >= 2.3; torch.cuda.amp's warns there
+    scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")
+else:
+    scaler = torch.cuda.amp.GradScaler(enabled=device.type == "cuda")
 x = torch.randn(8, 16, device=device)
 for step in range(3):
     with torch.autocast(device.type, dtype=dtype):
