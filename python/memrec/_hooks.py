@@ -2,16 +2,21 @@
 optimizer phases and optimizer steps, from global hooks that work on torch 1.13 and 2.x.
 
 - forward: global module forward pre/post hooks; the outermost module call opens the "forward" phase.
-- backward: `torch.autograd.backward` (which Tensor.backward calls) opens the "backward" phase; a module's
-  backward scope opens when the gradient of its output arrives and closes when the gradient of its input is
-  computed (tensor hooks: the graph is not changed). Backward runs on autograd's device threads for CUDA.
+- backward: `torch.autograd.backward` (which Tensor.backward calls) and `torch.autograd.grad` open the "backward"
+  phase; a module's backward scope opens when the gradient of its output arrives and closes when the gradient of
+  its input is computed (tensor hooks: the graph is not changed). Backward runs on autograd's device threads for
+  CUDA.
 - optimizer: Optimizer.step (torch 2.x global step hooks; on 1.13 each Optimizer class's step is wrapped);
   every step ends a "step N" scope and starts the next, and drives the record window.
+
+Every entry point the program calls goes through _guarded: nothing memrec raises reaches the program.
 """
 import functools
 import importlib
+import os
 import sys
 import threading
+import traceback
 import weakref
 
 import torch
@@ -36,17 +41,61 @@ class _Steps:
 steps = _Steps()
 
 
+class _Repairs:
+    """Internal errors the hooks met, each repaired on its thread; the file's note says how many and the first."""
+    count = 0
+    first = ""
+
+
 def _thread():
     t = _tls.__dict__
     if "modules" not in t:
-        t.update(modules=[], forward_level=None, in_step=False, optimizer_level=None, generation=0)
+        _reset_thread()
     return _tls
 
 
+def _reset_thread():
+    _tls.__dict__.update(modules=[], forward_level=None, in_step=False, optimizer_level=None, generation=0)
+
+
+def _repair(error):
+    """An error of memrec's own: close this thread's scopes, start its state afresh and note it in the file."""
+    try:
+        _scopes.close_to(0)
+        _reset_thread()
+        if steps.thread == threading.get_ident():
+            forget_step()
+            open_step()
+        _Repairs.count += 1
+        if not _Repairs.first:
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            _Repairs.first = (f"{type(error).__name__}: {error} "
+                              f"({os.path.basename(where.filename)}:{where.lineno} {where.name})")
+        if _C.running():
+            _C.set_metadata("notes.hooks", f"memrec's scope hooks met {_Repairs.count} internal error(s) and closed "
+                            f"the open scopes of the thread each time; the recording went on (first: "
+                            f"{_Repairs.first})")
+    except Exception:  # noqa: BLE001  the repair failing too must still not reach the program
+        pass
+
+
+def _guarded(hook):
+    """`hook` as the program calls it: what it raises is repaired and noted, never passed on (returns None)."""
+    @functools.wraps(hook)
+    def guarded(*args):
+        try:
+            return hook(*args)
+        except Exception as e:  # noqa: BLE001  any error of memrec's own
+            _repair(e)
+            return None
+    return guarded
+
+
 def _tensors(value, out):
-    """Tensors in a module's inputs or outputs (tensors, tuples, lists, dicts such as ModelOutput)."""
+    """Tensors of a module's inputs or outputs (tensors, tuples, lists, dicts such as ModelOutput) that are inner
+    nodes of the graph: a hook on a leaf (a parameter passed as input) would outlive the call, one per call."""
     if isinstance(value, torch.Tensor):
-        if value.requires_grad:
+        if value.requires_grad and not value.is_leaf:
             out.append(value)
     elif isinstance(value, (tuple, list)):
         for v in value:
@@ -60,41 +109,95 @@ def _tensors(value, out):
 def _name_of(module, root):
     name = _names.get(module)
     if name is None:
+        root = getattr(root, "_orig_mod", root)  # torch.compile's OptimizedModule: name as the module it wraps
         for sub_name, sub in root.named_modules():
             if sub not in _names:
                 _names[sub] = sub_name or type(root).__name__
         name = _names.get(module)
         if name is None:
-            name = _names[module] = type(module).__name__
+            name = _names[module] = type(getattr(module, "_orig_mod", module)).__name__
     return name
 
 
 class _BackwardCall:
-    """One module call's backward scope on the thread that runs its backward."""
-    __slots__ = ("name", "level", "thread", "__weakref__")
+    """One module call's backward scope on the thread that runs its backward: open from the gradient of its output
+    to the gradient of its input, and again in each later backward through the call (retain_graph, double
+    backward). A scope another thread opened is left to that thread's next backward."""
+    __slots__ = ("name", "level", "thread")
 
     def __init__(self, name):
         self.name, self.level, self.thread = name, None, None
 
-    def enter(self, grad):
-        if self.level is not None:
+    def enter(self):
+        if self.level is not None:  # open already: the gradient of another output
             return
         t = _thread()
         if t.generation != _generation:
             t.generation = _generation
             if _scopes.innermost("phase") is None:  # an autograd thread: what an earlier backward left open
                 _scopes.close_to(0)
+                t.modules.clear()  # and forwards recomputed there that raised (checkpoint's early stop)
+                t.forward_level = None
         self.level, self.thread = _scopes.depth(), threading.get_ident()
         _scopes.open(self.name, "module")
 
-    def exit(self, grad):
+    def exit(self):
         if self.level is not None and self.thread == threading.get_ident():
             _scopes.close_to(self.level)
-            self.level = -1  # done: later hooks of this call do nothing
+        self.level = None
+
+
+class _GradHooks:
+    """memrec's one hook on a tensor, as tensor hooks would run in the wrong order: the calls that took the tensor
+    as input end (innermost first, as their pre hooks ran outermost first) before the calls that made it begin
+    (outermost first, as their post hooks ran innermost first)."""
+    __slots__ = ("ends", "begins")
+
+    def __init__(self):
+        self.ends, self.begins = [], []
+
+    @_guarded
+    def __call__(self, grad):
+        for call in reversed(self.ends):
+            call.exit()
+        for call in reversed(self.begins):
+            call.enter()
+
+
+_grad_hooks = {}  # id(tensor) -> (weak reference to the tensor, its _GradHooks), while the tensor lives
+
+
+def _hooks_of(x):
+    key = id(x)
+    entry = _grad_hooks.get(key)
+    if entry is not None and entry[0]() is x:
+        return entry[1]
+
+    def forget(ref):
+        if _grad_hooks.get(key, (None,))[0] is ref:
+            del _grad_hooks[key]
+
+    hooks = _GradHooks()
+    _grad_hooks[key] = (weakref.ref(x, forget), hooks)
+    x.register_hook(hooks)
+    return hooks
 
 
 def _forward_pre(module, inputs):
-    if _compiling() or not _C.running():
+    if _compiling():  # Dynamo inlines global hooks: this check, folded to True, is all it traces
+        return None
+    return _module_begins(module, inputs)
+
+
+def _forward_post(module, inputs, output):
+    if _compiling():
+        return None
+    return _module_ends(module, output)
+
+
+@_guarded
+def _module_begins(module, inputs):
+    if not _C.running():
         return None
     t = _thread()
     if not t.modules and _scopes.innermost("phase") is None:
@@ -109,15 +212,14 @@ def _forward_pre(module, inputs):
     if inputs_with_grad:
         call = _BackwardCall(name)
         for x in inputs_with_grad:
-            x.register_hook(call.exit)
+            _hooks_of(x).ends.append(call)
     t.modules.append((module, _scopes.depth(), call))
     _scopes.open(name, "module")
     return None
 
 
-def _forward_post(module, inputs, output):
-    if _compiling():
-        return None
+@_guarded
+def _module_ends(module, output):
     t = _thread()
     for i in range(len(t.modules) - 1, -1, -1):
         if t.modules[i][0] is module:
@@ -129,28 +231,40 @@ def _forward_post(module, inputs, output):
     _scopes.close_to(level)
     if call is not None:
         for x in _tensors(output, []):
-            x.register_hook(call.enter)
+            _hooks_of(x).begins.append(call)
     if not t.modules and t.forward_level is not None:
         _scopes.close_to(t.forward_level)
         t.forward_level = None
     return None
 
 
+@_guarded
+def _backward_begin():
+    global _generation
+    _generation += 1
+    _thread().generation = _generation
+    level = _scopes.depth()
+    _scopes.open("backward", "phase")
+    return level
+
+
+@_guarded
+def _backward_end(level):
+    _scopes.close_to(level)
+
+
 def _backward(original):
+    """torch.autograd.backward or grad, in the "backward" phase (also when called inside another backward)."""
     @functools.wraps(original)
     def backward(*args, **kwargs):
-        global _generation
-        if not _C.running():
+        if _compiling() or not _C.running():
             return original(*args, **kwargs)
-        _generation += 1
-        t = _thread()
-        t.generation = _generation
-        level = _scopes.depth()
-        _scopes.open("backward", "phase")
+        level = _backward_begin()
         try:
             return original(*args, **kwargs)
         finally:
-            _scopes.close_to(level)
+            if level is not None:
+                _backward_end(level)
     return backward
 
 
@@ -194,6 +308,23 @@ def forget_step():
     steps.level = steps.thread = None
 
 
+@_guarded
+def _step_begin():
+    """Whether this Optimizer.step call is the outermost (a subclass's step calls its parent's)."""
+    t = _thread()
+    if t.in_step:
+        return False
+    t.in_step = True
+    _optimizer_begin()
+    return True
+
+
+@_guarded
+def _step_end():
+    _thread().in_step = False
+    _optimizer_end()
+
+
 def _wrap_step(cls):
     step = cls.__dict__.get("step")
     if step is None or getattr(step, "_memrec_wrapped", False):
@@ -201,16 +332,12 @@ def _wrap_step(cls):
 
     @functools.wraps(step)
     def wrapped(self, *args, **kwargs):
-        t = _thread()
-        if t.in_step:  # a subclass's step calling its parent's
-            return step(self, *args, **kwargs)
-        t.in_step = True
-        _optimizer_begin()
+        outermost = _step_begin()
         try:
             return step(self, *args, **kwargs)
         finally:
-            t.in_step = False
-            _optimizer_end()
+            if outermost:
+                _step_end()
 
     wrapped._memrec_wrapped = True
     cls.step = wrapped
@@ -225,8 +352,8 @@ def _all_subclasses(cls):
 def _hook_optimizers():
     opt = importlib.import_module("torch.optim.optimizer")  # torch.optim deletes the attribute on 1.13
     if hasattr(opt, "register_optimizer_step_pre_hook"):  # torch >= 2.0
-        opt.register_optimizer_step_pre_hook(_optimizer_begin)
-        opt.register_optimizer_step_post_hook(_optimizer_end)
+        opt.register_optimizer_step_pre_hook(_guarded(_optimizer_begin))
+        opt.register_optimizer_step_post_hook(_guarded(_optimizer_end))
         return
     for cls in _all_subclasses(torch.optim.Optimizer):
         _wrap_step(cls)
@@ -240,14 +367,39 @@ def _hook_optimizers():
     torch.optim.Optimizer.__init__ = init_and_wrap
 
 
+def _hook_modules():
+    """The global module hooks. A forward that raises skips its post hook: what it left open closes at the next
+    optimizer step (and on an autograd thread at the next backward)."""
+    modules = torch.nn.modules.module
+    handles = [modules.register_module_forward_pre_hook(_forward_pre),
+               modules.register_module_forward_hook(_forward_post)]
+    _hide_from_compile_warning(modules, {h.id for h in handles})
+
+
+def _hide_from_compile_warning(modules, ours):
+    """torch.compile(module) warns when any global module hook exists (OptimizedModule.__call__ asks
+    torch.nn.modules.module._has_any_global_hook()): memrec's hooks alone must not make the program print it, the
+    program's own still do. torch < 2.0 has neither."""
+    original = getattr(modules, "_has_any_global_hook", None)
+    if original is None:
+        return
+    names = [n for n, v in vars(modules).items() if n.startswith(("_global_forward", "_global_backward"))
+             and isinstance(v, dict)]
+
+    @functools.wraps(original)
+    def has_any_global_hook():
+        return bool(original()) and any(key not in ours for n in names for key in getattr(modules, n))
+
+    modules._has_any_global_hook = has_any_global_hook
+
+
 def install():
     """Installs the global hooks once per process (they cost a check while nothing records)."""
     global _installed
     if _installed:
         return
     _installed = True
-    modules = torch.nn.modules.module
-    modules.register_module_forward_pre_hook(_forward_pre)
-    modules.register_module_forward_hook(_forward_post)
+    _hook_modules()
     torch.autograd.backward = _backward(torch.autograd.backward)
+    torch.autograd.grad = _backward(torch.autograd.grad)
     _hook_optimizers()

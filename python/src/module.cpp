@@ -215,6 +215,14 @@ PyObject* close_scope(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// Metadata of the running recording, written with the file; keys named notes.* are printed by every reader.
+PyObject* set_metadata(PyObject*, PyObject* args) {
+  const char *key = nullptr, *value = nullptr;
+  if (!PyArg_ParseTuple(args, "ss", &key, &value)) return nullptr;
+  if (g_recorder && g_recorder->running()) g_recorder->set_metadata(key, value);
+  Py_RETURN_NONE;
+}
+
 PyObject* forget_after_fork(PyObject*, PyObject*) {
   if (g_recorder && g_recorder->running()) {
     memrec::forget_recording_after_fork();
@@ -239,6 +247,7 @@ PyMethodDef methods[] = {
     {"running", running, METH_NOARGS, "whether this process records"},
     {"open_scope", open_scope, METH_VARARGS, "open_scope(name, kind) -> bool: False when nothing records"},
     {"close_scope", close_scope, METH_NOARGS, "closes this thread's innermost scope that open_scope opened"},
+    {"set_metadata", set_metadata, METH_VARARGS, "set_metadata(key, value): a metadata entry of the running recording"},
     {"forget_after_fork", forget_after_fork, METH_NOARGS, "in a forked child: stop recording, write nothing"},
     {"cuda_built", cuda_built, METH_NOARGS, "whether this build records the CUDA caching allocator"},
     {nullptr, nullptr, 0, nullptr},

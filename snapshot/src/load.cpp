@@ -18,8 +18,16 @@ int first_byte(const std::string& path) {
   return in.get();
 }
 
+// The recorder's notes (metadata keys notes.*, such as errors its hooks repaired) are the file's to print.
+Snapshot read_recording(const std::string& path) {
+  Snapshot s = read_file(path);
+  for (const auto& [key, value] : s.metadata)
+    if (key.starts_with("notes.")) s.warnings.push_back(value);
+  return s;
+}
+
 Snapshot read_any(const std::string& path) {
-  if (is_memrec_file(path)) return read_file(path);
+  if (is_memrec_file(path)) return read_recording(path);
   if (first_byte(path) == kPickleProto) return import_pickle_file(path);
   throw Error(path + " is neither a .memrec file nor a pickle snapshot");
 }

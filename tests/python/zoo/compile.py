@@ -1,0 +1,25 @@
+"""torch.compile(module) trained for a few steps, then called once with a global module hook of the program's
+own: PyTorch warns about that one (the warning must appear with and without memrec), never about memrec's."""
+# zoo-modules: Sequential
+import torch
+from torch import nn
+
+import _zoo
+
+device = _zoo.setup()
+_zoo.needs(hasattr(torch, "compile"), "torch.compile needs torch 2")
+model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 1)).to(device)
+compiled = torch.compile(model)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x = torch.randn(8, 16, device=device)
+for step in range(3):
+    loss = compiled(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    _zoo.loss(step, loss)
+handle = nn.modules.module.register_module_forward_hook(lambda module, inputs, output: None)
+with torch.no_grad():
+    _zoo.loss(3, compiled(x).sum(), "hooked")
+handle.remove()
+_zoo.finish(device)
