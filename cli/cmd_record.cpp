@@ -246,6 +246,8 @@ void finish(const fs::path& file, const fs::path& out, const Destination& d, con
                s.complete ? "" : " kept (the process ended before memrec finished its file)",
                format_bytes(replay.peak_allocated().bytes),
                s.metadata.count("device.0.type") ? " on " + s.metadata.at("device.0.type") : "");
+    for (const auto& [key, note] : s.metadata)  // what the recorder repaired in the process (metadata notes.*)
+      if (key.starts_with("notes.")) fmt::print(stderr, "memrec: note: {}: {}\n", out.string(), note);
     if (auto kernels = s.metadata.find("recorder.kernels"); kernels != s.metadata.end() && kernels->second.starts_with("off: "))
       fmt::print(stderr, "memrec: recording without kernels and device memory activity in {}: {}\n", out.string(),
                  kernels->second.substr(5));

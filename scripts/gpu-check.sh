@@ -17,7 +17,7 @@ MEMREC=$BUILD/cli/memrec
 results=()
 
 # At most 8 files come back from the device machine: summary.txt, build.log, tests.log, run12.log,
-# checkpoint.txt, oom.log, bench.log, bench.json.
+# checkpoint.txt, oom.log, bench.log, bench.json (zoo.txt and python_tests.log when those sections run).
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 # section NAME FUNCTION: runs FUNCTION under set -e (not inside `if` or `||`, where bash would ignore -e).
@@ -198,6 +198,14 @@ sys.exit(len(set(times)) < len(times) // 2)
 PYEOF
 }
 
+# The model zoo (tests/python/zoo) on CUDA: each program with and without `memrec record`, identical in exit status,
+# stdout, its own stderr and memory_stats(), and memrec's counts equal to memory_stats() (torch.compile, a CUDA graph,
+# DDP and the Hugging Face models from configs included).
+zoo() {
+  python3 tests/python/zoo/run_zoo.py --memrec "$MEMREC" --python "$(command -v python3)" --device cuda --jobs 4 \
+    --out /tmp/zoo 2>&1 | tee "$OUT/zoo.txt" | tee -a "$OUT/summary.txt"
+}
+
 # truth_run NAME [VAR=VALUE...]: records tests/scripts/gpu_truth.py (a one-rank NCCL process group, cuBLAS and a raw
 # cuMemAlloc) under that environment, prints the program's own view and memrec info, then checks the recording: the
 # raw allocation is an other allocation of its size, NCCL's setup makes other allocations, NVML used - (reserved +
@@ -327,7 +335,7 @@ analysis_bench() {
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; g++ --version | head -1; } \
   >> "$OUT/summary.txt" 2>&1
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
-all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program gpu_truth
+all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench ranks ranks_bench
               example benchmarks analysis_bench)
 for name in ${SECTIONS:-${all_sections[*]}}; do

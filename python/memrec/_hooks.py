@@ -14,7 +14,6 @@ Every entry point the program calls goes through _guarded: nothing memrec raises
 import functools
 import importlib
 import os
-import sys
 import threading
 import traceback
 import weakref
@@ -22,6 +21,7 @@ import weakref
 import torch
 
 from . import _C, _scopes
+from ._say import say
 
 _tls = threading.local()
 # Inside torch.compile's tracing the hooks do nothing (Dynamo folds this to True): they would break the graph.
@@ -291,7 +291,7 @@ def _optimizer_end(*_):
         try:  # the --record window starts or stops here: memrec's failure must not become the program's
             steps.on_step(steps.taken)
         except Exception as e:
-            print(f"memrec: recording window: {e}", file=sys.stderr)
+            say(f"recording window: {e}")
     open_step()
 
 

@@ -3,11 +3,11 @@ import atexit
 import contextlib
 import functools
 import os
-import sys
 
 import torch
 
 from . import _C, _hooks, _scopes
+from ._say import say, under_memrec_record
 
 _HIDE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # memrec's own frames stay out of the stacks
 _options = None          # the running recording's start() arguments
@@ -25,7 +25,7 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     cuda = _C.cuda_built() and torch.cuda.is_initialized()
     meta = {"python.torch_version": torch.__version__}
     meta.update(metadata or {})
-    quiet = _under_memrec_record()
+    quiet = under_memrec_record()
     _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE, _cupti_busy(), quiet)
     _options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
                     metadata=meta, cuda=cuda, quiet=quiet)
@@ -87,23 +87,6 @@ def mark(text):
         _scopes.close_to(level)
 
 
-def _under_memrec_record():
-    return "MEMREC_RECORD_SESSION" in os.environ
-
-
-def _say(text):
-    """memrec's message: under `memrec record`, which prints it once the program has ended (the program's stderr
-    stays its own), else on stderr."""
-    if _under_memrec_record():
-        try:
-            with open(os.environ["MEMREC_RECORD_SESSION"], "a") as f:
-                f.write("!" + text.replace("\n", " ") + "\n")
-            return
-        except OSError:
-            pass
-    print("memrec: " + text, file=sys.stderr)
-
-
 def _cupti_busy():
     """Why CUPTI must be left alone: torch.profiler's Kineto is a CUPTI client, and a second one breaks both."""
     return "torch.profiler is active" if torch._C._autograd._profiler_enabled() else ""
@@ -121,7 +104,7 @@ def _switch_to_cuda():
         _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE, _cupti_busy(),
                  o["quiet"])
     except Exception as e:
-        _say(f"cannot record the CUDA allocator of process {os.getpid()}, not recording: {e}")
+        say(f"cannot record the CUDA allocator of process {os.getpid()}, not recording: {e}")
         return
     _scopes.reopen(opened)
 

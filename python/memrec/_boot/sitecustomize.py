@@ -10,7 +10,7 @@ _here = os.path.dirname(os.path.abspath(__file__))
 
 def _tell_memrec(note):
     """A note for `memrec record` to print when the program has ended: the program's own stderr stays its own.
-    (memrec._recording._say does the same; this one must work where importing memrec failed.)"""
+    (memrec._say does the same; this one must work where importing memrec failed.)"""
     try:
         with open(os.environ["MEMREC_RECORD_SESSION"], "a") as f:
             f.write("!" + note.replace("\n", " ") + "\n")
