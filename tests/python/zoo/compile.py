@@ -1,7 +1,12 @@
 """torch.compile(module) trained for a few steps, then called once with a global module hook of the program's
 own: PyTorch warns about that one (the warning must appear with and without memrec), never about memrec's."""
 # zoo-modules: Sequential
-import torch
+import os
+
+# Both runs compile afresh: the second would otherwise load what the first compiled and allocate less.
+os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+
+import torch  # noqa: E402
 from torch import nn
 
 import _zoo

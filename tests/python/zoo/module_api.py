@@ -16,9 +16,10 @@ if out:
 scope = memrec.scope if out else lambda name: contextlib.nullcontext()
 
 device = _zoo.setup()
-model = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2).to(device)
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+# Everything on the device is made inside the recording, so memrec's counts are the whole of memory_stats().
 with memrec.record(out) if out else contextlib.nullcontext():
+    model = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for step in range(3):
         with scope("data"):
             x = torch.randn(2, 8, 32, device=device)
