@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "memrec/format.h"
+
 // Set when the tests are built with AddressSanitizer, whose shadow memory defeats memory limits and RSS checks.
 #if defined(__SANITIZE_ADDRESS__)
 #define MEMREC_TEST_ASAN 1
@@ -122,16 +124,21 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
-// Until the recorder's first flush put events into the file a process writes (its name starts with `stem`; it gets
-// the name the user gave when the program ends): a loaded machine can take longer than the 0.5 s flush period.
-inline void wait_for_first_flush(const std::filesystem::path& dir, const std::string& stem) {
-  constexpr uintmax_t kHeader = 16;
+// Until a process's recording (the file whose name starts with `stem`; it gets the name the user gave when the
+// program ends) holds at least `events` allocator events on disk: a loaded machine can take longer than the
+// recorder's 0.5 s flush period, and a first flush can hold scopes alone.
+inline void wait_for_events_on_disk(const std::filesystem::path& dir, const std::string& stem, size_t events) {
   for (int i = 0; i < 600; ++i) {
-    for (const auto& entry : std::filesystem::directory_iterator(dir))
-      if (entry.path().filename().string().starts_with(stem + ".") && entry.file_size() > kHeader) return;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (!entry.path().filename().string().starts_with(stem + ".")) continue;
+      try {
+        if (read_file(entry.path().string()).events.size() >= events) return;
+      } catch (const std::exception&) {  // not yet a whole chunk
+      }
+    }
     usleep(50'000);
   }
-  throw std::runtime_error("no events flushed into " + stem + ".* within 30 s");
+  throw std::runtime_error("fewer than " + std::to_string(events) + " events on disk in " + stem + ".* after 30 s");
 }
 
 }  // namespace memrec::testing

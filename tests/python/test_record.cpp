@@ -378,7 +378,7 @@ TEST(Record, SignalsReachTheProgramAndFilesStayReadable) {
       if (text.find("ready") != std::string::npos) break;
       usleep(50'000);
     }
-    testing::wait_for_first_flush(dir.path, "s" + std::to_string(sig));
+    testing::wait_for_events_on_disk(dir.path, "s" + std::to_string(sig), 11);
     child.signal(sig);
     EXPECT_EQ(child.wait(std::chrono::seconds(60)), 128 + sig) << sig;
     Snapshot s = load_snapshot(file);

@@ -131,7 +131,7 @@ TEST(RecordOutputs, AKilledProcessIsReportedCutShortWithTheEventsKept) {
                                "os.kill(os.getpid(), signal.SIGKILL)";
   program(dir, kill_when_told);
   testing::Child child({kMemrec, "record", "-o", out, "--", kPython, dir / "prog.py"}, dir / "log");
-  testing::wait_for_first_flush(dir.path, "run");
+  testing::wait_for_events_on_disk(dir.path, "run", 20);
   std::ofstream(dir / "flushed").close();
   EXPECT_EQ(child.wait(std::chrono::seconds(60)), 128 + SIGKILL);
   std::string log = read_bytes(dir / "log");
