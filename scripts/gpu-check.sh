@@ -202,7 +202,7 @@ PYEOF
 # stdout, its own stderr and memory_stats(), and memrec's counts equal to memory_stats() (torch.compile, a CUDA graph,
 # DDP and the Hugging Face models from configs included).
 zoo() {
-  python3 tests/python/zoo/run_zoo.py --memrec "$MEMREC" --python "$(command -v python3)" --device cuda --jobs 4 \
+  python3 tests/python/zoo/run_zoo.py --memrec "$MEMREC" --python "$(command -v python3)" --device cuda --jobs 8 \
     --out /tmp/zoo 2>&1 | tee "$OUT/zoo.txt" | tee -a "$OUT/summary.txt"
 }
 

@@ -10,12 +10,12 @@ Checked on each recording: the file is complete with events, and its module scop
 program names on a `# zoo-modules:` line. On CUDA, each JSON line a program prints last (its memory_stats) must
 equal memrec's own counts from the file of the same rank: allocations (alloc events), segments (segment_alloc
 and segment_map events), the peak of requested bytes (memrec's peak allocated) and the reserved peak. A program
-with a `# zoo: module-api` line records itself through `import memrec` (ZOO_MEMREC_OUT) instead.
+with a `# zoo-varies:` line names memory_stats keys that change from run to run (left out of the stdout
+comparison, still compared with the recording). A program with a `# zoo: module-api` line records itself through `import memrec` (ZOO_MEMREC_OUT) instead.
 Exit status 1 when any program differs; a program that needs what is missing is reported as skipped.
 """
 import argparse
 import concurrent.futures
-import glob
 import json
 import os
 import re
@@ -111,6 +111,23 @@ def compare_memory_stats(files, facts, stdout):
             if fact[ours] != stats[theirs]]
 
 
+def recordings(out, name, rest=""):
+    """The files `record -o OUT/NAME.memrec` wrote (NAME.memrec, NAME.pidN.memrec, NAME.rankN.memrec), not those of
+    another program whose name starts with NAME."""
+    pattern = re.escape(name) + r"(\.(pid|rank)\d+)?\.memrec" + rest
+    return sorted(os.path.join(out, f) for f in os.listdir(out) if re.fullmatch(pattern, f))
+
+
+def without_keys(result, keys):
+    """A run's result with `keys` left out of its memory_stats lines: values that change from run to run whether
+    recorded or not (a program names them on a `# zoo-varies:` line); they are still compared with the recording."""
+    if not keys:
+        return result
+    lines = [json.dumps({k: v for k, v in json.loads(line).items() if k not in keys}, sort_keys=True).encode()
+             if line.startswith(b"{") else line for line in result[1].splitlines()]
+    return (result[0], b"\n".join(lines), *result[2:])
+
+
 def differences(plain, recorded):
     out = []
     for what, a, b in (("exit", plain[0], recorded[0]), ("stdout", plain[1], recorded[1]),
@@ -135,7 +152,7 @@ def zoo_one(name, args, out):
     if plain[0] == SKIP:
         return "skipped", [plain[1].decode().strip()], plain[4], 0.0
     base = os.path.join(out, name + ".memrec")
-    for old in glob.glob(os.path.join(out, name + "*.memrec*")):
+    for old in recordings(out, name, r"(\.[^/]*)?"):
         os.remove(old)
     err = os.path.join(out, name + ".err")
     if ["module-api"] in source_lines(name, "# zoo:"):
@@ -144,9 +161,10 @@ def zoo_one(name, args, out):
     else:
         recorded = run([args.memrec, "record", "-o", base, "--", "sh", "-c", 'err=$1; shift; exec "$@" 2>"$err"',
                         "sh", err, *prog], stderr_to=err)
-    problems = differences(plain, recorded)
+    varies = {key for words in source_lines(name, "# zoo-varies:") for key in words}
+    problems = differences(without_keys(plain, varies), without_keys(recorded, varies))
     if recorded[0] != SKIP:
-        files = sorted(f for f in glob.glob(os.path.join(out, name + "*.memrec")))
+        files = recordings(out, name)
         problems += check_recordings(args.memrec, files, name, recorded[1], args.device)
     if problems and recorded[3] and recorded[3] != recorded[2]:
         problems.append("memrec said:\n    " + recorded[3].decode(errors="replace").strip().replace("\n", "\n    "))
