@@ -10,7 +10,6 @@
 #include "memrec/devices.h"
 #include "memrec/load.h"
 #include "memrec/stats.h"
-#include "memrec/summary.h"
 
 namespace memrec::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include "memrec/format.h"
 #include "memrec/load.h"
 #include "memrec/pickle.h"
-#include "memrec/summary.h"
+#include "memrec/info.h"
 
 namespace memrec::cli {
 namespace {

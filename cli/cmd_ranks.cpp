@@ -5,7 +5,7 @@
 #include "memrec/load.h"
 #include "memrec/ranks.h"
 #include "memrec/stats.h"
-#include "memrec/summary.h"
+#include "memrec/units.h"
 
 namespace memrec::cli {
 namespace {

@@ -20,7 +20,7 @@
 #include "commands.h"
 #include "memrec/load.h"
 #include "memrec/replay.h"
-#include "memrec/summary.h"
+#include "memrec/units.h"
 #include "output.h"
 #include "schedule.h"
 

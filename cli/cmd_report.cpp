@@ -25,7 +25,7 @@
 #include "memrec/load.h"
 #include "memrec/devices.h"
 #include "memrec/report.h"
-#include "memrec/summary.h"
+#include "memrec/units.h"
 
 extern char** environ;
 

@@ -20,7 +20,7 @@
 #include "memrec/pickle.h"
 #include "memrec/recorder.h"
 #include "memrec/replay.h"
-#include "memrec/summary.h"
+#include "memrec/units.h"
 #include "memrec/workloads.h"
 
 namespace memrec::cli {

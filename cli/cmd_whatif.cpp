@@ -11,7 +11,7 @@
 #include "memrec/devices.h"
 #include "memrec/load.h"
 #include "memrec/stats.h"
-#include "memrec/summary.h"
+#include "memrec/units.h"
 #include "memrec/whatif.h"
 
 namespace memrec::cli {

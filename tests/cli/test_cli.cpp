@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
-#include "memrec/summary.h"
+#include "memrec/units.h"
 
 namespace memrec {
 namespace {

@@ -11,7 +11,7 @@
 #include "common/process.h"
 #include "memrec/report.h"
 #include "memrec/stats.h"
-#include "memrec/summary.h"
+#include "memrec/units.h"
 
 namespace memrec {
 namespace {

@@ -14,7 +14,7 @@
 #include "common/process.h"
 #include "memrec/analysis.h"
 #include "memrec/load.h"
-#include "memrec/summary.h"
+#include "memrec/sites.h"
 
 namespace memrec {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "memrec/analysis.h"
-#include "memrec/summary.h"
+#include "memrec/sites.h"
 
 namespace memrec {
 namespace {

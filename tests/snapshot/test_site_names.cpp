@@ -5,7 +5,8 @@
 
 #include "memrec/attribution.h"
 #include "memrec/pickle.h"
-#include "memrec/summary.h"
+#include "memrec/sites.h"
+#include "memrec/frames.h"
 
 namespace memrec {
 namespace {

@@ -1,7 +1,9 @@
 // Frame naming and allocation sites: what every report prints.
 #include <gtest/gtest.h>
 
-#include "memrec/summary.h"
+#include "memrec/sites.h"
+#include "memrec/frames.h"
+#include "memrec/units.h"
 
 namespace memrec {
 namespace {

@@ -10,7 +10,7 @@
 #include "memrec/attribution.h"
 #include "memrec/load.h"
 #include "memrec/replay.h"
-#include "memrec/summary.h"
+#include "memrec/sites.h"
 #include "memrec/viewer.h"
 #include "viewer/shot.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "memrec/devices.h"
-#include "memrec/summary.h"
+#include "memrec/sites.h"
 #include "units.h"
 #include "views.h"
 

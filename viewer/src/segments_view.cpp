@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "memrec/summary.h"
+#include "memrec/sites.h"
 #include "memrec/viewer.h"
 #include "units.h"
 #include "views.h"

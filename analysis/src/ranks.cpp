@@ -15,7 +15,6 @@
 #include "memrec/devices.h"
 #include "memrec/load.h"
 #include "memrec/stats.h"
-#include "memrec/summary.h"
 
 namespace memrec {
 namespace {

@@ -76,7 +76,6 @@ DeviceMemory device_memory(const Snapshot& s, const Replay& r);
 // device's first event); null for a recording with neither CUPTI records nor NVML samples nor a note on NVML.
 nlohmann::json device_memory_json(const Snapshot& s, const Replay& r, uint32_t step, size_t top);
 std::string device_memory_text(const nlohmann::json& j);  // "" for null
-std::string device_memory_html(const nlohmann::json& j);  // "" for null
 
 // "libnccl.so.2" for "/usr/lib/x86_64-linux-gnu/libnccl.so.2"; "unknown library" for an empty path.
 std::string library_name(const std::string& path);

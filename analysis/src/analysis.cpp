@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "memrec/attribution.h"
-#include "memrec/summary.h"
+#include "memrec/sites.h"
 
 namespace memrec {
 namespace {

@@ -14,7 +14,7 @@
 #include "memrec/device_memory.h"
 #include "memrec/devices.h"
 #include "memrec/sites.h"
-#include "memrec/summary.h"
+#include "memrec/units.h"
 
 namespace memrec {
 namespace {

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "memrec/device_memory.h"
-#include "memrec/report.h"
-#include "memrec/summary.h"
+#include "memrec/sites.h"
+#include "memrec/units.h"
 
 namespace memrec {
 namespace {
@@ -156,12 +156,6 @@ std::string device_memory_text(const json& j) {
                      j["unmatched_releases"].get<uint64_t>(), j["duplicates"].get<uint64_t>(),
                      j["calls"].get<std::string>());
   return out;
-}
-
-std::string device_memory_html(const json& j) {
-  if (j.is_null()) return "";
-  return "<section id=\"device-memory\"><h2>Device memory</h2><pre>" + html_escape(device_memory_text(j)) +
-         "</pre></section>";
 }
 
 }  // namespace memrec

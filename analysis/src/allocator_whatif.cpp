@@ -5,7 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "memrec/summary.h"
+#include "memrec/sites.h"
+#include "memrec/units.h"
 
 namespace memrec {
 namespace {

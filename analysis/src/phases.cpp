@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "memrec/analysis.h"
-#include "memrec/summary.h"
+#include "memrec/frames.h"
 
 namespace memrec {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "memrec/summary.h"
+#include "memrec/frames.h"
 
 namespace memrec {
 namespace {

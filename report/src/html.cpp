@@ -11,13 +11,19 @@
 
 #include "memrec/device_memory.h"
 #include "memrec/stats.h"
-#include "memrec/summary.h"
+#include "memrec/units.h"
 #include "memrec/whatif.h"
 
 namespace memrec {
 namespace {
 
 using nlohmann::json;
+
+std::string device_memory_html(const json& j) {
+  if (j.is_null()) return "";
+  return "<section id=\"device-memory\"><h2>Device memory</h2><pre>" + html_escape(device_memory_text(j)) +
+         "</pre></section>";
+}
 
 constexpr std::string_view kStyle = R"css(
 :root { --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; --accent: #0969da; }
