@@ -8,21 +8,22 @@
 
 #include "common/process.h"
 #include "memrec/units.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::CommandResult;
-using testing::memrec;
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::CommandResult;
+using test::memrec;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
-const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+const std::string kFixture = test::data("torch_2layer_all.pickle");
 
 
 uint64_t python_peak(const std::string& pickle) {
-  auto r = run_command("python3 " + quote(std::string(MEMREC_SOURCE_DIR) + "/tests/scripts/replay_reference.py") +
+  auto r = run_command("python3 " + quote(test::source("tests/scripts/replay_reference.py")) +
                        " " + quote(pickle));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return nlohmann::json::parse(r.output)[0]["allocated"].get<uint64_t>();

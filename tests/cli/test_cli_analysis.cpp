@@ -6,18 +6,19 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
-const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
-const std::string kPython = std::string(MEMREC_TEST_DATA) + "/torch_2layer_python.pickle";
+const std::string kAll = test::data("torch_2layer_all.pickle");
+const std::string kPython = test::data("torch_2layer_python.pickle");
 
-using testing::memrec;
+using test::memrec;
 
 nlohmann::json json_of(const std::string& args) {
   auto r = memrec(args + " --json");
@@ -26,7 +27,7 @@ nlohmann::json json_of(const std::string& args) {
 }
 
 nlohmann::json python_reference(const std::string& pickle) {
-  auto r = run_command("python3 " + quote(std::string(MEMREC_SOURCE_DIR) + "/tests/scripts/replay_reference.py") +
+  auto r = run_command("python3 " + quote(test::source("tests/scripts/replay_reference.py")) +
                        " " + quote(pickle));
   return nlohmann::json::parse(r.output)[0];
 }

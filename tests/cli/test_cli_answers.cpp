@@ -9,18 +9,19 @@
 
 #include "common/process.h"
 #include "memrec/format.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
 using nlohmann::json;
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
-const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+const std::string kAll = test::data("torch_2layer_all.pickle");
 
-using testing::memrec;
+using test::memrec;
 
 json json_of(const std::string& args) {
   auto r = memrec(args + " --json");
@@ -38,7 +39,7 @@ std::string read_text(const std::string& path) {
 // kAll as PyTorch writes a run on cuda:1: device_traces = [[], trace].
 std::string on_device_1(const TempDir& dir) {
   std::string out = dir / "device1.pickle";
-  auto r = run_command("/usr/bin/python3 " + quote(std::string(MEMREC_SOURCE_DIR) + "/tests/scripts/on_device.py") + " " +
+  auto r = run_command("/usr/bin/python3 " + quote(test::source("tests/scripts/on_device.py")) + " " +
                        quote(kAll) + " " + quote(out) + " 1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return out;

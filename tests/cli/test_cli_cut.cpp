@@ -11,17 +11,18 @@
 
 #include "common/process.h"
 #include "memrec/format.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::CommandResult;
-using testing::read_bytes;
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::CommandResult;
+using test::read_bytes;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
-const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+const std::string kFixture = test::data("torch_2layer_all.pickle");
 
 
 // stdout and stderr apart.

@@ -9,20 +9,21 @@
 #include <fstream>
 
 #include "common/process.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::CommandResult;
-using testing::memrec;
-using testing::memrec_limited;
-using testing::read_bytes;
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::CommandResult;
+using test::memrec;
+using test::memrec_limited;
+using test::read_bytes;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
-const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+const std::string kFixture = test::data("torch_2layer_all.pickle");
 
 
 // Files may grow to `kib` KiB; a longer write fails with EFBIG instead of killing the process with SIGXFSZ.

@@ -7,14 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
+using test::quote;
+using test::run_command;
 
-const std::string kGraph = std::string(MEMREC_TEST_DATA) + "/torch_compile_graph.pickle";
+const std::string kGraph = test::data("torch_compile_graph.pickle");
 
 nlohmann::json memrec_json(const std::string& args) {
   auto r = run_command(quote(MEMREC_BINARY) + " " + args + " --json");
@@ -29,7 +30,7 @@ std::map<std::string, uint64_t> bytes_by_key(const nlohmann::json& rows) {
 }
 
 TEST(CliPool, StatsAtTheEndSplitsTheLiveBytesByTheSegmentsPools) {
-  auto py = run_command("python3 " + quote(std::string(MEMREC_SOURCE_DIR) + "/tests/scripts/pool_bytes.py") + " " +
+  auto py = run_command("python3 " + quote(test::source("tests/scripts/pool_bytes.py")) + " " +
                         quote(kGraph));
   ASSERT_EQ(py.exit_code, 0) << py.output;
   auto want = nlohmann::json::parse(py.output).get<std::map<std::string, uint64_t>>();

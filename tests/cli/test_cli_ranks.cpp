@@ -9,12 +9,12 @@
 namespace memrec {
 namespace {
 
-using testing::kMiB;
-using testing::rank_run;
+using test::kMiB;
+using test::rank_run;
 
 // Three ranks of one host; rank 2 holds 3 MiB more in layers.1 at its peak.
-testing::RankFiles three_ranks() {
-  testing::RankFiles run;
+test::RankFiles three_ranks() {
+  test::RankFiles run;
   run.add("r.rank0.memrec", rank_run(0, 1'000'000, "h"));
   run.add("r.rank1.memrec", rank_run(0, 1'000'020, "h"));
   run.add("r.rank2.memrec", rank_run(3 * kMiB, 1'000'040, "h"));
@@ -23,7 +23,7 @@ testing::RankFiles three_ranks() {
 
 TEST(CliRanks, StatsByRankJson) {
   auto run = three_ranks();
-  auto r = testing::memrec("stats --by rank --json " + run.quoted());
+  auto r = test::memrec("stats --by rank --json " + run.quoted());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = nlohmann::json::parse(r.output);
   ASSERT_EQ(j["ranks"].size(), 3u);
@@ -40,7 +40,7 @@ TEST(CliRanks, StatsByRankJson) {
 
 TEST(CliRanks, StatsByRankText) {
   auto run = three_ranks();
-  auto r = testing::memrec("stats --by rank " + run.quoted());
+  auto r = test::memrec("stats --by rank " + run.quoted());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("3 ranks on one time axis: the ranks ran on one host (h)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("the rank furthest from it (2, +3.00 MiB allocated at its peak)"), std::string::npos) << r.output;
@@ -50,24 +50,24 @@ TEST(CliRanks, StatsByRankText) {
 
 TEST(CliRanks, SeveralFilesOnlyByRank) {
   auto run = three_ranks();
-  auto r = testing::memrec("stats " + run.quoted());
+  auto r = test::memrec("stats " + run.quoted());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("memrec: error: stats reads one file (3 given); several only with --by rank"), std::string::npos)
       << r.output;
-  r = testing::memrec("stats --by rank --at 1ms " + run.quoted());
+  r = test::memrec("stats --by rank --at 1ms " + run.quoted());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--at and --kernels take one file"), std::string::npos) << r.output;
-  r = testing::memrec("diff --by rank " + run.quoted().substr(0, run.quoted().rfind(' ')));
+  r = test::memrec("diff --by rank " + run.quoted().substr(0, run.quoted().rfind(' ')));
   EXPECT_NE(r.exit_code, 0) << "diff compares two files: no --by rank";
 }
 
 TEST(CliRanks, DiffNamesTheRanks) {
   auto run = three_ranks();
-  auto r = testing::memrec("diff " + testing::quote(run.paths[0]) + " " + testing::quote(run.paths[2]));
+  auto r = test::memrec("diff " + test::quote(run.paths[0]) + " " + test::quote(run.paths[2]));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("comparing rank 0 (a) with rank 2 (b)"), std::string::npos) << r.output;
   auto j = nlohmann::json::parse(
-      testing::memrec("diff --json " + testing::quote(run.paths[0]) + " " + testing::quote(run.paths[2])).output);
+      test::memrec("diff --json " + test::quote(run.paths[0]) + " " + test::quote(run.paths[2])).output);
   EXPECT_EQ(j["ranks"]["a"], 0);
   EXPECT_EQ(j["ranks"]["b"], 2);
   EXPECT_EQ(j["delta_peak_allocated"], 3 * kMiB);

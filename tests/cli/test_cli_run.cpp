@@ -8,19 +8,20 @@
 #include <tuple>
 
 #include "common/process.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::CommandResult;
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::CommandResult;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
-const std::string kFixture = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+const std::string kFixture = test::data("torch_2layer_all.pickle");
 
-using testing::memrec;
+using test::memrec;
 
 bool run_built() { return memrec("--help").output.find("(unavailable: libtorch") == std::string::npos; }
 

@@ -10,18 +10,19 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::memrec;
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::memrec;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
-const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
-const std::string kPython = std::string(MEMREC_TEST_DATA) + "/torch_2layer_python.pickle";
-const std::string kRecording = std::string(MEMREC_TEST_DATA) + "/transformer_2layer_cpu.memrec";
+const std::string kAll = test::data("torch_2layer_all.pickle");
+const std::string kPython = test::data("torch_2layer_python.pickle");
+const std::string kRecording = test::data("transformer_2layer_cpu.memrec");
 
 nlohmann::json json_of(const std::string& args, const std::string& env = "") {
   auto r = run_command(env + (env.empty() ? "" : " ") + quote(MEMREC_BINARY) + " " + args + " --json");

@@ -12,20 +12,21 @@
 #include "memrec/report.h"
 #include "memrec/stats.h"
 #include "memrec/units.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
 using nlohmann::json;
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
-const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
-const std::string kPython = std::string(MEMREC_TEST_DATA) + "/torch_2layer_python.pickle";
+const std::string kAll = test::data("torch_2layer_all.pickle");
+const std::string kPython = test::data("torch_2layer_python.pickle");
 constexpr std::string_view kPngSignature = "\x89PNG\r\n\x1a\n";
 
-using testing::memrec;
+using test::memrec;
 
 json json_of(const std::string& args) {
   auto r = memrec(args + " --json");

@@ -8,16 +8,17 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::memrec;
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::memrec;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
-const std::string kDefault = quote(std::string(MEMREC_TEST_DATA) + "/alloc_default.memrec");
+const std::string kDefault = quote(test::data("alloc_default.memrec"));
 
 nlohmann::json whatif(const std::string& args) {
   auto r = memrec("whatif allocator " + args + " --json");
@@ -70,12 +71,12 @@ TEST(CliWhatifAllocator, SweepListsSettingsBestFirst) {
 }
 
 TEST(CliWhatifAllocator, AnOomRunIsReplayedAgainstTheDevicesMemory) {
-  auto j = whatif(quote(std::string(MEMREC_TEST_DATA) + "/alloc_oom.memrec"));
+  auto j = whatif(quote(test::data("alloc_oom.memrec")));
   EXPECT_EQ(j["recorded_ooms"], 1);
   EXPECT_EQ(j["predicted_ooms"], 1);
   EXPECT_LT(j["device_memory"]["limit"], j["device_memory"]["total"]);
   // A device twice as large holds what the run asked for.
-  auto big = whatif(quote(std::string(MEMREC_TEST_DATA) + "/alloc_oom.memrec") + " --device-memory 160GiB");
+  auto big = whatif(quote(test::data("alloc_oom.memrec")) + " --device-memory 160GiB");
   EXPECT_EQ(big["predicted_ooms"], 0);
 }
 

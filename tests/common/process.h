@@ -30,7 +30,7 @@
 #endif
 #endif
 
-namespace memrec::testing {
+namespace memrec::test {
 
 struct CommandResult {
   int exit_code = -1;  // -1 when the process did not exit normally (crashed)
@@ -141,4 +141,4 @@ inline void wait_for_events_on_disk(const std::filesystem::path& dir, const std:
   throw std::runtime_error("fewer than " + std::to_string(events) + " events on disk in " + stem + ".* after 30 s");
 }
 
-}  // namespace memrec::testing
+}  // namespace memrec::test

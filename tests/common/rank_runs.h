@@ -10,7 +10,7 @@
 #include "memrec/format.h"
 #include "memrec/snapshot.h"
 
-namespace memrec::testing {
+namespace memrec::test {
 
 inline constexpr uint64_t kMiB = 1 << 20;
 
@@ -57,4 +57,4 @@ struct RankFiles {
   }
 };
 
-}  // namespace memrec::testing
+}  // namespace memrec::test

@@ -9,7 +9,7 @@
 
 #include "common/process.h"
 
-namespace memrec::testing {
+namespace memrec::test {
 
 // Without a display: runs the current test again under xvfb-run, expects it to pass there, and returns true (the
 // caller returns). With one: returns false, and the caller runs the test.
@@ -23,4 +23,4 @@ inline bool rerun_under_xvfb() {
   return true;
 }
 
-}  // namespace memrec::testing
+}  // namespace memrec::test

@@ -15,17 +15,18 @@
 #include "memrec/analysis.h"
 #include "memrec/load.h"
 #include "memrec/sites.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
 const std::string kMemrec = MEMREC_BINARY;
 const std::string kPython = MEMREC_TEST_PYTHON;
-const std::string kTrain = std::string(MEMREC_SOURCE_DIR) + "/examples/train.py";
+const std::string kTrain = test::source("examples/train.py");
 
 std::string record(const std::string& options, const std::string& program) {
   return kMemrec + " record " + options + " -- " + program;
@@ -371,14 +372,14 @@ TEST(Record, SignalsReachTheProgramAndFilesStayReadable) {
                      "    time.sleep(0.001)\n";
   for (int sig : {SIGINT, SIGTERM}) {
     std::string file = dir / ("s" + std::to_string(sig) + ".memrec");
-    testing::Child child({kMemrec, "record", "-o", file, "--", kPython, "-c", loop}, dir / "log");
+    test::Child child({kMemrec, "record", "-o", file, "--", kPython, "-c", loop}, dir / "log");
     for (int i = 0; i < 300; ++i) {
       std::ifstream log(dir / "log");
       std::string text((std::istreambuf_iterator<char>(log)), {});
       if (text.find("ready") != std::string::npos) break;
       usleep(50'000);
     }
-    testing::wait_for_events_on_disk(dir.path, "s" + std::to_string(sig), 11);
+    test::wait_for_events_on_disk(dir.path, "s" + std::to_string(sig), 11);
     child.signal(sig);
     EXPECT_EQ(child.wait(std::chrono::seconds(60)), 128 + sig) << sig;
     Snapshot s = load_snapshot(file);

@@ -14,10 +14,10 @@ namespace memrec {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::quote;
-using testing::read_bytes;
-using testing::run_command;
-using testing::TempDir;
+using test::quote;
+using test::read_bytes;
+using test::run_command;
+using test::TempDir;
 
 const std::string kMemrec = MEMREC_BINARY;
 const std::string kPython = MEMREC_TEST_PYTHON;
@@ -32,7 +32,7 @@ std::string program(const TempDir& dir, const std::string& ending = "") {
   return kPython + " " + quote(path);
 }
 
-testing::CommandResult record(const std::string& options, const std::string& command) {
+test::CommandResult record(const std::string& options, const std::string& command) {
   return run_command(quote(kMemrec) + " record " + options + " -- " + command);
 }
 
@@ -130,8 +130,8 @@ TEST(RecordOutputs, AKilledProcessIsReportedCutShortWithTheEventsKept) {
   std::string kill_when_told = "while not os.path.exists(" + quote(dir / "flushed") + "): time.sleep(0.01)\n"
                                "os.kill(os.getpid(), signal.SIGKILL)";
   program(dir, kill_when_told);
-  testing::Child child({kMemrec, "record", "-o", out, "--", kPython, dir / "prog.py"}, dir / "log");
-  testing::wait_for_events_on_disk(dir.path, "run", 20);
+  test::Child child({kMemrec, "record", "-o", out, "--", kPython, dir / "prog.py"}, dir / "log");
+  test::wait_for_events_on_disk(dir.path, "run", 20);
   std::ofstream(dir / "flushed").close();
   EXPECT_EQ(child.wait(std::chrono::seconds(60)), 128 + SIGKILL);
   std::string log = read_bytes(dir / "log");

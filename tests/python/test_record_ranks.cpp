@@ -13,18 +13,19 @@
 #include "common/process.h"
 #include "memrec/load.h"
 #include "memrec/replay.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
+using test::quote;
+using test::run_command;
 
 const std::string kMemrec = MEMREC_BINARY;
-const std::string kTrain = std::string(MEMREC_SOURCE_DIR) + "/examples/train.py";
+const std::string kTrain = test::source("examples/train.py");
 
 // Runs the two ranks under `memrec record -o DIR/r.memrec`, rank 1 with `rank1_batch`.
-testing::CommandResult record_two_ranks(const testing::TempDir& dir, int rank1_batch) {
+test::CommandResult record_two_ranks(const test::TempDir& dir, int rank1_batch) {
   std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(21000 + getpid() % 20000);
   std::string rank = std::string(MEMREC_TEST_PYTHON) + " " + kTrain + " --steps 2 --layers 1 --device cpu --batch 2 " +
                      "--rank-batch 1=" + std::to_string(rank1_batch);
@@ -34,7 +35,7 @@ testing::CommandResult record_two_ranks(const testing::TempDir& dir, int rank1_b
 }
 
 TEST(RecordRanks, TheRankGivenMoreWorkIsFurthestFromTheMedian) {
-  testing::TempDir dir;
+  test::TempDir dir;
   auto rec = record_two_ranks(dir, 16);
   ASSERT_EQ(rec.exit_code, 0) << rec.output;
   std::string files = quote(dir / "r.rank0.memrec") + " " + quote(dir / "r.rank1.memrec");

@@ -12,8 +12,8 @@
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
+using test::quote;
+using test::run_command;
 
 constexpr uint64_t kDModel = 256, kFf = 1024;
 // TransformerEncoderLayer: in_proj (3d^2+3d), out_proj (d^2+d), linear1 (d*ff+ff), linear2 (ff*d+d), 2 LayerNorms (4d).
@@ -23,7 +23,7 @@ constexpr uint64_t kParamsPerLayer =
 class RecordedRuns : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::TempDir;
+    dir_ = new test::TempDir;
     for (int layers : {2, 4}) {
       std::string file = (*dir_) / ("l" + std::to_string(layers) + ".memrec");
       auto r = run_command(quote(MEMREC_BINARY) + " run transformer --device cpu --steps 2 --d-model 256 --ff 1024 " +
@@ -48,7 +48,7 @@ class RecordedRuns : public ::testing::Test {
     return row["categories"].value(name, uint64_t{0});
   }
 
-  static inline testing::TempDir* dir_ = nullptr;
+  static inline test::TempDir* dir_ = nullptr;
   static inline std::map<int, std::string> files_;
 };
 

@@ -15,8 +15,8 @@
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
+using test::quote;
+using test::run_command;
 
 workloads::Workload::Gradients gradients_with(std::vector<int> checkpoint) {
   workloads::Config c = workloads::cpu_defaults({});
@@ -48,7 +48,7 @@ nlohmann::json memrec_json(const std::string& args) {
 
 // 4 layers with seq 256 x batch 8 tokens: activations (about 70 MiB a layer) dominate parameters and Adam's
 // state (50 MiB), so checkpointing moves the peak a lot. Two steps: the second has Adam's state and gradients.
-uint64_t measured_peak(const testing::TempDir& dir, const std::string& checkpoint, std::string& file) {
+uint64_t measured_peak(const test::TempDir& dir, const std::string& checkpoint, std::string& file) {
   file = dir / ("ckpt-" + (checkpoint.empty() ? std::string("none") : checkpoint) + ".memrec");
   auto r = run_command(quote(MEMREC_BINARY) + " run transformer --device cpu --layers 4 --seq 256 --batch 8 " +
                        "--warmup 1 --steps 1 --stacks off -o " + quote(file) +
@@ -58,7 +58,7 @@ uint64_t measured_peak(const testing::TempDir& dir, const std::string& checkpoin
 }
 
 TEST(Checkpoint, WhatIfPredictsTheMeasuredPeakWithin5Percent) {
-  testing::TempDir dir;
+  test::TempDir dir;
   std::string plain;
   uint64_t plain_peak = measured_peak(dir, "", plain);
   fmt::print("{:<12} {:>14} {:>14} {:>8}\n", "--checkpoint", "predicted MiB", "measured MiB", "error");

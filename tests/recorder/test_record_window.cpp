@@ -9,8 +9,8 @@
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
+using test::quote;
+using test::run_command;
 
 std::string run_args(const std::string& record, const std::string& file) {
   return quote(MEMREC_BINARY) + " run transformer --device cpu --layers 1 --warmup 1 --steps 4 --stacks off -o " +
@@ -18,7 +18,7 @@ std::string run_args(const std::string& record, const std::string& file) {
 }
 
 TEST(RecordWindow, RecordsOnlyTheActiveSteps) {
-  testing::TempDir dir;
+  test::TempDir dir;
   std::string file = dir / "window.memrec";
   auto r = run_command(run_args("wait=1,warmup=1,active=2", file));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -43,7 +43,7 @@ TEST(RecordWindow, RecordsOnlyTheActiveSteps) {
 }
 
 TEST(RecordWindow, BadSchedulesAreOneClearError) {
-  testing::TempDir dir;
+  test::TempDir dir;
   for (const char* spec : {"wait=1", "active=0", "active=x", "active=6", "wait=3,active=3", "foo=1,active=1",
                            "active=1,active=2", "active", "active=-1", "active=1,"}) {
     std::string file = dir / "bad.memrec";

@@ -23,10 +23,10 @@ namespace memrec {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Child;
-using testing::TempDir;
-using testing::quote;
-using testing::run_command;
+using test::Child;
+using test::TempDir;
+using test::quote;
+using test::run_command;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);

@@ -13,8 +13,9 @@
 #include "../../viewer/src/app.h"
 #include "common/process.h"
 #include "common/xvfb.h"
+#include "common/fixtures.h"
 
-namespace memrec::testing {
+namespace memrec::test {
 
 using viewer::App;
 
@@ -27,7 +28,7 @@ struct Mouse {
 
 class Driven {
  public:
-  explicit Driven(const std::string& fixture) : Driven(std::string(MEMREC_TEST_DATA) + "/" + fixture, true) {}
+  explicit Driven(const std::string& fixture) : Driven(test::data(fixture), true) {}
   Driven(const std::string& path, bool) : app_(path, std::nullopt, 1280, 720, true) {
     input_ = [this](ImGuiIO& io) {
       io.MousePos = mouse_.pos;
@@ -96,4 +97,4 @@ class Driven {
   std::function<void(ImGuiIO&)> input_;
 };
 
-}  // namespace memrec::testing
+}  // namespace memrec::test

@@ -16,8 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "common/fixtures.h"
 
-namespace memrec::testing {
+namespace memrec::test {
 
 struct Image {
   int width = 0, height = 0;
@@ -43,9 +44,9 @@ struct Shot {
 };
 
 // The test starts its own X server: ctest runs plainly in CI.
-inline Shot screenshot(const std::string& fixture, const std::string& extra, const testing::TempDir& dir) {
+inline Shot screenshot(const std::string& fixture, const std::string& extra, const test::TempDir& dir) {
   std::string png = dir / "shot.png";
-  auto r = testing::run_command("xvfb-run -a " + quote(MEMREC_BINARY) + " view " + quote(fixture) + " --screenshot " +
+  auto r = test::run_command("xvfb-run -a " + quote(MEMREC_BINARY) + " view " + quote(fixture) + " --screenshot " +
                        quote(png) + " " + extra);
   Shot shot{{}, {}, r.output};
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -57,13 +58,11 @@ inline Shot screenshot(const std::string& fixture, const std::string& extra, con
 }
 
 // scripts/screenshots.sh sets MEMREC_SCREENSHOT_DIR: the README's pictures are the ones these tests checked.
-inline void keep_for_readme(const testing::TempDir& dir, const std::string& name) {
+inline void keep_for_readme(const test::TempDir& dir, const std::string& name) {
   const char* out = std::getenv("MEMREC_SCREENSHOT_DIR");
   if (!out || ::testing::Test::HasFailure()) return;
   std::filesystem::copy_file(dir / "shot.png", std::filesystem::path(out) / name,
                              std::filesystem::copy_options::overwrite_existing);
 }
 
-inline std::string fixture(const std::string& name) { return std::string(MEMREC_TEST_DATA) + "/" + name; }
-
-}  // namespace memrec::testing
+}  // namespace memrec::test

@@ -10,7 +10,7 @@
 namespace memrec {
 namespace {
 
-using testing::Driven;
+using test::Driven;
 using viewer::FlameView;
 
 const FlameView::Box* box_of(const FlameView& f, uint32_t node) {
@@ -24,13 +24,13 @@ ImVec2 middle(const FlameView& f, const FlameView::Box& b) {
 }
 
 // The box's top pixel row (above its label), read back from the frame.
-uint32_t top_pixel(const testing::Image& img, const FlameView& f, const FlameView::Box& b) {
+uint32_t top_pixel(const test::Image& img, const FlameView& f, const FlameView::Box& b) {
   return img.at(static_cast<int>(f.origin().x + (b.x0 + b.x1) / 2),
                 static_cast<int>(f.origin().y + static_cast<float>(b.depth) * FlameView::row_height() + 1));
 }
 
 TEST(FlameInteraction, ClickZoomsAndTheZoomFollowsTheInstant) {
-  if (testing::rerun_under_xvfb()) return;
+  if (test::rerun_under_xvfb()) return;
   Driven d("torch_2layer_python.pickle");
   d.app().state().focus = viewer::Focus::flame;
   d.frames(3);
@@ -98,8 +98,8 @@ TEST(FlameInteraction, ClickZoomsAndTheZoomFollowsTheInstant) {
 }
 
 TEST(FlameInteraction, SearchKeepsTheBoxesItNamesBright) {
-  if (testing::rerun_under_xvfb()) return;
-  testing::TempDir dir;
+  if (test::rerun_under_xvfb()) return;
+  test::TempDir dir;
   Driven d("torch_2layer_python.pickle");
   d.app().state().focus = viewer::Focus::flame;
   d.frames(3);
@@ -122,7 +122,7 @@ TEST(FlameInteraction, SearchKeepsTheBoxesItNamesBright) {
   d.hold(GLFW_KEY_ENTER, 1);
   EXPECT_EQ(d.app().state().search, text);
   d.app().save_png(dir / "after.png");
-  auto before = testing::load_png(dir / "before.png"), after = testing::load_png(dir / "after.png");
+  auto before = test::load_png(dir / "before.png"), after = test::load_png(dir / "after.png");
   EXPECT_EQ(top_pixel(after, f, *box_of(f, named_node)), top_pixel(before, f, *box_of(f, named_node))) << text;
   EXPECT_NE(top_pixel(after, f, *box_of(f, other_node)), top_pixel(before, f, *box_of(f, other_node))) << text;
 }

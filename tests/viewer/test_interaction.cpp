@@ -17,8 +17,8 @@ namespace memrec {
 namespace {
 
 using viewer::App;
-using testing::Driven;
-using testing::rerun_under_xvfb;
+using test::Driven;
+using test::rerun_under_xvfb;
 
 TEST(Interaction, ClickingABandInspectsThatBlock) {
   if (rerun_under_xvfb()) return;
@@ -65,7 +65,7 @@ TEST(Interaction, WheelZoomsAroundTheMouseAndDragPans) {
 }
 
 // A synthetic recording with kernels on two streams and phase, module and op scopes: lanes with thousands of items.
-std::string write_recording_with_lanes(const testing::TempDir& tmp) {
+std::string write_recording_with_lanes(const test::TempDir& tmp) {
   Snapshot s = make_synthetic(30'000, 5);
   add_training_scopes_and_kernels(s);
   std::string path = tmp / "lanes.memrec";
@@ -76,7 +76,7 @@ std::string write_recording_with_lanes(const testing::TempDir& tmp) {
 // Panning repaints only the lane columns that scrolled in: the result must equal painting the same view afresh.
 TEST(Interaction, PannedLanesEqualAFreshPaint) {
   if (rerun_under_xvfb()) return;
-  testing::TempDir tmp;
+  test::TempDir tmp;
   Driven d(write_recording_with_lanes(tmp), true);
   ASSERT_GE(d.app().doc().kernel_lanes.size(), 2u);
   const auto& g = d.grid();

@@ -16,7 +16,7 @@ struct Opened {
 };
 
 // A synthetic run whose events after the first `prologue` are moved `pause` times the rest's length later.
-Opened open_with_pause(size_t prologue, double pause, const testing::TempDir& dir) {
+Opened open_with_pause(size_t prologue, double pause, const test::TempDir& dir) {
   Snapshot s = make_synthetic(20000, 7);
   std::vector<Event> events(s.events.begin(), s.events.end());
   int64_t begin = events.front().time_ns, rest = events.back().time_ns - events[prologue].time_ns;
@@ -25,14 +25,14 @@ Opened open_with_pause(size_t prologue, double pause, const testing::TempDir& di
   s.events.assign(events);
   std::string path = dir / "run.memrec";
   write_file(s, path);
-  testing::Shot shot = testing::screenshot(path, "--size 1024x600", dir);
+  test::Shot shot = test::screenshot(path, "--size 1024x600", dir);
   const auto& L = shot.layout;
   double t0 = L["t0_ns"].get<double>(), dt = L["dt_ns"].get<double>();
   return {t0, t0 + dt * L["plot"]["w"].get<double>(), events[prologue].time_ns - begin, events.back().time_ns - begin};
 }
 
 TEST(OpenView, LeavesOutAnIdlePrologue) {
-  testing::TempDir dir;
+  test::TempDir dir;
   Opened o = open_with_pause(300, 20, dir);
   double rest = static_cast<double>(o.end_ns - o.gap_end_ns);
   EXPECT_GE(o.from_ns, static_cast<double>(o.gap_end_ns) - 0.05 * rest);
@@ -42,7 +42,7 @@ TEST(OpenView, LeavesOutAnIdlePrologue) {
 }
 
 TEST(OpenView, ShowsEverythingWithoutAPrologue) {
-  testing::TempDir dir;
+  test::TempDir dir;
   // A short pause, and a long one after most of the events: neither is a prologue.
   for (auto [prologue, pause] : {std::pair<size_t, double>{300, 0.5}, std::pair<size_t, double>{15000, 20}}) {
     Opened o = open_with_pause(prologue, pause, dir);

@@ -12,20 +12,20 @@
 namespace memrec {
 namespace {
 
-using testing::kMiB;
+using test::kMiB;
 
 struct RanksApp {
-  testing::RankFiles run;
+  test::RankFiles run;
   std::unique_ptr<viewer::App> app;
   ImVec2 mouse{-1, -1};
   bool down = false;
 
   // Ranks 0, 1, 2 peak at 20, 32 and 22 MiB; `more` ranks after them at 20 MiB.
   explicit RanksApp(int more = 0) {
-    run.add("r.rank0.memrec", testing::rank_run(0, 1'000'000, "h"));
-    run.add("r.rank1.memrec", testing::rank_run(12 * kMiB, 1'000'010, "h"));
-    run.add("r.rank2.memrec", testing::rank_run(2 * kMiB, 1'000'020, "h"));
-    for (int r = 3; r < 3 + more; ++r) run.add("r.rank" + std::to_string(r) + ".memrec", testing::rank_run(0, 1'000'000, "h"));
+    run.add("r.rank0.memrec", test::rank_run(0, 1'000'000, "h"));
+    run.add("r.rank1.memrec", test::rank_run(12 * kMiB, 1'000'010, "h"));
+    run.add("r.rank2.memrec", test::rank_run(2 * kMiB, 1'000'020, "h"));
+    for (int r = 3; r < 3 + more; ++r) run.add("r.rank" + std::to_string(r) + ".memrec", test::rank_run(0, 1'000'000, "h"));
     app = std::make_unique<viewer::App>(std::async(std::launch::async, viewer::open_ranks, run.paths, std::nullopt),
                                         1280, 1000, true);
     app->input = [this](ImGuiIO& io) {
@@ -49,7 +49,7 @@ struct RanksApp {
 };
 
 TEST(RanksInteraction, ClickingALaneOpensThatRank) {
-  if (testing::rerun_under_xvfb()) return;
+  if (test::rerun_under_xvfb()) return;
   RanksApp r;
   ASSERT_FALSE(r.app->ranks().envelope) << "three ranks: a lane each";
   ASSERT_EQ(r.app->doc().rank_index, 1u) << "opens on the furthest rank";
@@ -62,7 +62,7 @@ TEST(RanksInteraction, ClickingALaneOpensThatRank) {
 }
 
 TEST(RanksInteraction, TheEnvelopeHoldsTheHighestAndLowestRank) {
-  if (testing::rerun_under_xvfb()) return;
+  if (test::rerun_under_xvfb()) return;
   RanksApp r;
   r.app->ranks().envelope = true;
   r.frames(2);
@@ -81,7 +81,7 @@ TEST(RanksInteraction, TheEnvelopeHoldsTheHighestAndLowestRank) {
 }
 
 TEST(RanksInteraction, MoreThanSixteenRanksOpenAsTheEnvelope) {
-  if (testing::rerun_under_xvfb()) return;
+  if (test::rerun_under_xvfb()) return;
   RanksApp r(15);  // one window at a time: GLFW and ImGui are process-wide
   nlohmann::json layout = r.app->ranks().layout(*r.app->doc().ranks);
   EXPECT_TRUE(layout["envelope"].get<bool>());

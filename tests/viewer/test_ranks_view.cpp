@@ -19,8 +19,8 @@
 namespace memrec {
 namespace {
 
-using testing::kMiB;
-using testing::quote;
+using test::kMiB;
+using test::quote;
 
 struct Shot {
   nlohmann::json layout;
@@ -30,7 +30,7 @@ struct Shot {
 };
 
 Shot screenshot(const std::string& files, const std::string& png) {
-  auto r = testing::run_command("xvfb-run -a " + quote(MEMREC_BINARY) + " view " + files + " --screenshot " +
+  auto r = test::run_command("xvfb-run -a " + quote(MEMREC_BINARY) + " view " + files + " --screenshot " +
                                 quote(png) + " --size 1280x1000");
   Shot shot;
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -48,10 +48,10 @@ Shot screenshot(const std::string& files, const std::string& png) {
 }
 
 TEST(RanksView, EachLaneShowsItsRanksReplayedPeak) {
-  testing::RankFiles run;
-  run.add("r.rank0.memrec", testing::rank_run(0, 1'000'000, "h"));
-  run.add("r.rank1.memrec", testing::rank_run(12 * kMiB, 1'000'300, "h"));
-  run.add("r.rank2.memrec", testing::rank_run(2 * kMiB, 1'000'600, "h"));
+  test::RankFiles run;
+  run.add("r.rank0.memrec", test::rank_run(0, 1'000'000, "h"));
+  run.add("r.rank1.memrec", test::rank_run(12 * kMiB, 1'000'300, "h"));
+  run.add("r.rank2.memrec", test::rank_run(2 * kMiB, 1'000'600, "h"));
   Shot shot = screenshot(run.quoted(), run.dir / "ranks.png");
   ASSERT_TRUE(shot.layout.contains("ranks")) << shot.layout;
   const nlohmann::json& L = shot.layout["ranks"];

@@ -7,10 +7,10 @@
 namespace memrec {
 namespace {
 
-using testing::Driven;
+using test::Driven;
 
 TEST(SegmentsInteraction, ClickingABlockSelectsIt) {
-  if (testing::rerun_under_xvfb()) return;
+  if (test::rerun_under_xvfb()) return;
   Driven d("torch_2layer_python.pickle");
   d.app().state().focus = viewer::Focus::segments;
   d.frames(3);

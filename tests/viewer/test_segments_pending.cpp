@@ -16,7 +16,7 @@ namespace memrec {
 namespace {
 
 TEST(SegmentsPending, ABlockFreedButNotReleasedIsDrawnPending) {
-  testing::TempDir dir;
+  test::TempDir dir;
   std::string path = dir / "run.memrec";
   write_file(make_synthetic(400, 3), path);
   Snapshot s = load_snapshot(path);
@@ -40,7 +40,7 @@ TEST(SegmentsPending, ABlockFreedButNotReleasedIsDrawnPending) {
   }
   EXPECT_EQ(want, std::set<uint32_t>{pick});
 
-  testing::Shot shot = testing::screenshot(
+  test::Shot shot = test::screenshot(
       path, "--view segments --size 1280x900 --at " + std::to_string(r.time_of(step) - r.time_of(0)) + "ns", dir);
   ASSERT_TRUE(shot.layout.contains("segments")) << shot.output;
   EXPECT_EQ(shot.layout["instant_step"].get<int64_t>(), step);

@@ -7,15 +7,16 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
 using nlohmann::json;
-using testing::quote;
-using testing::run_command;
+using test::quote;
+using test::run_command;
 
-const std::string kAll = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
+const std::string kAll = test::data("torch_2layer_all.pickle");
 
 struct View {
   json layout;         // the JSON line `view --screenshot` prints
@@ -23,7 +24,7 @@ struct View {
 };
 
 // The test starts its own X server: ctest runs plainly in CI.
-View view(const std::string& file, const std::string& extra, const testing::TempDir& dir) {
+View view(const std::string& file, const std::string& extra, const test::TempDir& dir) {
   auto r = run_command("xvfb-run -a " + quote(MEMREC_BINARY) + " view " + quote(file) + " --screenshot " +
                        quote(dir / "shot.png") + " --size 640x480 " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -41,7 +42,7 @@ json stats(const std::string& args) {
 }
 
 TEST(ViewAt, PastTheEndShowsTheLastEventAndSaysSo) {
-  testing::TempDir dir;
+  test::TempDir dir;
   for (const char* at : {"5s", "8000000000s"}) {
     View v = view(kAll, std::string("--at ") + at, dir);
     json want = stats(quote(kAll) + " --at " + at)["at"];
@@ -52,7 +53,7 @@ TEST(ViewAt, PastTheEndShowsTheLastEventAndSaysSo) {
 
 // One parser: a plain number is seconds in both.
 TEST(ViewAt, ATimeBetweenEventsIsTheInstantStatsShows) {
-  testing::TempDir dir;
+  test::TempDir dir;
   for (const char* at : {"40us", "0.01"}) {
     View v = view(kAll, std::string("--at ") + at, dir);
     EXPECT_EQ(v.layout["instant_step"], stats(quote(kAll) + " --at " + at)["at"]["event"]) << at;

@@ -17,10 +17,9 @@
 namespace memrec {
 namespace {
 
-using testing::fixture;
-using testing::keep_for_readme;
-using testing::quote;
-using testing::Shot;
+using test::keep_for_readme;
+using test::quote;
+using test::Shot;
 
 // The blocks live right after `step`, by looking at every block's life.
 std::vector<uint32_t> brute_live(const Replay& r, uint32_t step) {
@@ -52,10 +51,10 @@ class FlameShot : public ::testing::TestWithParam<FlameCase> {};
 
 TEST_P(FlameShot, TopBoxesHoldTheLiveBytesOfTheirFrame) {
   const FlameCase& c = GetParam();
-  testing::TempDir dir;
-  Shot shot = testing::screenshot(fixture(c.fixture), "--view flame --size 1280x720 --group-by " + c.group_by, dir);
+  test::TempDir dir;
+  Shot shot = test::screenshot(test::data(c.fixture), "--view flame --size 1280x720 --group-by " + c.group_by, dir);
   ASSERT_TRUE(shot.layout.contains("flame")) << shot.output;
-  Snapshot s = load_snapshot(fixture(c.fixture));
+  Snapshot s = load_snapshot(test::data(c.fixture));
   Replay r(s, 0);
   auto live = brute_live(r, r.peak_allocated().step);
   uint64_t live_bytes = 0;
@@ -107,11 +106,11 @@ INSTANTIATE_TEST_SUITE_P(Torch, FlameShot,
                                            FlameCase{"torch_compile_graph.pickle", "stack-bottom-up", false}));
 
 TEST(FlameShotRange, RootHoldsTheBytesAllocatedInTheRange) {
-  testing::TempDir dir;
-  Shot shot = testing::screenshot(fixture("torch_2layer_python.pickle"), "--range 15ms..25ms --size 1280x720", dir);
+  test::TempDir dir;
+  Shot shot = test::screenshot(test::data("torch_2layer_python.pickle"), "--range 15ms..25ms --size 1280x720", dir);
   ASSERT_TRUE(shot.layout.contains("flame")) << shot.output;
   EXPECT_EQ(shot.layout["view"], "flame");
-  Snapshot s = load_snapshot(fixture("torch_2layer_python.pickle"));
+  Snapshot s = load_snapshot(test::data("torch_2layer_python.pickle"));
   Replay r(s, 0);
   int64_t begin = r.time_of(0);
   uint64_t bytes = 0, blocks = 0;
@@ -128,10 +127,10 @@ TEST(FlameShotRange, RootHoldsTheBytesAllocatedInTheRange) {
 }
 
 TEST(SegmentsShot, BarsShowTheReplayedBlocksAtTheirAddresses) {
-  testing::TempDir dir;
-  Shot shot = testing::screenshot(fixture("torch_2layer_python.pickle"), "--view segments --at 10ms --size 1280x720", dir);
+  test::TempDir dir;
+  Shot shot = test::screenshot(test::data("torch_2layer_python.pickle"), "--view segments --at 10ms --size 1280x720", dir);
   ASSERT_TRUE(shot.layout.contains("segments")) << shot.output;
-  Snapshot s = load_snapshot(fixture("torch_2layer_python.pickle"));
+  Snapshot s = load_snapshot(test::data("torch_2layer_python.pickle"));
   Replay r(s, 0);
   auto step = static_cast<uint32_t>(shot.layout["instant_step"].get<int64_t>());
   auto live = brute_live(r, step);
@@ -179,7 +178,7 @@ TEST(SegmentsShot, BarsShowTheReplayedBlocksAtTheirAddresses) {
 // The attribution panel by every key: its rows sum to the live bytes and blocks a plain replay finds at the peak;
 // the site rows hold each site's replayed bytes.
 TEST(AttributionShot, EveryKeySumsToTheLiveMemory) {
-  Snapshot s = load_snapshot(fixture("torch_2layer_all.pickle"));
+  Snapshot s = load_snapshot(test::data("torch_2layer_all.pickle"));
   Replay r(s, 0);
   auto live = brute_live(r, r.peak_allocated().step);
   uint64_t live_bytes = 0;
@@ -190,9 +189,9 @@ TEST(AttributionShot, EveryKeySumsToTheLiveMemory) {
     by_site[allocation_site(s, a.stack)] += a.size;
   }
   for (const char* key : {"", "site", "category", "layer", "pool", "stack", "stack-bottom-up", "op", "module", "phase"}) {
-    testing::TempDir dir;
+    test::TempDir dir;
     std::string flag = *key ? std::string("--group-by ") + key : "";
-    Shot shot = testing::screenshot(fixture("torch_2layer_all.pickle"), "--size 1024x600 " + flag, dir);
+    Shot shot = test::screenshot(test::data("torch_2layer_all.pickle"), "--size 1024x600 " + flag, dir);
     ASSERT_TRUE(shot.layout.contains("attribution")) << shot.output;
     const auto& A = shot.layout["attribution"];
     EXPECT_EQ(A["grouping"].get<std::string>().substr(0, 4), std::string(*key ? key : "site").substr(0, 4));
@@ -210,8 +209,8 @@ TEST(AttributionShot, EveryKeySumsToTheLiveMemory) {
 // The status bar is inside the window for every view, and shows the recording's warnings.
 TEST(StatusBar, IsDrawnInsideTheWindow) {
   for (const char* view : {"timeline", "flame", "segments"}) {
-    testing::TempDir dir;
-    Shot shot = testing::screenshot(fixture("torch_2layer_all.pickle"), std::string("--size 1024x600 --view ") + view, dir);
+    test::TempDir dir;
+    Shot shot = test::screenshot(test::data("torch_2layer_all.pickle"), std::string("--size 1024x600 --view ") + view, dir);
     ASSERT_FALSE(shot.layout.is_null()) << shot.output;
     double y = shot.layout["status_y"].get<double>();
     EXPECT_LE(y + 20, 600) << view;
@@ -225,12 +224,12 @@ TEST(StatusBar, IsDrawnInsideTheWindow) {
 }
 
 TEST(StatusBar, ShowsTheWarningsOfACutFile) {
-  testing::TempDir dir;
+  test::TempDir dir;
   std::string full = dir / "full.memrec", cut = dir / "cut.memrec";
-  ASSERT_EQ(testing::memrec("import " + quote(fixture("torch_2layer_all.pickle")) + " -o " + quote(full)).exit_code, 0);
-  std::string bytes = testing::read_bytes(full);
+  ASSERT_EQ(test::memrec("import " + quote(test::data("torch_2layer_all.pickle")) + " -o " + quote(full)).exit_code, 0);
+  std::string bytes = test::read_bytes(full);
   { std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() * 2 / 3); }
-  Shot shot = testing::screenshot(cut, "--size 1024x600", dir);
+  Shot shot = test::screenshot(cut, "--size 1024x600", dir);
   ASSERT_FALSE(shot.layout.is_null()) << shot.output;
   int y = static_cast<int>(shot.layout["status_y"].get<double>());
   // The warning is written in orange (255, 153, 51) at the start of the line.
@@ -245,16 +244,16 @@ TEST(StatusBar, ShowsTheWarningsOfACutFile) {
 
 // Pictures (the README's, the report's) show the views: no search box above the timeline, which starts at the top.
 TEST(StatusBar, ScreenshotsLeaveOutTheSearchBox) {
-  testing::TempDir dir;
-  Shot shot = testing::screenshot(fixture("torch_2layer_python.pickle"), "--size 1024x600", dir);
+  test::TempDir dir;
+  Shot shot = test::screenshot(test::data("torch_2layer_python.pickle"), "--size 1024x600", dir);
   ASSERT_FALSE(shot.layout.is_null()) << shot.output;
   EXPECT_LE(shot.layout["plot"]["y"].get<double>(), 8);  // the window padding; the search row took 23 px more
 }
 
 TEST(ViewFlags, BadValuesSayWhy) {
-  testing::TempDir dir;
+  test::TempDir dir;
   auto view = [&](const std::string& args) {
-    return testing::memrec("view " + quote(fixture("torch_2layer_python.pickle")) + " --screenshot " +
+    return test::memrec("view " + quote(test::data("torch_2layer_python.pickle")) + " --screenshot " +
                            quote(dir / "x.png") + " " + args);
   };
   struct Case {

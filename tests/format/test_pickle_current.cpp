@@ -15,8 +15,7 @@ namespace {
 
 using nlohmann::json;
 using test::facts_script;
-using test::fixture;
-using testing::TempDir;
+using test::TempDir;
 
 // pickle -> Snapshot -> .memrec file -> Snapshot -> pickle.
 void export_through_memrec(const std::string& in, const std::string& out, const TempDir& tmp) {
@@ -28,19 +27,19 @@ void export_through_memrec(const std::string& in, const std::string& out, const 
 TEST(CurrentPytorch, CompiledGraphFixtureExportsEqualToTheOriginal) {
   TempDir tmp;
   std::string out = tmp / "export.pickle";
-  export_pickle_file(import_pickle_file(fixture("torch_compile_graph.pickle")), out);
-  EXPECT_EQ(facts_script("diff", fixture("torch_compile_graph.pickle"), out), 0);
+  export_pickle_file(import_pickle_file(test::data("torch_compile_graph.pickle")), out);
+  EXPECT_EQ(facts_script("diff", test::data("torch_compile_graph.pickle"), out), 0);
 }
 
 TEST(CurrentPytorch, CompiledGraphFixtureSurvivesAMemrecFile) {
   TempDir tmp;
   std::string out = tmp / "export.pickle";
-  export_through_memrec(fixture("torch_compile_graph.pickle"), out, tmp);
-  EXPECT_EQ(facts_script("diff", fixture("torch_compile_graph.pickle"), out), 0);
+  export_through_memrec(test::data("torch_compile_graph.pickle"), out, tmp);
+  EXPECT_EQ(facts_script("diff", test::data("torch_compile_graph.pickle"), out), 0);
 }
 
 TEST(CurrentPytorch, CompileContextAndUserMetadataAreKeptPerEvent) {
-  Snapshot s = import_pickle_file(fixture("torch_compile_graph.pickle"));
+  Snapshot s = import_pickle_file(test::data("torch_compile_graph.pickle"));
   size_t compiled = 0, graph = 0;
   for (const EventContext& c : s.event_contexts) {
     compiled += s.strings[c.compile_context] == "Torch-Compiled Region: 0/0";
@@ -56,7 +55,7 @@ TEST(CurrentPytorch, CompileContextAndUserMetadataAreKeptPerEvent) {
 TEST(CurrentPytorch, CudaGraphPoolSurvivesAMemrecFile) {
   TempDir tmp;
   std::string file = tmp / "graph.memrec";
-  write_file(import_pickle_file(fixture("torch_compile_graph.pickle")), file);
+  write_file(import_pickle_file(test::data("torch_compile_graph.pickle")), file);
   Snapshot s = read_file(file);
   auto graph_pool = [](const Segment& seg) { return seg.pool_id[0] == 1 && seg.pool_id[1] == 0; };
   EXPECT_EQ(std::count_if(s.segments_end.begin(), s.segments_end.end(), graph_pool), 2);

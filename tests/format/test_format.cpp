@@ -16,6 +16,7 @@
 
 #include "../../bench/synthetic_training.h"
 #include "memrec/format.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -240,7 +241,7 @@ TEST_F(FormatTest, UnclosedWriterLeavesIncompleteFileWithMetadata) {
 }
 
 TEST_F(FormatTest, IsMemrecFile) {
-  EXPECT_FALSE(is_memrec_file(MEMREC_TEST_DATA "/torch_2layer_all.pickle"));
+  EXPECT_FALSE(is_memrec_file(test::data("torch_2layer_all.pickle")));
   EXPECT_FALSE(is_memrec_file(path("missing.memrec")));
 }
 

@@ -8,6 +8,7 @@
 #include "memrec/load.h"
 #include "memrec/timeline.h"
 #include "../../bench/synthetic.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -66,11 +67,11 @@ void check_against_replay(const Snapshot& s, int samples) {
 }
 
 TEST(Timeline, MatchesReplayOnTorchPythonStacks) {
-  check_against_replay(load_snapshot(std::string(MEMREC_TEST_DATA) + "/torch_2layer_python.pickle"), 300);
+  check_against_replay(load_snapshot(test::data("torch_2layer_python.pickle")), 300);
 }
 
 TEST(Timeline, MatchesReplayOnTorchAllStacks) {
-  check_against_replay(load_snapshot(std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle"), 300);
+  check_against_replay(load_snapshot(test::data("torch_2layer_all.pickle")), 300);
 }
 
 TEST(Timeline, MatchesReplayOnSyntheticHistory) {
@@ -78,7 +79,7 @@ TEST(Timeline, MatchesReplayOnSyntheticHistory) {
 }
 
 TEST(Timeline, StackRowsAddUpToTheAllocatedBytes) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/torch_2layer_python.pickle");
+  Snapshot s = load_snapshot(test::data("torch_2layer_python.pickle"));
   Replay r(s, 0);
   Timeline tl(s, r);
   uint32_t peak = r.peak_allocated().step;

@@ -15,8 +15,7 @@ namespace {
 
 using nlohmann::json;
 using test::facts_script;
-using test::fixture;
-using testing::TempDir;
+using test::TempDir;
 
 json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -45,7 +44,7 @@ void expect_stack(const Snapshot& s, uint32_t stack, const json& ids, const json
 
 class PickleFixture : public ::testing::TestWithParam<std::string> {
  protected:
-  std::string path() const { return fixture(GetParam()); }
+  std::string path() const { return test::data(GetParam()); }
   TempDir tmp;
 };
 
@@ -171,7 +170,7 @@ TEST_P(PickleFixture, ImportOfExportIsIdentity) {
 }
 
 TEST_P(PickleFixture, ExportIsSmallerThanPytorchPickle) {
-  size_t original = test::read_bytes(path()).size();
+  size_t original = test::file_bytes(path()).size();
   size_t exported = export_pickle(import_pickle_file(path())).size();
   std::cout << GetParam() << ": " << exported << " bytes vs PyTorch's " << original << " ("
             << fmt::format("{:.2f}", double(exported) / double(original)) << ")\n";
@@ -201,7 +200,7 @@ TEST_P(PickleFixture, ExportUsesOnlyMemoryVizOpcodes) {
 TEST_P(PickleFixture, Protocol5ImportsAndConvertsTo4) {
   std::string p5 = tmp / "p5.pickle", p4 = tmp / "p4.pickle";
   ASSERT_EQ(facts_script("proto5", path(), p5), 0);
-  ASSERT_EQ(test::read_bytes(p5).at(1), 5);
+  ASSERT_EQ(test::file_bytes(p5).at(1), 5);
   Snapshot s = import_pickle_file(p5);
   EXPECT_TRUE(s == import_pickle_file(path()));
   export_pickle_file(s, p4);

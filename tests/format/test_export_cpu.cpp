@@ -11,10 +11,10 @@
 namespace memrec {
 namespace {
 
-using testing::TempDir;
+using test::TempDir;
 
 int memory_viz_replay(const std::string& pickle) {
-  return test::run(fmt::format("python3 '{}/tests/scripts/memory_viz_replay.py' '{}'", MEMREC_SOURCE_DIR, pickle));
+  return test::run(fmt::format("python3 '{}' '{}'", test::source("tests/scripts/memory_viz_replay.py"), pickle));
 }
 
 // A training-loop-shaped history with the segments taken out, as memrec's CPU recorder writes it.

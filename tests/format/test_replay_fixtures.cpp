@@ -6,15 +6,16 @@
 #include "common/process.h"
 #include "memrec/pickle.h"
 #include "memrec/replay.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
+using test::quote;
+using test::run_command;
 
 nlohmann::json reference(const std::string& pickle) {
-  auto r = run_command("python3 " + quote(std::string(MEMREC_SOURCE_DIR) + "/tests/scripts/replay_reference.py") +
+  auto r = run_command("python3 " + quote(test::source("tests/scripts/replay_reference.py")) +
                        " " + quote(pickle));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return nlohmann::json::parse(r.output);
@@ -27,7 +28,7 @@ uint32_t step_of(int64_t python_index) {
 class ReplayFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReplayFixture, MatchesPythonReference) {
-  std::string path = std::string(MEMREC_TEST_DATA) + "/" + GetParam();
+  std::string path = test::data(GetParam());
   auto expected = reference(path);
   Snapshot s = import_pickle_file(path);
   ASSERT_EQ(devices_of(s).size(), expected.size());

@@ -12,6 +12,7 @@
 #include "memrec/pickle.h"
 #include "memrec/replay.h"
 #include "memrec/stats.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -23,7 +24,7 @@ class CutFileTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("memrec_cut_test_" + std::to_string(getpid()));
     fs::create_directories(dir_);
-    whole_ = import_pickle_file(MEMREC_TEST_DATA "/torch_2layer_all.pickle");
+    whole_ = import_pickle_file(test::data("torch_2layer_all.pickle"));
     write_file(whole_, path("whole.memrec"));
     std::ifstream in(path("whole.memrec"), std::ios::binary);
     bytes_.assign(std::istreambuf_iterator<char>(in), {});

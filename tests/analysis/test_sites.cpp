@@ -9,6 +9,7 @@
 #include "memrec/load.h"
 #include "memrec/pickle.h"
 #include "memrec/sites.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -170,7 +171,7 @@ bool is_allocator_frame(const Snapshot& s, uint32_t f) {
 // program (the only file outside torch and CPython is the example script), the site is the first of them;
 // where it holds none (autograd's thread), an aten op and never the allocator.
 void check_pickle_sites(const std::string& name) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/" + name, nullptr);
+  Snapshot s = load_snapshot(test::data(name), nullptr);
   size_t user_sites = 0, op_sites = 0;
   for (const Event& e : s.events) {
     if (e.action != Action::alloc || !e.stack) continue;
@@ -199,7 +200,7 @@ TEST(Sites, PyTorchSnapshotStacksPython) { check_pickle_sites("torch_2layer_pyth
 // `memrec run transformer --layers 2 --device cpu` (libtorch 1.13): every allocation made under the workload's
 // own code has a site in workloads.cpp; none is a libtorch address, a torch header or the recorder.
 TEST(Sites, RecordedWorkload) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/transformer_2layer_cpu.memrec", nullptr);
+  Snapshot s = load_snapshot(test::data("transformer_2layer_cpu.memrec"), nullptr);
   size_t in_workload = 0;
   for (const Event& e : s.events) {
     if (e.action != Action::alloc || !e.stack) continue;

@@ -7,8 +7,7 @@
 namespace memrec {
 namespace {
 
-using test::fixture;
-using testing::TempDir;
+using test::TempDir;
 
 Snapshot import_python(const std::string& expression) {
   TempDir tmp;
@@ -31,7 +30,7 @@ std::string segment(const std::string& total_size) {
 
 TEST(PickleChecks, RealSnapshotsHaveNoWarnings) {
   for (const char* name : {"torch_2layer_python.pickle", "torch_2layer_all.pickle", "torch_compile_graph.pickle"})
-    EXPECT_TRUE(import_pickle_file(fixture(name)).warnings.empty()) << name;
+    EXPECT_TRUE(import_pickle_file(test::data(name)).warnings.empty()) << name;
 }
 
 TEST(PickleChecks, ZeroSizeSegmentIsNamed) {

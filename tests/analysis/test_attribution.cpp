@@ -6,6 +6,7 @@
 
 #include "memrec/attribution.h"
 #include "memrec/load.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -26,7 +27,7 @@ void expect_consistent(const Attribution& at) {
 class AttributionFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AttributionFixture, PeakGroupingsSumToTheReplayedLiveBytes) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/" + GetParam());
+  Snapshot s = load_snapshot(test::data(GetParam()));
   Replay r(s, 0);
   uint32_t peak = r.peak_allocated().step;
   std::vector<uint32_t> live = r.live_after(peak);
@@ -52,7 +53,7 @@ TEST_P(AttributionFixture, PeakGroupingsSumToTheReplayedLiveBytes) {
 }
 
 TEST_P(AttributionFixture, StackTreesNameRealFrames) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/" + GetParam());
+  Snapshot s = load_snapshot(test::data(GetParam()));
   Replay r(s, 0);
   std::vector<uint32_t> live = r.live_after(r.peak_allocated().step);
   Attribution down(s, r.allocations(), live, Grouping::stack_top_down);
@@ -73,7 +74,7 @@ TEST_P(AttributionFixture, StackTreesNameRealFrames) {
 }
 
 TEST_P(AttributionFixture, SegmentsAtTheEndMatchTheRecordedEndState) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/" + GetParam());
+  Snapshot s = load_snapshot(test::data(GetParam()));
   Replay r(s, 0);
   uint32_t last = static_cast<uint32_t>(r.steps() - 1);
   auto segs = segments_at(s, r, last);

@@ -12,13 +12,14 @@
 #include "memrec/analysis.h"
 #include "memrec/load.h"
 #include "memrec/pickle.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
 // "kind name [start_us, end_us] in parent" for every scope but ops, the way a round trip can keep them
 // (times in whole microseconds, as pickles hold them).
@@ -36,7 +37,7 @@ std::vector<std::string> scope_lines(const Snapshot& s) {
 }
 
 // The recorded transformer: 4 steps, their phases and every layer's modules, and op scopes under them.
-const std::string kRecording = std::string(MEMREC_TEST_DATA) + "/transformer_2layer_cpu.memrec";
+const std::string kRecording = test::data("transformer_2layer_cpu.memrec");
 
 TEST(ScopeAnnotations, RoundTripKeepsStepsPhasesAndModules) {
   Snapshot a = load_snapshot(kRecording);
@@ -88,7 +89,7 @@ TEST(ScopeAnnotations, PythonReadsThemInPyTorchsFormat) {
 
 // PyTorch's own annotations (no memrec_kind) stay annotations, and still mark the optimizer.
 TEST(ScopeAnnotations, PyTorchAnnotationsStayAnnotations) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/torch_compile_graph.pickle");
+  Snapshot s = load_snapshot(test::data("torch_compile_graph.pickle"));
   size_t annotations = 0;
   for (const Scope& sc : s.scopes) annotations += sc.kind == ScopeKind::annotation;
   EXPECT_EQ(annotations + 1, s.scopes.size());

@@ -6,6 +6,7 @@
 
 #include "memrec/allocator_whatif.h"
 #include "memrec/load.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -27,7 +28,7 @@ std::string first_difference(const std::vector<SegmentAction>& want, const std::
 class OwnSettings : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(OwnSettings, RepeatsTheRecordedSegmentActions) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/" + GetParam());
+  Snapshot s = load_snapshot(test::data(GetParam()));
   Replay r(s, 0);
   std::optional<AllocConf> conf = recorded_alloc_conf(s);
   ASSERT_TRUE(conf);
@@ -86,7 +87,7 @@ TEST(OwnSettingsReplay, RefusesCpuRecordings) {
 // At the reserved peak of the H100 run, the culprits share out exactly the free bytes of the segments that also hold
 // live blocks (up to the integer division per segment); wholly free segments are cache, no one's fragmentation.
 TEST(FragmentationCulprits, ShareTheFreeBytesOfPartlyUsedSegments) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/alloc_default.memrec");
+  Snapshot s = load_snapshot(test::data("alloc_default.memrec"));
   Replay r(s, 0);
   AllocConf own = *recorded_alloc_conf(s);
   DeviceLimits memory = device_limits(s, r, std::nullopt);

@@ -8,6 +8,7 @@
 #include "memrec/analysis.h"
 #include "memrec/attribution.h"
 #include "memrec/load.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -19,7 +20,7 @@ std::map<std::string, uint64_t> bytes_by_key(const std::vector<Group>& groups) {
 }
 
 TEST(Pools, EndOfACudaGraphRecordingMatchesTheRecordedSegmentsPools) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/torch_compile_graph.pickle");
+  Snapshot s = load_snapshot(test::data("torch_compile_graph.pickle"));
   Replay r(s, 0);
   // What the end state says: the requested bytes of the allocated blocks, by their segment's pool.
   std::map<std::string, uint64_t> want;
@@ -36,7 +37,7 @@ TEST(Pools, EndOfACudaGraphRecordingMatchesTheRecordedSegmentsPools) {
 }
 
 TEST(Pools, PeakOfACudaGraphRecordingSumsToTheLiveBytes) {
-  Snapshot s = load_snapshot(std::string(MEMREC_TEST_DATA) + "/torch_compile_graph.pickle");
+  Snapshot s = load_snapshot(test::data("torch_compile_graph.pickle"));
   Replay r(s, 0);
   uint32_t peak = r.peak_allocated().step;
   uint64_t sum = 0;

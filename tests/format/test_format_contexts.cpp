@@ -12,7 +12,7 @@
 namespace memrec {
 namespace {
 
-using testing::TempDir;
+using test::TempDir;
 
 Snapshot with_contexts() {
   Snapshot s = make_synthetic(3000, 9);

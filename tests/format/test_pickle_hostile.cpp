@@ -6,6 +6,7 @@
 
 #include "memrec/pickle.h"
 #include "test_pickle_util.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -68,7 +69,7 @@ TEST(PickleHostile, InvalidUtf8IsRefused) {
 
 TEST(PickleHostile, EveryTruncationIsAnError) {
   // A small but complete pickle: a fixture's first entries and segments, exported.
-  Snapshot s = import_pickle_file(test::fixture("torch_2layer_python.pickle"));
+  Snapshot s = import_pickle_file(test::data("torch_2layer_python.pickle"));
   s.events.resize(12);
   s.segments_end.resize(2);
   std::vector<uint8_t> whole = export_pickle(s);
@@ -80,7 +81,7 @@ TEST(PickleHostile, EveryTruncationIsAnError) {
 }
 
 TEST(PickleHostile, CorruptedBytesNeverCrash) {
-  Snapshot s = import_pickle_file(test::fixture("torch_2layer_python.pickle"));
+  Snapshot s = import_pickle_file(test::data("torch_2layer_python.pickle"));
   s.events.resize(8);
   s.segments_end.resize(1);
   const std::vector<uint8_t> whole = export_pickle(s);
@@ -136,7 +137,7 @@ TEST(PickleHostile, ACyclicValueIsAnErrorNotARecursion) {
 }
 
 TEST(PickleHostile, SharedValuesCannotExpandWithoutBound) {
-  testing::TempDir tmp;
+  test::TempDir tmp;
   const std::vector<std::string> bombs = {
       // 2^60 leaves from 60 memoized lists
       "{'segments': [], 'device_traces': [],"
@@ -148,7 +149,7 @@ TEST(PickleHostile, SharedValuesCannotExpandWithoutBound) {
   for (size_t i = 0; i < bombs.size(); ++i) {
     std::string p = tmp / fmt::format("bomb{}.pickle", i);
     test::python_pickle(bombs[i], p);
-    expect_error(test::read_bytes(p), "expand beyond");
+    expect_error(test::file_bytes(p), "expand beyond");
   }
 }
 
@@ -211,11 +212,11 @@ TEST(PickleHostile, WrongSchemaNamesThePath) {
        "external_annotations[0].stage: expected 'START' or 'END'"},
       {"{'segments': [], 'device_traces': [], 1: 2}", "<key>: expected str, got int"},
   };
-  testing::TempDir tmp;
+  test::TempDir tmp;
   for (size_t i = 0; i < cases.size(); ++i) {
     std::string p = tmp / fmt::format("case{}.pickle", i);
     test::python_pickle(cases[i].first, p);
-    expect_error(test::read_bytes(p), cases[i].second);
+    expect_error(test::file_bytes(p), cases[i].second);
   }
 }
 

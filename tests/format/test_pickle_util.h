@@ -12,13 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "common/process.h"  // testing::TempDir
+#include "common/process.h"  // test::TempDir
+#include "common/fixtures.h"
 
 namespace memrec::test {
 
-inline std::string fixture(const std::string& name) { return std::string(MEMREC_TEST_DATA) + "/" + name; }
-
-inline std::vector<uint8_t> read_bytes(const std::string& path) {
+inline std::vector<uint8_t> file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
@@ -36,7 +35,7 @@ inline int run(const std::string& command) {
 
 // Runs pickle_facts.py MODE A B; returns its exit status.
 inline int facts_script(const std::string& mode, const std::string& a, const std::string& b) {
-  return run(fmt::format("python3 '{}/tests/scripts/pickle_facts.py' {} '{}' '{}'", MEMREC_SOURCE_DIR, mode, a, b));
+  return run(fmt::format("python3 '{}' {} '{}' '{}'", source("tests/scripts/pickle_facts.py"), mode, a, b));
 }
 
 // Writes pickle.dumps(<python expression>, protocol=4) to `path` (the expression is test data, never user input).

@@ -8,17 +8,16 @@
 #include "common/process.h"
 #include "memrec/analysis.h"
 #include "memrec/load.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
-
-std::string fixture(const char* name) { return std::string(MEMREC_TEST_DATA) + "/" + name; }
+using test::quote;
+using test::run_command;
 
 nlohmann::json reference(const std::string& pickle) {
-  auto r = run_command("/usr/bin/python3 " + quote(std::string(MEMREC_SOURCE_DIR) + "/tests/scripts/inferred_phases.py") +
+  auto r = run_command("/usr/bin/python3 " + quote(test::source("tests/scripts/inferred_phases.py")) +
                        " " + quote(pickle));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return nlohmann::json::parse(r.output)[0];
@@ -40,8 +39,8 @@ std::vector<std::string> phases_of(const Snapshot& s) {
 class InferredPhases : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(InferredPhases, MatchTheFrames) {
-  Snapshot s = load_snapshot(fixture(GetParam()));
-  auto want = reference(fixture(GetParam()));
+  Snapshot s = load_snapshot(test::data(GetParam()));
+  auto want = reference(test::data(GetParam()));
   std::vector<std::string> got = phases_of(s);
   ASSERT_EQ(got.size(), want["phases"].size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want["phases"][i].get<std::string>()) << "alloc " << i;
@@ -50,8 +49,8 @@ TEST_P(InferredPhases, MatchTheFrames) {
 }
 
 TEST_P(InferredPhases, CategoriesAtThePeak) {
-  Snapshot s = load_snapshot(fixture(GetParam()));
-  auto want = reference(fixture(GetParam()))["live_at_peak"];
+  Snapshot s = load_snapshot(test::data(GetParam()));
+  auto want = reference(test::data(GetParam()))["live_at_peak"];
   Replay r(s, 0);
   nlohmann::json got = nlohmann::json::object();
   for (const Group& g : group_live(s, r, r.peak_allocated().step, GroupBy::category)) got[g.key] = g.bytes;
@@ -65,7 +64,7 @@ INSTANTIATE_TEST_SUITE_P(PyTorch211, InferredPhases,
 
 // A memrec recording has phase scopes: they are used as recorded, nothing is inferred.
 TEST(InferredPhases, RecordedPhasesStay) {
-  Snapshot s = load_snapshot(fixture("transformer_2layer_cpu.memrec"));
+  Snapshot s = load_snapshot(test::data("transformer_2layer_cpu.memrec"));
   PhaseIndex phases(s, 0);
   EXPECT_FALSE(phases.inferred());
   size_t recorded = 0;

@@ -7,6 +7,7 @@
 #include "memrec/pickle.h"
 #include "memrec/sites.h"
 #include "memrec/frames.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -73,7 +74,7 @@ TEST(SiteNames, OperatorsStayWhole) {
 // Every site of a real CUDA recording, as stats, info and report print them, and every frame as the viewer's
 // tree, hover and inspector label it: no clone suffix, no lone "operator", nothing cut inside brackets.
 TEST(SiteNames, RealSitesAreWholeNames) {
-  Snapshot s = import_pickle_file(MEMREC_TEST_DATA "/torch_2layer_all.pickle");
+  Snapshot s = import_pickle_file(test::data("torch_2layer_all.pickle"));
   auto expect_clean = [](const std::string& text) {
     for (const char* bad : {"[clone", ".isra", ".constprop", ".cold", "]", "operator <", "(anonymous"})
       EXPECT_EQ(text.find(bad), std::string::npos) << text;

@@ -21,9 +21,9 @@
 namespace memrec {
 namespace {
 
-using testing::quote;
-using testing::run_command;
-using testing::TempDir;
+using test::quote;
+using test::run_command;
+using test::TempDir;
 
 constexpr uint64_t MiB = 1 << 20;
 constexpr int64_t ms = 1'000'000;
@@ -130,7 +130,7 @@ TEST(DeviceMemory, BadRowsAreRefusedWithOneSentence) {
 TEST(DeviceMemory, CutFilesReadUpToTheirLastWholeChunk) {
   TempDir tmp;
   write_file(recording(), tmp / "d.memrec");
-  std::string bytes = testing::read_bytes(tmp / "d.memrec");
+  std::string bytes = test::read_bytes(tmp / "d.memrec");
   size_t seen_records = 0;
   for (size_t n = 16; n < bytes.size(); n += 7) {
     std::string cut = bytes.substr(0, n);
@@ -147,7 +147,7 @@ TEST(DeviceMemory, CutFilesReadUpToTheirLastWholeChunk) {
 TEST(DeviceMemory, DamagedChunksAreRefusedOrHarmless) {
   TempDir tmp;
   write_file(recording(), tmp / "d.memrec");
-  const std::string bytes = testing::read_bytes(tmp / "d.memrec");
+  const std::string bytes = test::read_bytes(tmp / "d.memrec");
   std::mt19937 rng(13);
   size_t reads = 0, refused = 0;
   for (size_t off = 16; off + 12 <= bytes.size();) {
@@ -350,7 +350,7 @@ TEST(DeviceMemory, ReportHasTheSection) {
   write_file(recording(), tmp / "d.memrec");
   auto r = run_command(quote(MEMREC_BINARY) + " report " + quote(tmp / "d.memrec") + " -o " + quote(tmp / "r.html"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::string html = testing::read_bytes(tmp / "r.html");
+  std::string html = test::read_bytes(tmp / "r.html");
   EXPECT_NE(html.find("<section id=\"device-memory\">"), std::string::npos);
   EXPECT_NE(html.find("libnccl.so.2 (device)"), std::string::npos);
 }

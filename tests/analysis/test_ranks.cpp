@@ -11,9 +11,9 @@
 namespace memrec {
 namespace {
 
-using testing::rank_run;
-using testing::RankFiles;
-constexpr uint64_t MiB = testing::kMiB;
+using test::rank_run;
+using test::RankFiles;
+constexpr uint64_t MiB = test::kMiB;
 
 TEST(Ranks, RankFromFileName) {
   EXPECT_EQ(rank_from_file_name("/tmp/run.rank3.memrec"), 3);
