@@ -41,7 +41,7 @@ void add_checkpoint(CLI::App* cmd) {
   };
   auto o = std::make_shared<Options>();
   checkpoint->add_option("input", o->file, "a run recorded without checkpointing")->required()->check(CLI::ExistingFile);
-  checkpoint->add_option("--layers", o->layers, "'all' or layer indices/paths: 0,3,5 or layers.3");
+  checkpoint->add_option("--layers", o->layers, "'all' or layers as stats --by layer names them: layers.3, or 0,3,5");
   add_device_option(checkpoint, o->device);
   checkpoint->add_flag("--json", o->json, "print JSON for scripts");
   checkpoint->callback([o] {

@@ -249,10 +249,34 @@ nlohmann::json prediction_json(const AllocatorPrediction& p, const Replay& r) {
           {"device_allocs", p.device_allocs},
           {"device_frees", p.device_frees},
           {"free_at_peak", p.free_at_peak},
-          {"predicted_ooms", p.ooms}};
+          {"predicted_ooms", p.ooms},
+          {"fits", p.ooms == 0}};
 }
 
 std::string settings_label(const std::string& text) { return text.empty() ? "(defaults)" : text; }
+
+// What a setting saves against `base`; none when it runs out of memory, since the run would not finish.
+nlohmann::json saving(uint64_t base, const AllocatorPrediction& p) {
+  if (p.ooms) return nullptr;
+  return static_cast<int64_t>(base) - static_cast<int64_t>(p.reserved_peak);
+}
+
+// Settings that fit first, each part by its reserved peak: one that runs out of memory is no choice however low.
+bool better_setting(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a["fits"] != b["fits"]) return a["fits"].get<bool>();
+  return a["predicted_reserved_peak"].get<uint64_t>() < b["predicted_reserved_peak"].get<uint64_t>();
+}
+
+std::string runs_out(const nlohmann::json& row) {
+  uint64_t n = row["predicted_ooms"].get<uint64_t>();
+  return fmt::format("runs out ({} OOM{})", n, n == 1 ? "" : "s");
+}
+
+std::string out_of_memory_note(const AllocatorPrediction& p, const DeviceLimits& memory) {
+  return fmt::format("out of memory: {} request{} would not fit in the device's {} ({}); the run stops at the first, "
+                     "and the predicted peaks go on past it as if the device had room",
+                     p.ooms, p.ooms == 1 ? "" : "s", format_bytes(memory.limit), memory.source);
+}
 
 }  // namespace
 
@@ -285,6 +309,7 @@ nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const Al
                     "or torch.cuda.set_per_process_memory_fraction): without one it changes nothing");
 
   AllocatorPrediction p = predict_allocator(s, r, conf, memory);
+  if (p.ooms) notes.push_back(out_of_memory_note(p, memory));
   uint64_t recorded_ooms = 0;
   r.for_each_step(0, r.steps(), [&](uint32_t, const Event& e) { recorded_ooms += e.action == Action::oom; });
   nlohmann::json j = prediction_json(p, r);
@@ -305,15 +330,13 @@ nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const Al
     uint64_t base = predict_allocator(s, r, own, memory).reserved_peak;
     nlohmann::json rows = nlohmann::json::array();
     for (const AllocConf& c : sweep_settings(own)) {
-      nlohmann::json row = prediction_json(predict_allocator(s, r, c, memory), r);
-      int64_t saving = static_cast<int64_t>(base) - row["predicted_reserved_peak"].get<int64_t>();
-      row["saving"] = saving;
+      AllocatorPrediction setting = predict_allocator(s, r, c, memory);
+      nlohmann::json row = prediction_json(setting, r);
+      row["saving"] = saving(base, setting);
       row["own"] = c == own;
       rows.push_back(row);
     }
-    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
-      return a["predicted_reserved_peak"].template get<uint64_t>() < b["predicted_reserved_peak"].template get<uint64_t>();
-    });
+    std::stable_sort(rows.begin(), rows.end(), better_setting);
     j["sweep_baseline"] = base;
     j["sweep"] = rows;
   }
@@ -354,12 +377,12 @@ nlohmann::json culprits_json(const Snapshot& s, const Replay& r, size_t top) {
   nlohmann::json savings = nlohmann::json::array();
   for (const AllocConf& c : sweep_settings(own)) {
     if (c == own) continue;
-    uint64_t peak = predict_allocator(s, r, c, memory).reserved_peak;
-    savings.push_back({{"settings", to_string(c)}, {"predicted_reserved_peak", peak},
-                       {"saving", static_cast<int64_t>(p.reserved_peak) - static_cast<int64_t>(peak)}});
+    AllocatorPrediction setting = predict_allocator(s, r, c, memory);
+    savings.push_back({{"settings", to_string(c)}, {"predicted_reserved_peak", setting.reserved_peak},
+                       {"predicted_ooms", setting.ooms}, {"fits", setting.ooms == 0},
+                       {"saving", saving(p.reserved_peak, setting)}});
   }
-  std::stable_sort(savings.begin(), savings.end(),
-                   [](const auto& a, const auto& b) { return a["saving"].template get<int64_t>() > b["saving"].template get<int64_t>(); });
+  std::stable_sort(savings.begin(), savings.end(), better_setting);
   return {{"settings", to_string(own)},
           {"settings_source", recorded ? "recorded" : "assumed"},
           {"time_ns", p.reserved_peak_step == kNoEvent ? 0 : r.time_of(p.reserved_peak_step) - t0},
@@ -398,9 +421,12 @@ void render_fragmentation_culprits(std::string& out, const nlohmann::json& j) {
                        c["site"].get<std::string>());
   out += "what other allocator settings would reserve at the peak (memrec whatif allocator --sweep):\n";
   for (const auto& row : j["settings_savings"]) {
-    int64_t saving = row["saving"].get<int64_t>();
-    out += fmt::format("  {:>12}  {} {:>10}  {}\n", format_bytes(row["predicted_reserved_peak"]), saving < 0 ? "costs" : "saves",
-                       format_bytes(static_cast<uint64_t>(saving < 0 ? -saving : saving)), row["settings"].get<std::string>());
+    std::string what = runs_out(row);
+    if (row["fits"].get<bool>()) {
+      int64_t saving = row["saving"].get<int64_t>();
+      what = fmt::format("{} {:>10}", saving < 0 ? "costs" : "saves", format_bytes(static_cast<uint64_t>(saving < 0 ? -saving : saving)));
+    }
+    out += fmt::format("  {:>12}  {:<16}  {}\n", format_bytes(row["predicted_reserved_peak"]), what, row["settings"].get<std::string>());
   }
 }
 
@@ -428,12 +454,14 @@ std::string allocator_whatif_text(const nlohmann::json& j) {
     out += fmt::format("\nsettings, best first (saving against the run's own settings, {} predicted):\n",
                        bytes(j["sweep_baseline"]));
     for (const auto& row : j["sweep"]) {
-      int64_t saving = row["saving"].get<int64_t>();
-      uint64_t base = j["sweep_baseline"].get<uint64_t>();
-      std::string sign = saving < 0 ? "-" : "";
-      out += fmt::format("  {:>12} {:>11} {:>6.1f}%  {}{}\n", bytes(row["predicted_reserved_peak"]),
-                         sign + format_bytes(static_cast<uint64_t>(saving < 0 ? -saving : saving)),
-                         base ? 100.0 * static_cast<double>(saving) / static_cast<double>(base) : 0.0,
+      std::string what = runs_out(row);
+      if (row["fits"].get<bool>()) {
+        int64_t saving = row["saving"].get<int64_t>();
+        uint64_t base = j["sweep_baseline"].get<uint64_t>();
+        what = fmt::format("{:>11} {:>6.1f}%", (saving < 0 ? "-" : "") + format_bytes(static_cast<uint64_t>(saving < 0 ? -saving : saving)),
+                           base ? 100.0 * static_cast<double>(saving) / static_cast<double>(base) : 0.0);
+      }
+      out += fmt::format("  {:>12} {:>19}  {}{}\n", bytes(row["predicted_reserved_peak"]), what,
                          settings_label(row["settings"].get<std::string>()), row["own"].get<bool>() ? "  (the run's)" : "");
     }
   }

@@ -4,9 +4,11 @@
 #include <cctype>
 #include <array>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "memrec/attribution.h"
 #include "memrec/sites.h"
@@ -173,6 +175,25 @@ std::string layer_of(const std::string& module) {
   size_t dot = module.find('.');
   if (dot == std::string::npos) return module;
   return module.substr(0, module.find('.', dot + 1));
+}
+
+std::vector<std::string> run_layers(const Snapshot& s, uint8_t device) {
+  std::set<std::string, decltype(&natural_less)> layers(&natural_less);
+  for (uint32_t i = 1; i < s.scopes.size(); ++i)
+    if (s.scopes[i].kind == ScopeKind::module && s.scopes[i].device == device) layers.insert(layer_of(s.strings[s.scopes[i].name]));
+  return {layers.begin(), layers.end()};
+}
+
+std::string find_layer(const std::vector<std::string>& layers, const std::string& given) {
+  if (std::find(layers.begin(), layers.end(), given) != layers.end()) return given;
+  std::vector<std::string> numbered;
+  if (!given.empty() && std::all_of(given.begin(), given.end(), ::isdigit))
+    std::copy_if(layers.begin(), layers.end(), std::back_inserter(numbered), [&](const std::string& l) { return l.ends_with("." + given); });
+  if (numbered.size() == 1) return numbered[0];
+  if (numbered.size() > 1) throw Error(fmt::format("layer '{}' could be {}: give its name", given, fmt::join(numbered, " or ")));
+  if (layers.empty()) throw Error(fmt::format("unknown layer '{}': the run has no module scopes", given));
+  throw Error(fmt::format("unknown layer '{}' (the run's layers are {})", given,
+                          layers.size() <= 8 ? fmt::format("{}", fmt::join(layers, ", ")) : layers.front() + " .. " + layers.back()));
 }
 
 std::vector<Category> categorize(const Snapshot& s, const Replay& r) {

@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -64,7 +66,10 @@ RankRecording summarize(const std::string& path, const RankOptions& o) {
   RankRecording out;
   out.path = path;
   out.warnings = s.warnings;
-  if (auto host = s.metadata.find("host"); host != s.metadata.end()) out.host = host->second;
+  auto metadata = [&](const char* key) { return s.metadata.contains(key) ? s.metadata.at(key) : std::string(); };
+  out.host = metadata("host");
+  out.pid = metadata("pid");
+  out.world_size = metadata("world_size");
   if (auto rank = recording_rank(s, path)) out.rank = rank->first, out.rank_from = rank->second;
   out.device = choose_device(s, o.device);
   Replay r(s, out.device);
@@ -120,12 +125,69 @@ void number_ranks(std::vector<RankRecording>& ranks) {
                                   : "by " + ranks[i - 1].rank_from + " and by " + ranks[i].rank_from));
 }
 
+// Paths naming one file: checked before reading, and by file, since a file's rank may come from its name or order.
+void check_distinct_files(const std::vector<std::string>& paths) {
+  std::map<std::pair<dev_t, ino_t>, const std::string*> seen;
+  for (const std::string& path : paths) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) continue;  // reading it names the error
+    auto [it, fresh] = seen.emplace(std::pair(st.st_dev, st.st_ino), &path);
+    if (!fresh) throw Error(fmt::format("{} and {} are one file: give each rank's file once", *it->second, path));
+  }
+}
+
+// One process is one rank: two recordings of it (a copy, or two windows) are not two ranks.
+void check_one_process_each(const std::vector<RankRecording>& ranks) {
+  std::map<std::pair<std::string, std::string>, const RankRecording*> by_process;
+  for (const RankRecording& r : ranks) {
+    if (r.pid.empty()) continue;
+    auto [it, fresh] = by_process.emplace(std::pair(r.host, r.pid), &r);
+    if (!fresh)
+      throw Error(fmt::format("{} and {} were recorded by one process (pid {}): give one file per rank of one run",
+                              it->second->path, r.path, r.pid));
+  }
+}
+
+void check_world_size(const std::vector<RankRecording>& ranks) {
+  const RankRecording* sized = nullptr;
+  for (const RankRecording& r : ranks) {
+    if (r.world_size.empty()) continue;
+    if (sized && sized->world_size != r.world_size)
+      throw Error(fmt::format("{} and {} are ranks of different runs (WORLD_SIZE {} and {}): give the ranks of one run",
+                              sized->path, r.path, sized->world_size, r.world_size));
+    sized = sized ? sized : &r;
+  }
+}
+
+std::set<std::string> hosts_of(const std::vector<RankRecording>& ranks) {
+  std::set<std::string> hosts;
+  for (const RankRecording& r : ranks)
+    if (!r.host.empty()) hosts.insert(r.host);
+  return hosts;
+}
+
+// The ranks of a run record at the same time, so no recording begins after another ended; hosts' clocks may
+// disagree, by far less than this.
+constexpr int64_t kHostClockSlackNs = 600'000'000'000;
+
+void check_at_once(const std::vector<RankRecording>& ranks) {
+  const RankRecording *ended = nullptr, *began = nullptr;  // the first to end, the last to begin
+  for (const RankRecording& r : ranks) {
+    if (r.events == 0) continue;
+    if (!ended || r.end_ns < ended->end_ns) ended = &r;
+    if (!began || r.begin_ns > began->begin_ns) began = &r;
+  }
+  int64_t slack = hosts_of(ranks).size() > 1 ? kHostClockSlackNs : 0;
+  if (ended && began->begin_ns - ended->end_ns > slack)
+    throw Error(fmt::format("{} and {} are not ranks of one run: the second began {} after the first ended, and a "
+                            "run's ranks record at the same time", ended->path, began->path,
+                            format_duration(began->begin_ns - ended->end_ns)));
+}
+
 // One host (or none recorded): the ranks share CLOCK_REALTIME. Several: each rank's first step starts when the
 // lowest rank's does, since only the training loop is known to run in lockstep across hosts.
 void align_clocks(RankSet& set) {
-  std::set<std::string> hosts;
-  for (const RankRecording& r : set.ranks)
-    if (!r.host.empty()) hosts.insert(r.host);
+  std::set<std::string> hosts = hosts_of(set.ranks);
   if (hosts.size() <= 1) {
     set.clock_note = hosts.empty() ? "no host recorded: the ranks' clocks are taken as one (CLOCK_REALTIME)"
                                    : "the ranks ran on one host (" + *hosts.begin() + ") and share its clock";
@@ -228,8 +290,12 @@ std::optional<int> rank_from_file_name(const std::string& path) {
 
 RankSet load_ranks(const std::vector<std::string>& paths, const RankOptions& options) {
   RankSet set;
+  check_distinct_files(paths);
   set.ranks = summarize_all(paths, options);
   number_ranks(set.ranks);
+  check_one_process_each(set.ranks);
+  check_world_size(set.ranks);
+  check_at_once(set.ranks);
   align_clocks(set);
   find_divergence(set);
   return set;

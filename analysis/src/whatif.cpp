@@ -42,7 +42,8 @@ std::map<PassKey, LayerPass> layer_passes(const Snapshot& s, const Replay& r) {
   return passes;
 }
 
-std::vector<std::string> resolve_layers(const std::map<PassKey, LayerPass>& passes,
+// `wanted` by the names of the run's layers (a layer without activations drops nothing); none: every layer with some.
+std::vector<std::string> resolve_layers(const std::map<PassKey, LayerPass>& passes, const std::vector<std::string>& run,
                                         const std::vector<std::string>& wanted) {
   std::set<std::string, decltype(&natural_less)> known(&natural_less);
   for (const auto& [key, pass] : passes) known.insert(key.first);
@@ -50,13 +51,9 @@ std::vector<std::string> resolve_layers(const std::map<PassKey, LayerPass>& pass
   if (wanted.empty()) return {known.begin(), known.end()};
   std::vector<std::string> out;
   for (const std::string& w : wanted) {
-    bool is_index = !w.empty() && std::all_of(w.begin(), w.end(), ::isdigit);
-    auto match = std::find_if(known.begin(), known.end(), [&](const std::string& k) {
-      return is_index ? k.size() > w.size() && k.ends_with("." + w) : k == w;
-    });
-    if (match == known.end()) throw Error("unknown layer '" + w + "' (the run has " + *known.begin() + " .. " + *known.rbegin() + ")");
-    if (std::find(out.begin(), out.end(), *match) != out.end()) throw Error("layer " + *match + " is given twice");
-    out.push_back(*match);
+    std::string layer = find_layer(run, w);
+    if (std::find(out.begin(), out.end(), layer) != out.end()) throw Error("layer " + layer + " is given twice");
+    out.push_back(layer);
   }
   return out;
 }
@@ -135,7 +132,7 @@ CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const
   Replay r(s, device);
   auto passes = layer_passes(s, r);
   CheckpointPrediction p;
-  p.layers = resolve_layers(passes, wanted);
+  p.layers = resolve_layers(passes, run_layers(s, device), wanted);
   p.recorded_peak = r.peak_allocated().bytes;
   std::set<std::string> chosen(p.layers.begin(), p.layers.end());
   Rewriter rewrite(s, r);

@@ -394,7 +394,9 @@ class Exporter {
     out_.byte(op::MARK);
     word(kAddress), unsigned_integer(b.addr);
     word(kSize), unsigned_integer(b.size);
-    word(kRequestedSize), unsigned_integer(b.requested_size);
+    // c10 leaves a free block the requested_size of its last use, which can be that of the whole block it was split
+    // from: more than it holds, and memory_viz's tools then print a negative gap.
+    word(kRequestedSize), unsigned_integer(b.state == BlockState::inactive ? std::min(b.requested_size, b.size) : b.requested_size);
     word(kState), word(kFirstBlockState + static_cast<uint32_t>(b.state));
     word(kFrames), frames(b.stack);
     out_.byte(op::SETITEMS);

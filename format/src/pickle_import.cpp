@@ -457,6 +457,16 @@ class Importer {
   }
 };
 
+// f(), with the errors about the pickle's content naming the file.
+template <class F>
+auto naming(const std::string& path, F f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
 }  // namespace
 
 Snapshot import_pickle(std::span<const uint8_t> bytes) {
@@ -470,15 +480,18 @@ Snapshot import_pickle_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   in.seekg(0, std::ios::end);
-  std::vector<uint8_t> bytes(static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0)));
+  auto size = static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0));
   in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
-    throw Error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
-  try {
-    return import_pickle(bytes);
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", path, e.what()));
-  }
+  std::vector<uint8_t> bytes(std::min<size_t>(size, 2));
+  auto read_from = [&](size_t offset) {
+    if (!in.read(reinterpret_cast<char*>(bytes.data() + offset), static_cast<std::streamsize>(bytes.size() - offset)))
+      throw Error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+  };
+  read_from(0);
+  naming(path, [&] { pickle::check_start(bytes, size); });  // before reading a large file of something else whole
+  bytes.resize(size);
+  read_from(2);
+  return naming(path, [&] { return import_pickle(bytes); });
 }
 
 }  // namespace memrec

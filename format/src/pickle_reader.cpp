@@ -68,8 +68,7 @@ bool valid_utf8(const uint8_t* p, size_t n) {
 class Parser {
  public:
   explicit Parser(std::span<const uint8_t> in) : in_(in) {
-    if (in.size() >= UINT32_MAX) throw Error("pickle: larger than 4 GiB");  // offsets and ids are 32-bit
-    if (in.size() < 2 || in[0] != 0x80) throw Error("pickle: not a pickle of protocol 2-5 (no PROTO opcode at byte 0)");
+    check_start(in, in.size());
     tree_.input = in;
     // Every node, item and chunk costs at least one input byte, so these bounds are proportional to the input.
     // Reserving what a snapshot pickle typically needs (about 1 node per 10 bytes, 1 item per 3) avoids
@@ -336,5 +335,11 @@ class Parser {
 }  // namespace
 
 Tree parse(std::span<const uint8_t> bytes) { return Parser(bytes).run(); }
+
+void check_start(std::span<const uint8_t> head, uint64_t size) {
+  if (head.size() < 2 || head[0] != 0x80) throw Error("pickle: not a pickle of protocol 2-5 (no PROTO opcode at byte 0)");
+  if (head[1] < 2 || head[1] > 5) throw Error(fmt::format("pickle: protocol {} is not supported (2-5 are)", head[1]));
+  if (size >= UINT32_MAX) throw Error("pickle: larger than 4 GiB");  // offsets and ids are 32-bit
+}
 
 }  // namespace memrec::pickle

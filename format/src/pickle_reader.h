@@ -79,4 +79,8 @@ inline constexpr uint16_t kMaxDepth = 200;
 // offset on anything outside the data-only subset or malformed.
 Tree parse(std::span<const uint8_t> bytes);
 
+// Throws Error unless `head`, the first bytes of an input of `size` bytes, starts a pickle parse() can read: two
+// bytes tell, so a reader can refuse a large file of something else before reading it whole.
+void check_start(std::span<const uint8_t> head, uint64_t size);
+
 }  // namespace memrec::pickle

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -148,21 +147,12 @@ std::string timeline(const ReportOptions& o) {
          "</section>";
 }
 
-// "layers.2" before "layers.10": model order, not string order.
-bool layer_order(const std::string& a, const std::string& b) {
-  auto parts = [](const std::string& path) {
-    size_t digits = path.find_last_not_of("0123456789") + 1;  // npos + 1 == 0: all digits
-    return std::tuple(std::string_view(path).substr(0, digits), path.size() - digits, std::string_view(path).substr(digits));
-  };
-  return parts(a) < parts(b);
-}
-
 std::string layer_table(const json& layers) {
   // Largest first as `memrec stats --by layer` prints them; equal layers in model order.
   json rows = layers["live"];
   std::stable_sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
     if (a["bytes"] != b["bytes"]) return a["bytes"].get<uint64_t>() > b["bytes"].get<uint64_t>();
-    return layer_order(a["key"], b["key"]);
+    return natural_less(a["key"].get_ref<const std::string&>(), b["key"].get_ref<const std::string&>());
   });
   auto cats = categories_in(rows);
   uint64_t total = layers["at"]["allocated"];
@@ -211,9 +201,7 @@ std::string whatif(const Snapshot& s, const ReportOptions& o) {
   out += "<table><thead><tr><th>Checkpointed</th><th class=\"num\">Predicted peak</th><th class=\"num\">At</th>"
          "<th class=\"num\">Saving</th><th class=\"num\">Saving %</th><th>Predicted / recorded</th></tr></thead><tbody>";
   out += whatif_row("total", fmt::format("all {} layers", all.layers.size()), all);
-  auto layers = all.layers;
-  std::sort(layers.begin(), layers.end(), layer_order);
-  for (const std::string& layer : layers) out += whatif_row("single", layer, predict_checkpoint(s, o.device, {layer}));
+  for (const std::string& layer : all.layers) out += whatif_row("single", layer, predict_checkpoint(s, o.device, {layer}));
   return out + "</tbody></table></section>";
 }
 

@@ -112,6 +112,24 @@ TEST(Ranks, AFileThatIsNoRecordingIsNamed) {
   }
 }
 
+TEST(Ranks, RanksOfRunsOfDifferentSizesAreAnError) {
+  RankFiles run;
+  Snapshot of_two = rank_run(0, 0, "h"), of_four = rank_run(0, 0, "h");
+  of_two.metadata["world_size"] = "2";
+  of_four.metadata["world_size"] = "4";
+  run.add("r.rank0.memrec", of_two);
+  run.add("r.rank1.memrec", of_four);
+  EXPECT_THROW(load_ranks(run.paths, {}), Error);
+}
+
+// Hosts' clocks disagree by a little, not by hours: recordings a day apart are runs of their own.
+TEST(Ranks, HostsADayApartAreAnError) {
+  RankFiles run;
+  run.add("r.rank0.memrec", rank_run(0, 5'000'000, "node-a"));
+  run.add("r.rank1.memrec", rank_run(0, 5'000'000 + 86'400'000'000'000, "node-b"));
+  EXPECT_THROW(load_ranks(run.paths, {}), Error);
+}
+
 // Hosts' clocks differ: each rank's first step starts with rank 0's, whatever the clocks said.
 TEST(Ranks, SeveralHostsAlignOnTheFirstStep) {
   RankFiles run;

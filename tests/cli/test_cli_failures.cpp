@@ -133,5 +133,23 @@ TEST(CliFailures, PickleBombStaysWithinAMemoryLimit) {
   EXPECT_EQ(names_in(dir.path.string()), std::vector<std::string>{"bomb.pickle"});
 }
 
+// 3 GB that start like no pickle (or a pickle of an unknown protocol), as a sparse file: refused from their first
+// bytes, within 1 GB of address space, not after reading them whole.
+TEST(CliFailures, ALargeFileThatIsNoPickleIsRefusedFromItsFirstBytes) {
+#ifdef MEMREC_TEST_ASAN
+  GTEST_SKIP() << "ASan reserves terabytes of address space: no ulimit -v fits it";
+#endif
+  TempDir dir;
+  write(dir / "big.bin", "BIG DATA");
+  write(dir / "big.pickle", "\x80\x09");
+  for (const char* name : {"big.bin", "big.pickle"}) fs::resize_file(dir / name, 3'000'000'000);
+  const std::string limit = "ulimit -v 1000000;";
+  expect_clean_failure(memrec_limited("import " + quote(dir / "big.bin") + " -o " + quote(dir / "x.memrec"), limit), "no PROTO");
+  expect_clean_failure(memrec_limited("import " + quote(dir / "big.pickle") + " -o " + quote(dir / "x.memrec"), limit),
+                       "protocol 9");
+  expect_clean_failure(memrec_limited("info " + quote(dir / "big.pickle"), limit), "protocol 9");
+  EXPECT_EQ(names_in(dir.path.string()), (std::vector<std::string>{"big.bin", "big.pickle"}));
+}
+
 }  // namespace
 }  // namespace memrec

@@ -244,6 +244,28 @@ TEST(CliReport, RecordedCpuRunHasTheLayerTableAndWhatIfOfTheCli) {
   }
 }
 
+// tests/data/mlp_sequential_cpu.memrec: `memrec record` of tests/python/zoo/mlp_sequential.py on the CPU, whose
+// nn.Sequential names its layers 0 .. 4. stats, whatif checkpoint and the report name them alike.
+TEST(CliReport, SequentialLayersAreNamedAlikeEverywhere) {
+  const std::string run = quote(std::string(MEMREC_TEST_DATA) + "/mlp_sequential_cpu.memrec");
+  json all = json_of("whatif checkpoint " + run);
+  ASSERT_FALSE(all["layers"].empty());
+  std::vector<std::string> named = all["layers"];
+  for (const json& row : json_of("stats " + run + " --by layer --top 100000")["live"])
+    if (row["key"] != "<none>") named.push_back(row["key"]);
+  for (const std::string& layer : named)
+    EXPECT_EQ(json_of("whatif checkpoint " + run + " --layers " + layer)["layers"], json::array({layer})) << layer;
+  auto unknown = memrec("whatif checkpoint " + run + " --layers 9");
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
+
+  TempDir dir;
+  auto r = memrec("report " + run + " -o " + quote(dir / "r.html") + " --no-screenshot");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto singles = rows_of(read_file(dir / "r.html"), "single");
+  EXPECT_EQ(singles.size(), all["layers"].size());
+  for (const json& layer : all["layers"]) EXPECT_FALSE(row_with_key(singles, layer).empty()) << layer;
+}
+
 TEST(CliReport, WithoutAPictureTheReportSaysWhyAndStillWrites) {
   TempDir dir;
   std::string html_path = dir / "report.html";

@@ -80,6 +80,36 @@ TEST(CliWhatifAllocator, AnOomRunIsReplayedAgainstTheDevicesMemory) {
   EXPECT_EQ(big["predicted_ooms"], 0);
 }
 
+// 1 GiB cannot hold the run's 6 GiB of blocks: the prediction says it runs out instead of passing for a peak.
+TEST(CliWhatifAllocator, APredictionThatRunsOutOfMemorySaysSo) {
+  auto small = whatif(kDefault + " --device-memory 1GiB");
+  EXPECT_GT(small["predicted_ooms"], 0u);
+  EXPECT_EQ(small["fits"], false);
+  EXPECT_EQ(small["notes"].size(), 1u) << small.dump();
+  EXPECT_EQ(whatif(kDefault)["fits"], true);
+  auto text = memrec("whatif allocator " + kDefault + " --device-memory 1GiB");
+  EXPECT_NE(text.output.find("out of memory"), std::string::npos) << text.output;
+}
+
+// At 6.5 GiB some settings fit and some run out: those that run out come last, with no saving.
+TEST(CliWhatifAllocator, SweepRanksSettingsThatRunOutOfMemoryLast) {
+  auto rows = whatif(kDefault + " --device-memory 6.5GiB --sweep")["sweep"];
+  size_t fitting = 0, short_of_memory = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    bool fits = rows[i]["predicted_ooms"] == 0;
+    EXPECT_EQ(rows[i]["fits"], fits) << rows[i].dump();
+    EXPECT_EQ(rows[i]["saving"].is_null(), !fits) << rows[i].dump();
+    if (i) EXPECT_TRUE(fits <= rows[i - 1]["fits"].get<bool>()) << "row " << i << " fits after one that does not";
+    (fits ? fitting : short_of_memory) += 1;
+  }
+  EXPECT_GT(fitting, 0u);
+  EXPECT_GT(short_of_memory, 0u);
+  auto text = memrec("whatif allocator " + kDefault + " --device-memory 6.5GiB --sweep").output;
+  size_t marked = 0;
+  for (size_t at = 0; (at = text.find("runs out", at)) != std::string::npos; ++at) ++marked;
+  EXPECT_EQ(marked, short_of_memory) << text;
+}
+
 TEST(CliWhatifAllocator, SaysWhichSettingsItAssumed) {
   TempDir tmp;
   std::string pickle = tmp / "bare.pickle";

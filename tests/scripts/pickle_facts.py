@@ -4,6 +4,8 @@ pickle module (data only: the files are ours or PyTorch's) and reports what the 
 
   pickle_facts.py facts IN.pickle OUT.json   facts about IN: every trace entry, segment, block, annotation
   pickle_facts.py diff A.pickle B.pickle     exit 0 if both load to equal objects, else print the first difference
+                                             (A's free blocks requesting more than their size as memrec's export
+                                             writes them: requesting their size)
   pickle_facts.py opcodes IN.pickle OUT.json protocol, opcode names and the largest |int| in IN
   pickle_facts.py proto5 IN.pickle OUT.pickle  re-dump IN with protocol 5
 """
@@ -60,6 +62,14 @@ def facts(data):
             "allocator_settings": data.get("allocator_settings"), "frames": frames.table}
 
 
+def as_exported(data):
+    for s in data.get("segments", []):
+        for b in s["blocks"]:
+            if b["state"] == "inactive":
+                b["requested_size"] = min(b["requested_size"], b["size"])
+    return data
+
+
 def first_difference(a, b, path="top level"):
     if type(a) is not type(b):
         return f"{path}: {type(a).__name__} vs {type(b).__name__}"
@@ -101,7 +111,7 @@ def main(argv):
         with open(argv[3], "w") as f:
             json.dump(facts(load(argv[2])), f)
     elif mode == "diff":
-        d = first_difference(load(argv[2]), load(argv[3]))
+        d = first_difference(as_exported(load(argv[2])), load(argv[3]))
         if d:
             print(d)
             return 1

@@ -113,6 +113,11 @@ bool natural_less(std::string_view a, std::string_view b);
 // The repeated block a module belongs to: its path up to the first numeric component ("layers.3.self_attn" ->
 // "layers.3", "transformer.h.11.attn" -> "transformer.h.11"), else its first two components.
 std::string layer_of(const std::string& module);
+// The layers of the module scopes on `device`, in natural order: the names `stats --by layer` groups by.
+std::vector<std::string> run_layers(const Snapshot& s, uint8_t device);
+// The layer of `layers` that `given` names: its name ("layers.3", or "3" in an nn.Sequential), else a number naming
+// the one layer whose last component it is ("3" for "layers.3"). Throws Error when none does, or several.
+std::string find_layer(const std::vector<std::string>& layers, const std::string& given);
 
 // Reserved bytes minus allocated bytes, split into the causes the caching allocator's rules explain.
 // Each free byte of every segment lands in exactly one field, so the fields sum to reserved - allocated.

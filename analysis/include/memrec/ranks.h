@@ -32,6 +32,7 @@ struct RankRecording {
   int rank = -1;
   std::string rank_from;  // where the rank came from: "metadata" (RANK when recorded), "file name", "order"
   std::string host;       // metadata "host"; empty when unknown (PyTorch pickles)
+  std::string pid, world_size;  // metadata "pid" and "world_size" (WORLD_SIZE); empty when unknown
   uint8_t device = 0;
   uint64_t events = 0;
   int64_t begin_ns = 0, end_ns = 0;       // first and last event of the device
@@ -81,7 +82,9 @@ std::optional<int> rank_from_file_name(const std::string& path);
 // else the file name ("file name"); nullopt when neither says.
 std::optional<std::pair<int, std::string>> recording_rank(const Snapshot& s, const std::string& path);
 
-// Reads every file (throws Error naming the first that fails, or two files that claim one rank).
+// Reads every file. Throws Error naming the first that fails, or two files that cannot be ranks of one run: one file
+// given twice, two that claim one rank, one process's recordings, different world sizes, or recordings that did not
+// run at the same time.
 RankSet load_ranks(const std::vector<std::string>& paths, const RankOptions& options);
 
 // `memrec stats --by rank --json`: a row per rank, the clock note and the divergence (the furthest rank against

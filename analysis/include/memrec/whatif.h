@@ -13,12 +13,12 @@ struct CheckpointPrediction {
   uint64_t recorded_peak = 0;     // allocated peak of the history as recorded
   uint64_t predicted_peak = 0;    // allocated peak with the chosen layers checkpointed
   int64_t predicted_peak_ns = 0;  // since the first event
-  std::vector<std::string> layers;  // the layers checkpointed (module scope prefixes like "layers.3")
+  std::vector<std::string> layers;  // the layers checkpointed, named as `stats --by layer` names them ("layers.3")
   uint64_t blocks_dropped = 0;      // activation blocks freed early (all steps)
 };
 
-// Predicts activation checkpointing of `layers` (empty = every layer found in the module scopes; a plain
-// number N means the layer whose path ends in ".N"): each layer's forward activations, except its output,
+// Predicts activation checkpointing of `layers` (empty = every layer with activations in its module scopes; each
+// given as find_layer() reads it): each layer's forward activations, except its output,
 // are freed when the layer's forward ends and allocated again when its backward starts, that is at the
 // first free of one of them. Throws Error when the history has no module scopes, or a layer is unknown or given twice.
 CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const std::vector<std::string>& layers);
