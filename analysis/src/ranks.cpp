@@ -16,6 +16,7 @@
 
 #include "memrec/devices.h"
 #include "memrec/load.h"
+#include "memrec/units.h"
 #include "memrec/stats.h"
 
 namespace memrec {

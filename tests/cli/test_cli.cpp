@@ -70,7 +70,7 @@ TEST(Cli, ExportOpensInPythonWithTheSamePeak) {
 // above its block's size: memory_viz's tools count size - requested_size as the block's gap, so it must not be negative.
 TEST(Cli, ExportedBlocksRequestNoMoreThanTheirSize) {
   TempDir dir;
-  const std::string compiled = std::string(MEMREC_TEST_DATA) + "/torch_compile_graph.pickle";
+  const std::string compiled = test::data("torch_compile_graph.pickle");
   ASSERT_EQ(memrec("import " + quote(compiled) + " -o " + quote(dir / "run.memrec")).exit_code, 0);
   for (const std::string& input : {compiled, dir / "run.memrec"}) {
     auto exported = memrec("export " + quote(input) + " -o " + quote(dir / "out.pickle"));

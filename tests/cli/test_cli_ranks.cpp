@@ -8,6 +8,7 @@
 
 #include "common/process.h"
 #include "common/rank_runs.h"
+#include "common/fixtures.h"
 
 namespace memrec {
 namespace {
@@ -77,38 +78,38 @@ TEST(CliRanks, DiffNamesTheRanks) {
 }
 
 // One line naming the reason, a non-zero exit.
-void expect_refused(const testing::CommandResult& r, const std::string& file) {
+void expect_refused(const test::CommandResult& r, const std::string& file) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_EQ(r.output.rfind("memrec: error: ", 0), 0u) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_NE(r.output.find(file), std::string::npos) << r.output;
 }
 
-const std::string kDefault = std::string(MEMREC_TEST_DATA) + "/alloc_default.memrec";
+const std::string kDefault = test::data("alloc_default.memrec");
 
 TEST(CliRanks, OneFileTwiceIsNoTwoRanks) {
-  testing::TempDir dir;
+  test::TempDir dir;
   std::filesystem::create_symlink(kDefault, dir / "link.memrec");
   for (const std::string& again : {kDefault, dir / "link.memrec"})
-    expect_refused(testing::memrec("stats --by rank " + testing::quote(kDefault) + " " + testing::quote(again)), kDefault);
+    expect_refused(test::memrec("stats --by rank " + test::quote(kDefault) + " " + test::quote(again)), kDefault);
 }
 
 // A copy is one process's recording twice (the same pid, and no host recorded: both empty).
 TEST(CliRanks, ACopyOfARecordingIsNoSecondRank) {
-  testing::TempDir dir;
+  test::TempDir dir;
   std::filesystem::copy_file(kDefault, dir / "copy.memrec");
-  expect_refused(testing::memrec("stats --by rank " + testing::quote(kDefault) + " " + testing::quote(dir / "copy.memrec")),
+  expect_refused(test::memrec("stats --by rank " + test::quote(kDefault) + " " + test::quote(dir / "copy.memrec")),
                  dir / "copy.memrec");
 }
 
 // Two runs of the H100 workload, one after the other: the second began after the first ended.
 TEST(CliRanks, RecordingsThatDidNotRunAtOnceAreNoRanksOfOneRun) {
-  const std::string split = std::string(MEMREC_TEST_DATA) + "/alloc_split64.memrec";
-  expect_refused(testing::memrec("stats --by rank " + testing::quote(kDefault) + " " + testing::quote(split)), split);
+  const std::string split = test::data("alloc_split64.memrec");
+  expect_refused(test::memrec("stats --by rank " + test::quote(kDefault) + " " + test::quote(split)), split);
   // PyTorch's two snapshots of one process, 9 ms apart.
-  const std::string all = std::string(MEMREC_TEST_DATA) + "/torch_2layer_all.pickle";
-  const std::string python = std::string(MEMREC_TEST_DATA) + "/torch_2layer_python.pickle";
-  expect_refused(testing::memrec("stats --by rank " + testing::quote(all) + " " + testing::quote(python)), all);
+  const std::string all = test::data("torch_2layer_all.pickle");
+  const std::string python = test::data("torch_2layer_python.pickle");
+  expect_refused(test::memrec("stats --by rank " + test::quote(all) + " " + test::quote(python)), all);
 }
 
 }  // namespace

@@ -247,7 +247,7 @@ TEST(CliReport, RecordedCpuRunHasTheLayerTableAndWhatIfOfTheCli) {
 // tests/data/mlp_sequential_cpu.memrec: `memrec record` of tests/python/zoo/mlp_sequential.py on the CPU, whose
 // nn.Sequential names its layers 0 .. 4. stats, whatif checkpoint and the report name them alike.
 TEST(CliReport, SequentialLayersAreNamedAlikeEverywhere) {
-  const std::string run = quote(std::string(MEMREC_TEST_DATA) + "/mlp_sequential_cpu.memrec");
+  const std::string run = quote(test::data("mlp_sequential_cpu.memrec"));
   json all = json_of("whatif checkpoint " + run);
   ASSERT_FALSE(all["layers"].empty());
   std::vector<std::string> named = all["layers"];
