@@ -53,6 +53,12 @@ std::string_view to_string(MemoryKind k) {
   return names.at(static_cast<size_t>(k));
 }
 
+std::string_view to_string(OwnerKind k) {
+  static constexpr std::array<std::string_view, kOwnerKindCount> names = {"parameter", "buffer", "gradient",
+                                                                          "optimizer_state"};
+  return names.at(static_cast<size_t>(k));
+}
+
 std::string_view to_string(MemoryOp op) {
   static constexpr std::array<std::string_view, kMemoryOpCount> names = {
       "allocation", "release", "vmm_create", "vmm_release", "vmm_map", "vmm_unmap"};

@@ -6,6 +6,8 @@ optimizer phases and optimizer steps, from global hooks that work on torch 1.13 
   phase; a module's backward scope opens when the gradient of its output arrives and closes when the gradient of
   its input is computed (tensor hooks: the graph is not changed). Backward runs on autograd's device threads for
   CUDA.
+- owners (_owners): the first outermost forward of each root module names its parameters and buffers, the end of
+  each outermost backward its parameters' gradients, each optimizer step its state.
 - optimizer: Optimizer.step (torch 2.x global step hooks; on 1.13 each Optimizer class's step is wrapped);
   every step ends a "step N" scope and starts the next, and drives the record window.
 
@@ -20,7 +22,7 @@ import weakref
 
 import torch
 
-from . import _C, _scopes
+from . import _C, _owners, _scopes
 from ._say import say
 
 _tls = threading.local()
@@ -55,7 +57,8 @@ def _thread():
 
 
 def _reset_thread():
-    _tls.__dict__.update(modules=[], forward_level=None, in_step=False, optimizer_level=None, generation=0)
+    _tls.__dict__.update(modules=[], forward_level=None, in_step=False, optimizer_level=None, generation=0,
+                         backwards=0)
 
 
 def _repair(error):
@@ -89,6 +92,14 @@ def _guarded(hook):
             _repair(e)
             return None
     return guarded
+
+
+def _owners_scan(scan, *args):
+    """An _owners scan: what it raises is counted in the file, and the thread's scopes stay as they are."""
+    try:
+        scan(*args)
+    except Exception as e:  # noqa: BLE001  any error of memrec's own
+        _owners._failed(e)
 
 
 def _tensors(value, out):
@@ -203,6 +214,8 @@ def _module_begins(module, inputs):
     if not t.modules and _scopes.innermost("phase") is None:
         t.forward_level = _scopes.depth()
         _scopes.open("forward", "phase")
+    if not t.modules:
+        _owners_scan(_owners.on_forward, module, _name_of)
     root = t.modules[0][0] if t.modules else module
     name = _name_of(module, root)
     # The inputs' gradient hooks are set now, not kept for the post hook: a forward that raises must not keep
@@ -242,19 +255,26 @@ def _module_ends(module, output):
 def _backward_begin():
     global _generation
     _generation += 1
-    _thread().generation = _generation
+    t = _thread()
+    t.generation = _generation
+    t.backwards += 1
     level = _scopes.depth()
     _scopes.open("backward", "phase")
     return level
 
 
 @_guarded
-def _backward_end(level):
+def _backward_end(level, sets_grads):
     _scopes.close_to(level)
+    t = _thread()
+    t.backwards = max(0, t.backwards - 1)  # a repair in between started the thread afresh
+    if sets_grads and t.backwards == 0 and _C.running():
+        _owners_scan(_owners.on_backward_end)
 
 
-def _backward(original):
-    """torch.autograd.backward or grad, in the "backward" phase (also when called inside another backward)."""
+def _backward(original, sets_grads):
+    """torch.autograd.backward or grad, in the "backward" phase (also when called inside another backward).
+    sets_grads: the call leaves gradients in .grad (backward does, grad does not)."""
     @functools.wraps(original)
     def backward(*args, **kwargs):
         if _compiling() or not _C.running():
@@ -264,7 +284,7 @@ def _backward(original):
             return original(*args, **kwargs)
         finally:
             if level is not None:
-                _backward_end(level)
+                _backward_end(level, sets_grads)
     return backward
 
 
@@ -278,7 +298,7 @@ def _optimizer_begin(*_):
     _scopes.open("optimizer", "phase")
 
 
-def _optimizer_end(*_):
+def _optimizer_end(optimizer=None, *_):
     t = _thread()
     if t.optimizer_level is not None:
         _scopes.close_to(t.optimizer_level)
@@ -292,6 +312,8 @@ def _optimizer_end(*_):
             steps.on_step(steps.taken)
         except Exception as e:
             say(f"recording window: {e}")
+    if optimizer is not None and _C.running():  # after on_step: the --record window may have just started
+        _owners_scan(_owners.on_step, optimizer)
     open_step()
 
 
@@ -320,9 +342,9 @@ def _step_begin():
 
 
 @_guarded
-def _step_end():
+def _step_end(optimizer):
     _thread().in_step = False
-    _optimizer_end()
+    _optimizer_end(optimizer)
 
 
 def _wrap_step(cls):
@@ -337,7 +359,7 @@ def _wrap_step(cls):
             return step(self, *args, **kwargs)
         finally:
             if outermost:
-                _step_end()
+                _step_end(self)
 
     wrapped._memrec_wrapped = True
     cls.step = wrapped
@@ -400,6 +422,6 @@ def install():
         return
     _installed = True
     _hook_modules()
-    torch.autograd.backward = _backward(torch.autograd.backward)
-    torch.autograd.grad = _backward(torch.autograd.grad)
+    torch.autograd.backward = _backward(torch.autograd.backward, True)
+    torch.autograd.grad = _backward(torch.autograd.grad, False)
     _hook_optimizers()

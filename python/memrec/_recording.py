@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from . import _C, _hooks, _scopes
+from . import _C, _hooks, _owners, _scopes
 from ._say import say, under_memrec_record
 
 _HIDE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # memrec's own frames stay out of the stacks
@@ -27,6 +27,7 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     meta.update(metadata or {})
     quiet = under_memrec_record()
     _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE, _cupti_busy(), quiet)
+    _owners.reset(cuda)
     _options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
                     metadata=meta, cuda=cuda, quiet=quiet)
     _hook_process()
@@ -106,6 +107,7 @@ def _switch_to_cuda():
     except Exception as e:
         say(f"cannot record the CUDA allocator of process {os.getpid()}, not recording: {e}")
         return
+    _owners.reset(True)
     _scopes.reopen(opened)
 
 
@@ -115,6 +117,7 @@ def _after_fork_in_child():
         _C.forget_after_fork()
     _scopes.forget()
     _hooks.forget_step()
+    _owners.reset(False)
     _options = None
 
 

@@ -223,6 +223,22 @@ PyObject* set_metadata(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// The owner of the block at addr (memrec/_owners.py); the arguments are checked there, the kind here.
+PyObject* own(PyObject*, PyObject* args) {
+  int device = 0, kind = 0;
+  unsigned long long addr = 0, size = 0;
+  const char *name = nullptr, *module = nullptr;
+  Py_ssize_t name_len = 0, module_len = 0;
+  if (!PyArg_ParseTuple(args, "iKKs#s#i", &device, &addr, &size, &name, &name_len, &module, &module_len, &kind))
+    return nullptr;
+  if (device < 0 || device > 255 || kind < 0 || kind >= memrec::kOwnerKindCount) {
+    PyErr_SetString(PyExc_ValueError, "own: device or kind out of range");
+    return nullptr;
+  }
+  return PyBool_FromLong(memrec::record_owner(static_cast<uint8_t>(device), addr, size, {name, size_t(name_len)},
+                                              {module, size_t(module_len)}, static_cast<memrec::OwnerKind>(kind)));
+}
+
 PyObject* forget_after_fork(PyObject*, PyObject*) {
   if (g_recorder && g_recorder->running()) {
     memrec::forget_recording_after_fork();
@@ -248,6 +264,9 @@ PyMethodDef methods[] = {
     {"open_scope", open_scope, METH_VARARGS, "open_scope(name, kind) -> bool: False when nothing records"},
     {"close_scope", close_scope, METH_NOARGS, "closes this thread's innermost scope that open_scope opened"},
     {"set_metadata", set_metadata, METH_VARARGS, "set_metadata(key, value): a metadata entry of the running recording"},
+    {"own", own, METH_VARARGS,
+     "own(device, addr, size, name, module, kind) -> bool: the block at addr belongs to name (kind: 0 parameter, "
+     "1 buffer, 2 gradient, 3 optimizer state); False when nothing records or the row was dropped"},
     {"forget_after_fork", forget_after_fork, METH_NOARGS, "in a forked child: stop recording, write nothing"},
     {"cuda_built", cuda_built, METH_NOARGS, "whether this build records the CUDA caching allocator"},
     {nullptr, nullptr, 0, nullptr},

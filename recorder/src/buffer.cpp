@@ -135,6 +135,29 @@ void EventBuffer::push_scope_close(uint32_t id, int64_t end) {
   note_fill();
 }
 
+bool EventBuffer::push_owner(const Record& r, std::string_view module, std::string_view name) {
+  module = module.substr(0, 255), name = name.substr(0, 255);
+  size_t bytes = module.size() + name.size(), words = (bytes + 7) / 8;
+  if (!enabled_flag_) return false;
+  std::lock_guard lock(mu_);
+  if (!enabled_) return false;
+  if (capped_locked() || !has_room(words)) {
+    ++drops_.owners;
+    return false;
+  }
+  Record& out = active_.records.emplace_back(r);
+  out.kind = RecordKind::owner;
+  out.parent = static_cast<uint32_t>(module.size());
+  out.payload = static_cast<uint32_t>(active_.payload.size());
+  out.payload_len = static_cast<uint16_t>(bytes);
+  active_.payload.resize(active_.payload.size() + words);  // within capacity: no allocation
+  char* at = reinterpret_cast<char*>(active_.payload.data() + out.payload);
+  std::memcpy(at, module.data(), module.size());
+  std::memcpy(at + module.size(), name.data(), name.size());
+  note_fill();
+  return true;
+}
+
 bool EventBuffer::take(Batch& spare) {
   spare.clear();
   if (spare.records.capacity() < records_cap_ || spare.payload.capacity() < payload_cap_)

@@ -23,7 +23,7 @@ inline int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-enum class RecordKind : uint8_t { event, scope_open, scope_close };
+enum class RecordKind : uint8_t { event, scope_open, scope_close, owner };
 
 // One entry of the hand-off buffer. Variable-length data (pcs, scope names) lives in Batch::payload.
 struct Record {
@@ -33,14 +33,16 @@ struct Record {
   uint64_t stream = 0;   // raw stream handle
   uint32_t payload = 0;  // first payload word
   uint32_t scope = 0;    // event: innermost scope; scope_open/close: the scope's id
-  uint32_t parent = 0;   // scope_open
-  uint16_t payload_len = 0;  // event: pcs; scope_open: name bytes
+  uint32_t parent = 0;   // scope_open; owner: bytes of the module name (the name's bytes follow it)
+  uint16_t payload_len = 0;  // event: pcs; scope_open: name bytes; owner: module and name bytes
   RecordKind kind = RecordKind::event;
   Action action = Action::alloc;
   ScopeKind scope_kind = ScopeKind::op;
   uint8_t device = 0;
   bool cuda = false;     // from the CUDA allocator's trace, taken under its lock
+  OwnerKind owner_kind = OwnerKind::parameter;
 };
+static_assert(sizeof(Record) == 56, "a Record per allocation: keep it this size");
 
 struct Batch {
   std::vector<Record> records;
@@ -71,6 +73,7 @@ struct Drops {
   uint64_t buffer_full = 0;  // events that found the batch full
   uint64_t over_cap = 0;     // events after max_events were kept
   uint64_t scopes = 0;       // scope opens and closes, for either cause
+  uint64_t owners = 0;       // owner rows, for either cause
   uint64_t by_action[kActionCount] = {};
   uint64_t events() const { return buffer_full + over_cap; }
 };
@@ -93,6 +96,8 @@ class EventBuffer {
   bool push_event(const Record& r, std::span<const uint64_t> pcs);
   uint32_t push_scope_open(int64_t start, std::string_view name, ScopeKind kind, uint32_t parent);  // 0 = dropped
   void push_scope_close(uint32_t id, int64_t end);
+  // A tensor storage's owner (memrec::record_owner); names past 255 bytes are cut. False when dropped.
+  bool push_owner(const Record& r, std::string_view module, std::string_view name);
   // Swaps the filled batch with `spare` (cleared, same capacity). True when the cap had been reached by then,
   // so that `spare` now holds the last events of the recording.
   bool take(Batch& spare);

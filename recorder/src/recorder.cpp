@@ -86,6 +86,7 @@ struct Recorder::Impl {
   void drain_once();
   void apply(const detail::Batch& b);
   void add_event(const detail::Record& r, const detail::Batch& b);
+  void add_owner(const detail::Record& r, const detail::Batch& b);
   void add_cupti();
   RecorderStats drop_stats() const;
 };
@@ -190,6 +191,7 @@ void Recorder::Impl::stop() {
   snap.metadata["recorder.dropped.over_max_events"] = std::to_string(d.dropped_over_cap);
   snap.metadata["recorder.dropped.cpu_unwrapped"] = std::to_string(d.cpu_unwrapped);
   snap.metadata["recorder.scopes_dropped"] = std::to_string(d.scopes_dropped);
+  if (d.owners_dropped) snap.metadata["recorder.owners_dropped"] = std::to_string(d.owners_dropped);
   snap.metadata["recorder.kernels_dropped"] = std::to_string(d.kernels_dropped);
   if (capped_at_ns >= 0) snap.metadata["recorder.capped_at_ns"] = std::to_string(capped_at_ns);
   snap.metadata["recorder.unique_pcs"] = std::to_string(symbolizer.unique_pcs());
@@ -240,8 +242,19 @@ void Recorder::Impl::apply(const detail::Batch& b) {
         if (r.scope < snap.scopes.size()) snap.scopes.update(r.scope, [&](Scope& sc) { sc.end_ns = r.time; });
         break;
       case detail::RecordKind::event: add_event(r, b); break;
+      case detail::RecordKind::owner: add_owner(r, b); break;
     }
   }
+}
+
+// An owner row goes after the events buffered before it. On the CPU, a block allocated before the recording
+// began becomes known here, so that its free is an event (with its size) rather than an unmatched free.
+void Recorder::Impl::add_owner(const detail::Record& r, const detail::Batch& b) {
+  std::string_view bytes(reinterpret_cast<const char*>(b.payload.data() + r.payload), r.payload_len);
+  uint32_t module = snap.strings.intern(bytes.substr(0, r.parent));
+  uint32_t name = snap.strings.intern(bytes.substr(r.parent));
+  snap.owners.push_back(Owner{r.time, snap.events.size(), r.addr, r.size, name, module, r.owner_kind, r.device});
+  if (!cuda) cpu_live.try_emplace(r.addr, r.size);
 }
 
 void Recorder::Impl::add_event(const detail::Record& r, const detail::Batch& b) {
@@ -317,6 +330,7 @@ RecorderStats Recorder::Impl::drop_stats() const {
   std::copy(std::begin(d.by_action), std::end(d.by_action), st.dropped_by_action);
   st.dropped = d.events() + st.cpu_unwrapped;
   st.scopes_dropped = d.scopes;
+  st.owners_dropped = d.owners;
   st.kernels_dropped = (cupti ? detail::cupti_dropped() : 0) + kernels_over_cap;
   return st;
 }
@@ -352,10 +366,23 @@ RecorderStats Recorder::stats() const {
   RecorderStats st = impl_->drop_stats();
   st.events = impl_->snap.events.size();
   st.kernels = impl_->snap.kernels.size();
+  st.owners = impl_->snap.owners.size();
   st.unique_frames = impl_->snap.frames.size();
   st.symbolize_ms = impl_->symbolizer.seconds() * 1e3;
   st.bytes_written = impl_->writer ? impl_->writer->bytes_written() : 0;
   return st;
+}
+
+bool record_owner(uint8_t device, uint64_t addr, uint64_t size, std::string_view name, std::string_view module,
+                  OwnerKind kind) {
+  if (!g_running.load(std::memory_order_relaxed)) return false;
+  detail::Record r;
+  r.time = detail::now_ns();
+  r.addr = addr;
+  r.size = size;
+  r.device = device;
+  r.owner_kind = kind;
+  return detail::EventBuffer::get().push_owner(r, module, name);
 }
 
 void forget_recording_after_fork() {

@@ -262,6 +262,41 @@ template <> struct Columns<DeviceMemorySample> {
   }
 };
 
+// What the program holds a tensor storage as (memrec/_owners.py names them).
+enum class OwnerKind : uint8_t { parameter, buffer, gradient, optimizer_state };
+inline constexpr int kOwnerKindCount = 4;
+std::string_view to_string(OwnerKind k);
+
+// A tensor storage the program holds as a parameter, buffer, gradient or optimizer state, named while the block at
+// `addr` was live: it owns that block for the block's whole life (Replay::owner_of attaches it). Placed by `event`,
+// the number of Snapshot::events recorded before it: the recorder's buffer is one ordered stream, while event and
+// owner clocks may differ by a little (CUDA's converted stamps).
+struct Owner {
+  int64_t time_ns = 0;  // CLOCK_REALTIME nanoseconds
+  uint64_t event = 0;
+  uint64_t addr = 0;    // the storage's base pointer: the block's address
+  uint64_t size = 0;    // the storage's bytes (the block's size, for a block the recording never saw allocated)
+  uint32_t name = 0;    // string id: "model.layers.3.mlp.up_proj.weight.exp_avg"
+  uint32_t module = 0;  // string id of the module scope name, "model.layers.3.mlp.up_proj"; 0 = none
+  OwnerKind kind = OwnerKind::parameter;
+  uint8_t device = 0;
+  bool operator==(const Owner&) const = default;
+};
+
+template <> struct Columns<Owner> {
+  static constexpr size_t kCount = 8;
+  template <class C, class R> [[gnu::always_inline]] static void row(C& c, R& o, const Owner& prev) {
+    c.delta(0, o.time_ns, prev.time_ns);
+    c.delta(1, o.event, prev.event);
+    c.value(2, o.device);
+    c.delta(3, o.addr, prev.addr);
+    c.value(4, o.size);
+    c.value(5, o.name);
+    c.value(6, o.module);
+    c.value(7, o.kind);
+  }
+};
+
 enum class BlockState : uint8_t { active_allocated, active_pending_free, inactive };
 std::string_view to_string(BlockState s);
 std::optional<BlockState> block_state_from_string(std::string_view s);
@@ -318,6 +353,7 @@ struct Snapshot {
   std::vector<EventContext> event_contexts;  // by increasing event index; empty for most recordings
   PackedVector<DeviceMemoryRecord> device_memory;   // CUPTI memory activity, in the order CUPTI handed it over
   PackedVector<DeviceMemorySample> memory_samples;  // NVML samples, in time order per device
+  PackedVector<Owner> owners;  // in recording order (event non-decreasing); empty for most older files
   std::vector<Segment> segments_start;  // allocator state when recording began (may be empty/unknown)
   std::vector<Segment> segments_end;    // allocator state when recording ended
   bool has_segments_start = false;

@@ -71,6 +71,8 @@ struct RecorderStats {
   uint64_t dropped_over_cap = 0;     // events after max_events
   uint64_t dropped_by_action[kActionCount] = {};  // buffer_full + over_cap, by Action
   uint64_t scopes_dropped = 0;  // scope records lost to a full buffer or the cap
+  uint64_t owners = 0;          // owner rows kept (Snapshot::owners)
+  uint64_t owners_dropped = 0;  // owner rows lost to a full buffer or the cap
   uint64_t kernels_dropped = 0; // kernel records CUPTI lost, or that came after the cap
   uint64_t cpu_allocs = 0;      // non-empty allocations the CPU wrapper served while recording
   uint64_t cpu_zero_allocs = 0; // zero-byte allocations (no pointer, no free: not events)
@@ -112,6 +114,14 @@ class Recorder {
 // false (and records nothing) when nothing records; call close_scope only after an open that returned true.
 bool open_scope(std::string_view name, ScopeKind kind = ScopeKind::annotation);
 void close_scope();
+
+// Names the tensor storage at `addr` (`size` bytes, on `device` as events number devices) while it is live: the
+// block there belongs to `name` ("model.layers.3.mlp.up_proj.weight.exp_avg") of `module` (its module scope name,
+// "" for none) for its whole life, including before this call and before the recording began. Not for the
+// allocation path: once per tensor per change. Returns false (nothing recorded) when nothing records or the row
+// was dropped (full buffer, max_events reached), so that the caller can try again later.
+bool record_owner(uint8_t device, uint64_t addr, uint64_t size, std::string_view name, std::string_view module,
+                  OwnerKind kind);
 
 // Stops recording in a child process made by fork() without touching the parent's drain thread, file or locks
 // (none of them exist in the child): the hooks stop recording, nothing is written, the recorder is leaked.

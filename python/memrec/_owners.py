@@ -1,0 +1,175 @@
+"""Owners: which parameter, buffer, gradient or optimizer state a block holds, sent to the recording as raw facts
+(the storage's base address and size, a name, a module, a kind) that the reader attaches to the block's whole life.
+
+Scanned, never per allocation:
+- on the first outermost forward of each root module in a recording: its parameters and buffers (named as the
+  module scopes are, `_hooks._name_of`), and their gradients;
+- at the end of each outermost backward on a thread, raising or not: the gradients of the parameters known so far;
+- after every optimizer step: its parameters and gradients, and its state (`exp_avg`, `momentum_buffer`, ...) on
+  the first step of a recording and whenever the state changed shape.
+Nothing is sent for a tensor whose storage is the one sent last time, so a scan of unchanged tensors costs about a
+microsecond each. No hook is put on the program's tensors, no tensor is kept alive, nothing is allocated on the
+device: the storage's address and size are read, on torch 1.13 through Tensor.storage() (a TypedStorage, no
+warning there) and on torch 2.x through Tensor.untyped_storage() (storage() warns there).
+"""
+import weakref
+
+import torch
+
+from . import _C
+
+KINDS = {"parameter": 0, "buffer": 1, "gradient": 2, "optimizer_state": 3}
+
+_untyped = hasattr(torch.Tensor, "untyped_storage")
+_known = {}      # id(tensor) -> (weak reference, name, module, kind): parameters and buffers named so far
+_last = {}       # (id(tensor), role) -> the storage address sent in this recording
+_scanned = {}    # id(root) -> weak reference: roots scanned in this recording
+_optimizers = {} # id(optimizer) -> (weak reference, id(state), len(state)) when its state was last read
+_pending = {}    # id(optimizer) -> weak reference: optimizers stepped before any root was scanned (names unknown)
+cuda = False     # the recording is of the CUDA allocator (else of the CPU allocator, device 0)
+
+
+def reset(recording_cuda):
+    """A recording starts: everything is sent again, to the allocator it records."""
+    global cuda
+    cuda = bool(recording_cuda)
+    _last.clear()
+    _scanned.clear()
+    _optimizers.clear()
+    _pending.clear()
+
+
+def _device_of(t):
+    """The recording's device index of tensor t, or None when the recording does not see its memory."""
+    kind = t.device.type
+    if cuda:
+        return t.device.index if kind == "cuda" else None
+    return 0 if kind == "cpu" else None
+
+
+class Failures:
+    """Tensors whose storage could not be read (a tensor subclass without one): skipped, counted in the file."""
+    count = 0
+    first = ""
+
+
+def _failed(error):
+    Failures.count += 1
+    if not Failures.first:
+        Failures.first = f"{type(error).__name__}: {error}"
+    try:
+        _C.set_metadata("notes.owners", f"memrec could not name {Failures.count} tensor(s) as owners of their "
+                        f"blocks; they are left unowned (first: {Failures.first})")
+    except Exception:  # noqa: BLE001  nothing of memrec's reaches the program
+        pass
+
+
+def _send(t, role, name, module, kind):
+    """Sends t's storage as owned by `name` unless it was sent already in this recording."""
+    try:
+        t = getattr(t, "_local_tensor", t)  # DTensor (FSDP2): the local shard's storage
+        device = _device_of(t)
+        if device is None or t.layout != torch.strided:
+            return
+        s = t.untyped_storage() if _untyped else t.storage()
+        addr = s.data_ptr()
+        key = (id(t), role)
+        if not addr or _last.get(key) == addr:
+            return
+        size = s.nbytes()
+        if size and _C.own(device, addr, size, name, module, KINDS[kind]):
+            _last[key] = addr
+    except Exception as e:  # noqa: BLE001  one tensor memrec cannot read
+        _failed(e)
+
+
+def _remember(t, name, module, kind):
+    key = id(t)
+
+    def forget(ref):
+        if _known.get(key, (None,))[0] is ref:
+            del _known[key]
+
+    _known[key] = (weakref.ref(t, forget), name, module, kind)
+
+
+def _named(t):
+    """(name, module, kind) of a parameter or buffer named so far, or None."""
+    entry = _known.get(id(t))
+    if entry is not None and entry[0]() is t:
+        return entry[1:]
+    return None
+
+
+def _send_tensor(t, name, module, kind):
+    """A parameter or buffer, and a parameter's gradient."""
+    _send(t, "self", name, module, kind)
+    grad = t.grad if kind == "parameter" and t.is_leaf else None
+    if grad is not None:
+        _send(grad, "grad", name + ".grad", module, "gradient")
+
+
+def on_forward(root, name_of):
+    """The outermost module call of a thread begins: scans `root` once per recording; name_of(module, root) names
+    modules as their scopes are named."""
+    key = id(root)
+    ref = _scanned.get(key)
+    if ref is not None and ref() is root:
+        return
+    _scanned[key] = weakref.ref(root)
+    inner = getattr(root, "_orig_mod", root)  # torch.compile's OptimizedModule
+    for sub in inner.modules():  # each module once, in named_parameters' order: a tied tensor keeps its first name
+        module = name_of(sub, root)
+        for kind, tensors in (("parameter", sub._parameters), ("buffer", sub._buffers)):
+            for local, t in tensors.items():
+                if t is None:
+                    continue
+                named = _named(t)
+                if named is None:
+                    named = (f"{module}.{local}", module, kind)
+                    _remember(t, *named)
+                _send_tensor(t, *named)
+    pending = [ref() for ref in _pending.values()]
+    _pending.clear()
+    for opt in pending:
+        if opt is not None:
+            on_step(opt)
+
+
+def on_backward_end():
+    """The outermost backward of a thread ended (or raised): the gradients it left on known parameters."""
+    for ref, name, module, kind in list(_known.values()):
+        t = ref() if kind == "parameter" else None
+        grad = t.grad if t is not None and t.is_leaf else None
+        if grad is not None:
+            _send(grad, "grad", name + ".grad", module, "gradient")
+
+
+def on_step(opt):
+    """After optimizer.step(): its parameters and gradients; its state when it is new or changed shape. Parameters
+    no scanned root holds are named "{optimizer class}.param_groups.{group}.{index}", with no module."""
+    params = []
+    unnamed = False
+    for g, group in enumerate(opt.param_groups):
+        for i, p in enumerate(group["params"]):
+            if isinstance(p, torch.Tensor):
+                named = _named(p)
+                unnamed |= named is None
+                params.append((p, named or (f"{type(opt).__name__}.param_groups.{g}.{i}", "", "parameter")))
+    if unnamed and not _scanned:  # no root scanned in this recording yet: the next forward names them
+        _pending[id(opt)] = weakref.ref(opt)
+        return
+    for p, named in params:
+        if _named(p) is None:
+            _remember(p, *named)
+        _send_tensor(p, *named)
+    state = opt.state
+    shape = (id(state), len(state))
+    seen = _optimizers.get(id(opt))
+    if seen is not None and seen[0]() is opt and seen[1:] == shape:
+        return
+    _optimizers[id(opt)] = (weakref.ref(opt),) + shape
+    for p, (name, module, _) in params:
+        for key, value in (state.get(p) or {}).items():  # .get: opt.state is a defaultdict
+            if isinstance(value, torch.Tensor):
+                _send(value, f"state.{key}", f"{name}.{key}", module, "optimizer_state")
