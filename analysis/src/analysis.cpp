@@ -18,11 +18,11 @@ namespace {
 
 constexpr std::array<std::string_view, kCategoryCount> kCategoryNames = {
     "parameter", "input", "activation", "gradient", "optimizer_state", "temporary", "unknown"};
-constexpr std::array<std::string_view, 7> kGroupByNames = {"stack", "op", "module", "phase",
-                                                           "category", "layer", "pool"};
+constexpr std::array<std::string_view, 8> kGroupByNames = {"stack", "op",   "module", "phase",
+                                                           "category", "layer", "pool",  "owner"};
 constexpr uint64_t kBlockGranularity = 512;  // the caching allocator's kMinBlockSize
 
-Category categorize_one(uint32_t alloc_step, uint32_t free_step, const Replay& r, const PhaseIndex& phases) {
+Category categorize_by_phase(uint32_t alloc_step, uint32_t free_step, const Replay& r, const PhaseIndex& phases) {
   if (alloc_step == kNoEvent) return Category::unknown;
   int64_t born = r.time_of(alloc_step);
   bool freed = free_step != kNoEvent;
@@ -35,11 +35,19 @@ Category categorize_one(uint32_t alloc_step, uint32_t free_step, const Replay& r
   }
   if (died <= phases.end(phase)) return Category::temporary;
   switch (phases.kind(phase)) {
-    case PhaseKind::forward: return Category::activation;
+    case PhaseKind::forward:
+    case PhaseKind::recompute: return Category::activation;
     case PhaseKind::backward: return Category::gradient;
     case PhaseKind::optimizer: return Category::optimizer_state;
     default: return Category::unknown;
   }
+}
+
+// A block's owner decides its category; without one, its phases and lifetime do.
+Category categorize_one(const Snapshot& s, uint32_t id, const Replay& r, const PhaseIndex& phases) {
+  uint32_t row = r.has_owners() ? r.owner_of(id) : kNoOwner;
+  if (row != kNoOwner) return category_of(s.owners[row].kind);
+  return categorize_by_phase(r.alloc_steps()[id], r.free_steps()[id], r, phases);
 }
 
 
@@ -196,13 +204,31 @@ std::string find_layer(const std::vector<std::string>& layers, const std::string
                           layers.size() <= 8 ? fmt::format("{}", fmt::join(layers, ", ")) : layers.front() + " .. " + layers.back()));
 }
 
+Category category_of(OwnerKind k) {
+  switch (k) {
+    case OwnerKind::parameter:
+    case OwnerKind::buffer: return Category::parameter;
+    case OwnerKind::gradient: return Category::gradient;
+    case OwnerKind::optimizer_state: return Category::optimizer_state;
+  }
+  return Category::unknown;
+}
+
 std::vector<Category> categorize(const Snapshot& s, const Replay& r) {
   PhaseIndex phases(s, r.device());
   std::vector<Category> out;
   out.reserve(r.allocations().size());
   for (uint32_t id = 0; id < r.allocations().size(); ++id)
-    out.push_back(categorize_one(r.alloc_steps()[id], r.free_steps()[id], r, phases));
+    out.push_back(categorize_one(s, id, r, phases));
   return out;
+}
+
+std::string owner_label(const Snapshot& s, const Replay& r, uint32_t id) {
+  uint32_t row = r.owner_of(id);
+  if (row == kNoOwner) return {};
+  uint32_t others = r.owner_names(id) - 1;
+  std::string name = s.strings[s.owners[row].name];
+  return others ? fmt::format("{} (+{})", name, others) : name;
 }
 
 std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind) {
@@ -222,6 +248,7 @@ std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Catego
     case GroupBy::layer: return layer_of(enclosing_scope(s, a.scope, ScopeKind::module));
     case GroupBy::category: return std::string(to_string(c));
     case GroupBy::pool: break;  // by address and time: pool_keys()
+    case GroupBy::owner: break;  // by the replay's owners: group_allocations()
   }
   return {};
 }
@@ -240,9 +267,23 @@ std::vector<Group> group_with(const Snapshot& s, const Replay& r, std::span<cons
     if (new_key) out.push_back(Group{.key = key});
     return k->second;
   };
-  // Keys depend only on the stack, the scope or the category: compute each once. Pools depend on address and
-  // time: pool_keys() finds them for all the blocks at once.
+  // Keys depend only on the stack, the scope, the category or the owner: compute each once. Pools depend on
+  // address and time: pool_keys() finds them for all the blocks at once.
   std::unordered_map<uint32_t, uint32_t> group_of_source;
+  std::unordered_map<uint64_t, uint32_t> group_of_owner;  // by owner module or (name, names)
+  bool by_owner = r.has_owners() && (by == GroupBy::module || by == GroupBy::layer || by == GroupBy::owner);
+  auto owner_group = [&](uint32_t id, uint32_t row) -> std::optional<uint32_t> {
+    Owner o = s.owners[row];
+    if (by != GroupBy::owner && o.module == 0) return std::nullopt;  // no module: where it was allocated
+    uint32_t names = by == GroupBy::owner ? r.owner_names(id) : 0;
+    uint64_t source = by == GroupBy::owner ? uint64_t(names) << 32 | o.name : o.module;
+    auto [it, fresh] = group_of_owner.try_emplace(source, 0);
+    if (fresh) {
+      const std::string& module = s.strings[o.module];
+      it->second = group_of(by == GroupBy::owner ? owner_label(s, r, id) : by == GroupBy::layer ? layer_of(module) : module);
+    }
+    return it->second;
+  };
   std::vector<std::string> pools = by == GroupBy::pool ? pool_keys(s, r, ids) : std::vector<std::string>{};
   // Without phase scopes, the phase of a block is the inferred phase it was allocated in.
   std::optional<PhaseIndex> inferred;
@@ -260,7 +301,13 @@ std::vector<Group> group_with(const Snapshot& s, const Replay& r, std::span<cons
     const Allocation& a = r.allocations()[id];
     Category c = category_of(id);
     uint32_t group = 0;
-    if (by == GroupBy::pool) {
+    uint32_t row = r.has_owners() ? r.owner_of(id) : kNoOwner;
+    std::optional<uint32_t> owned = by_owner && row != kNoOwner ? owner_group(id, row) : std::nullopt;
+    if (owned) {
+      group = *owned;
+    } else if (by == GroupBy::owner) {
+      group = group_of("");
+    } else if (by == GroupBy::pool) {
       group = group_of(std::move(pools[i]));
     } else if (inferred) {
       group = group_of(std::string(to_string(inferred_phase(id))));
@@ -275,6 +322,7 @@ std::vector<Group> group_with(const Snapshot& s, const Replay& r, std::span<cons
     }
     Group& g = out[group];
     g.bytes += a.size;
+    g.owned += row != kNoOwner ? a.size : 0;
     ++g.count;
     if (by_category) g.by_category[static_cast<size_t>(c)] += a.size;
   }
@@ -288,7 +336,7 @@ std::vector<Group> group_with(const Snapshot& s, const Replay& r, std::span<cons
 
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) {
   PhaseIndex phases(s, r.device());  // categories of the given blocks only: categorize() reads every block's times
-  auto category_of = [&](uint32_t id) { return categorize_one(r.alloc_steps()[id], r.free_steps()[id], r, phases); };
+  auto category_of = [&](uint32_t id) { return categorize_one(s, id, r, phases); };
   return group_with(s, r, ids, by, category_of, true);
 }
 

@@ -16,6 +16,7 @@ PhaseKind phase_kind(std::string_view name, ScopeKind kind) {
   if (name == "forward") return PhaseKind::forward;
   if (name == "backward") return PhaseKind::backward;
   if (name == "optimizer") return PhaseKind::optimizer;
+  if (name == "recompute") return PhaseKind::recompute;
   return PhaseKind::other;
 }
 
@@ -54,7 +55,8 @@ bool inside(const std::vector<std::pair<int64_t, int64_t>>& intervals, int64_t t
 }  // namespace
 
 std::string_view to_string(PhaseKind k) {
-  static constexpr std::array<std::string_view, 5> names = {"", "forward", "backward", "optimizer", "other"};
+  static constexpr std::array<std::string_view, 6> names = {"", "forward", "backward", "optimizer", "other",
+                                                            "recompute"};
   return names.at(static_cast<size_t>(k));
 }
 
@@ -80,6 +82,15 @@ PhaseIndex::PhaseIndex(const Snapshot& s, uint8_t device) {
   if (!recorded) infer(s, device);
   std::stable_sort(phases_.begin(), phases_.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
   for (const Interval& p : phases_) last_end_ = std::max(last_end_, p.end);
+  // Phases nest (a recompute or a reentrant backward inside backward): each one's enclosing phase, by a stack of
+  // the phases open at its start.
+  std::vector<uint32_t> open;
+  enclosing_.reserve(phases_.size());
+  for (uint32_t i = 0; i < phases_.size(); ++i) {
+    while (!open.empty() && phases_[open.back()].end < phases_[i].start) open.pop_back();
+    enclosing_.push_back(open.empty() ? 0 : open.back() + 1);
+    open.push_back(i);
+  }
 }
 
 void PhaseIndex::infer(const Snapshot& s, uint8_t device) {
@@ -119,9 +130,9 @@ int64_t PhaseIndex::end(uint32_t phase) const { return phases_.at(phase - 1).end
 
 uint32_t PhaseIndex::at(int64_t t) const {
   auto it = std::upper_bound(phases_.begin(), phases_.end(), t, [](int64_t v, const Interval& p) { return v < p.start; });
-  if (it == phases_.begin()) return 0;
-  --it;
-  return t <= it->end ? static_cast<uint32_t>(it - phases_.begin()) + 1 : 0;
+  uint32_t phase = static_cast<uint32_t>(it - phases_.begin());  // the last one starting at or before t, 1-based
+  while (phase && t > phases_[phase - 1].end) phase = enclosing_[phase - 1];
+  return phase;
 }
 
 int64_t PhaseIndex::next_start(int64_t t) const {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 #include <array>
+#include <numeric>
+#include <set>
 #include <utility>
 
 namespace memrec {
@@ -119,7 +121,7 @@ void Replay::pass() {
   int64_t allocated = 0, active = 0, reserved = 0, lowest_reserved = 0;
   Totals highest;  // relative, as int64 bits
   // Inlined, so that of the packed columns only those read below are decoded.
-  for_each_step(0, steps_, [&](uint32_t step, const Event& e) __attribute__((always_inline)) {
+  auto replay_step = [&](uint32_t step, const Event& e) __attribute__((always_inline)) {
     if (step % kStride == 0)
       stored_.push_back(Totals{static_cast<uint64_t>(allocated), static_cast<uint64_t>(active),
                                static_cast<uint64_t>(reserved)});
@@ -156,9 +158,74 @@ void Replay::pass() {
     if (moved(allocated, was_allocated) != d.allocated || moved(active, was_active) != d.active)
       corrections_.push_back(Correction{step, allocated - was_allocated, active - was_active});
     note_peaks(step, Totals{static_cast<uint64_t>(allocated), 0, static_cast<uint64_t>(reserved)}, highest);
-  });
+  };
+  // Owner rows are attached between the steps they came between; without them the loop is one run.
+  uint32_t from = 0;
+  for (uint32_t row : owner_rows()) {
+    uint32_t at = std::max(from, step_at_event(s_.owners[row].event));
+    for_each_step(from, at, replay_step);
+    from = at;
+    attach_owner(live, row);
+  }
+  for_each_step(from, steps_, replay_step);
   if (!s_.has_segments_start) adopt_segments(live);
   finish(reserved, lowest_reserved, highest);
+}
+
+std::vector<uint32_t> Replay::owner_rows() const {
+  std::vector<uint32_t> rows;
+  for (uint32_t i = 0; i < s_.owners.size(); ++i)
+    if (s_.owners[i].device == device_) rows.push_back(i);
+  return rows;
+}
+
+// The first step whose event comes at or after Snapshot::events[event].
+uint32_t Replay::step_at_event(uint64_t event) const {
+  if (event_index_.empty()) return static_cast<uint32_t>(std::min<uint64_t>(event, steps_));
+  return static_cast<uint32_t>(std::lower_bound(event_index_.begin(), event_index_.end(), event) - event_index_.begin());
+}
+
+// The block live at the row's address now is the one it names. Where the start state is unknown (CPU), an
+// address no event allocated is a block made before the recording began, live since the start.
+void Replay::attach_owner(AddressMap& live, uint32_t row) {
+  Owner o = s_.owners[row];
+  LiveBlock* block = live.find(o.addr);
+  if (!block && s_.has_segments_start) {
+    ++unresolved_owners_;
+    return;
+  }
+  if (!block) {
+    initial_.allocated += o.size, initial_.active += o.size;
+    live.put(o.addr, {static_cast<uint32_t>(pre_existing_.size()) | kPreExisting, o.size});
+    pre_existing_.push_back(Allocation{.addr = o.addr, .size = o.size});
+    block = live.find(o.addr);
+  }
+  owned_.push_back({block->id, row, 1});
+}
+
+// After finish() ordered the blocks: final ids, sorted, one entry per block (its first row; its distinct names).
+void Replay::settle_owners(const std::vector<uint32_t>& pre_existing_rank) {
+  uint32_t pre = static_cast<uint32_t>(pre_existing_rank.size());
+  for (Owned& o : owned_) o.id = o.id & kPreExisting ? pre_existing_rank[o.id & ~kPreExisting] : pre + o.id;
+  std::stable_sort(owned_.begin(), owned_.end(), [](const Owned& a, const Owned& b) { return a.id < b.id; });
+  std::vector<Owned> one;
+  std::set<uint32_t> names;
+  for (const Owned& o : owned_) {
+    if (one.empty() || one.back().id != o.id) one.push_back(o), names.clear();
+    names.insert(s_.owners[o.row].name);
+    one.back().names = static_cast<uint32_t>(names.size());
+  }
+  owned_ = std::move(one);
+}
+
+uint32_t Replay::owner_of(uint32_t id) const {
+  auto it = std::lower_bound(owned_.begin(), owned_.end(), id, [](const Owned& o, uint32_t v) { return o.id < v; });
+  return it != owned_.end() && it->id == id ? it->row : kNoOwner;
+}
+
+uint32_t Replay::owner_names(uint32_t id) const {
+  auto it = std::lower_bound(owned_.begin(), owned_.end(), id, [](const Owned& o, uint32_t v) { return o.id < v; });
+  return it != owned_.end() && it->id == id ? it->names : 0;
 }
 
 // Peaks of the relative totals (int64 bits): the start state's constant does not move where they are.
@@ -206,8 +273,15 @@ void Replay::adopt_segments(AddressMap& live) {
 
 // Puts pre-existing blocks first (by address), adds the start state to the stored totals and peaks.
 void Replay::finish(int64_t reserved_delta, int64_t lowest_reserved, const Totals& highest) {
-  std::sort(pre_existing_.begin(), pre_existing_.end(),
-            [](const Allocation& a, const Allocation& b) { return a.addr < b.addr; });
+  std::vector<uint32_t> order(pre_existing_.size()), rank(pre_existing_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return pre_existing_[a].addr < pre_existing_[b].addr; });
+  std::vector<Allocation> sorted;
+  sorted.reserve(order.size());
+  for (uint32_t k = 0; k < order.size(); ++k) sorted.push_back(pre_existing_[order[k]]), rank[order[k]] = k;
+  pre_existing_ = std::move(sorted);
+  if (!owned_.empty()) settle_owners(rank);
   auto prepend = [&](std::vector<uint32_t>& v, auto field) {
     std::vector<uint32_t> front;
     for (const Allocation& a : pre_existing_) front.push_back(a.*field);

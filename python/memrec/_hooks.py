@@ -1,7 +1,8 @@
 """Scopes that come by themselves: module scopes (qualified names, forward and backward), the forward/backward/
 optimizer phases and optimizer steps, from global hooks that work on torch 1.13 and 2.x.
 
-- forward: global module forward pre/post hooks; the outermost module call opens the "forward" phase.
+- forward: global module forward pre/post hooks; the outermost module call opens the "forward" phase, or inside
+  backward the "recompute" phase (activation checkpointing runs the forward again there).
 - backward: `torch.autograd.backward` (which Tensor.backward calls) and `torch.autograd.grad` open the "backward"
   phase; a module's backward scope opens when the gradient of its output arrives and closes when the gradient of
   its input is computed (tensor hooks: the graph is not changed). Backward runs on autograd's device threads for
@@ -31,6 +32,8 @@ _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: F
 _names = weakref.WeakKeyDictionary()  # module -> qualified name
 _installed = False
 _generation = 0  # backward passes started; stale module scopes on autograd threads close at the next one
+_task = getattr(torch._C, "_current_graph_task_id", None)  # torch 2.x: -1 outside backward
+_node = getattr(torch._C, "_current_autograd_node", None)  # torch 2.x: the autograd node running on this thread
 
 
 class _Steps:
@@ -58,7 +61,7 @@ def _thread():
 
 def _reset_thread():
     _tls.__dict__.update(modules=[], forward_level=None, in_step=False, optimizer_level=None, generation=0,
-                         backwards=0)
+                         backwards=0, recompute=False, recompute_node=None)
 
 
 def _repair(error):
@@ -130,6 +133,26 @@ def _name_of(module, root):
     return name
 
 
+def _in_backward():
+    """Whether this thread runs inside backward: a forward here is run again (checkpointing) or from a hook."""
+    if _task is not None:
+        return _task() != -1
+    return _scopes.innermost("phase") in ("backward", "recompute")  # torch 1.13: CPU backward runs on this thread
+
+
+def _recompute_over(t):
+    """A recompute was stopped early (torch 2.x checkpoint's early stop raises out of the module, skipping its
+    post hooks): backward has moved on to another autograd node."""
+    return t.recompute_node is not None and _node() is not t.recompute_node
+
+
+def _end_recompute(t):
+    _scopes.close_to(t.forward_level)
+    t.modules.clear()
+    t.forward_level = None
+    t.recompute, t.recompute_node = False, None
+
+
 class _BackwardCall:
     """One module call's backward scope on the thread that runs its backward: open from the gradient of its output
     to the gradient of its input, and again in each later backward through the call (retain_graph, double
@@ -143,6 +166,8 @@ class _BackwardCall:
         if self.level is not None:  # open already: the gradient of another output
             return
         t = _thread()
+        if _recompute_over(t):
+            _end_recompute(t)
         if t.generation != _generation:
             t.generation = _generation
             if _scopes.innermost("phase") is None:  # an autograd thread: what an earlier backward left open
@@ -169,6 +194,9 @@ class _GradHooks:
 
     @_guarded
     def __call__(self, grad):
+        t = _thread()
+        if _recompute_over(t):
+            _end_recompute(t)
         for call in reversed(self.ends):
             call.exit()
         for call in reversed(self.begins):
@@ -211,10 +239,16 @@ def _module_begins(module, inputs):
     if not _C.running():
         return None
     t = _thread()
-    if not t.modules and _scopes.innermost("phase") is None:
-        t.forward_level = _scopes.depth()
-        _scopes.open("forward", "phase")
+    if t.modules and _recompute_over(t):  # the next layer's recompute began under another node
+        _end_recompute(t)
     if not t.modules:
+        if _in_backward():
+            t.forward_level = _scopes.depth()
+            t.recompute, t.recompute_node = True, _node() if _node is not None else None
+            _scopes.open("recompute", "phase")
+        elif _scopes.innermost("phase") is None:
+            t.forward_level = _scopes.depth()
+            _scopes.open("forward", "phase")
         _owners_scan(_owners.on_forward, module, _name_of)
     root = t.modules[0][0] if t.modules else module
     name = _name_of(module, root)
@@ -248,6 +282,7 @@ def _module_ends(module, output):
     if not t.modules and t.forward_level is not None:
         _scopes.close_to(t.forward_level)
         t.forward_level = None
+        t.recompute, t.recompute_node = False, None
     return None
 
 
@@ -256,6 +291,8 @@ def _backward_begin():
     global _generation
     _generation += 1
     t = _thread()
+    if _recompute_over(t):
+        _end_recompute(t)
     t.generation = _generation
     t.backwards += 1
     level = _scopes.depth()
@@ -291,9 +328,7 @@ def _backward(original, sets_grads):
 def _optimizer_begin(*_):
     t = _thread()
     if t.forward_level is not None:  # a forward that raised, or a step inside forward
-        _scopes.close_to(t.forward_level)
-        t.forward_level = None
-        t.modules.clear()
+        _end_recompute(t)
     t.optimizer_level = _scopes.depth()
     _scopes.open("optimizer", "phase")
 

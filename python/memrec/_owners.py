@@ -7,8 +7,9 @@ Scanned, never per allocation:
 - at the end of each outermost backward on a thread, raising or not: the gradients of the parameters known so far;
 - after every optimizer step: its parameters and gradients, and its state (`exp_avg`, `momentum_buffer`, ...) on
   the first step of a recording and whenever the state changed shape.
-Nothing is sent for a tensor whose storage is the one sent last time, so a scan of unchanged tensors costs about a
-microsecond each. No hook is put on the program's tensors, no tensor is kept alive, nothing is allocated on the
+Nothing is sent for a tensor sent before with the same storage, so a scan of unchanged tensors costs about a
+microsecond each; a new tensor (a gradient after zero_grad(set_to_none=True)) is sent even at an old address, as
+its block is a new one. No hook is put on the program's tensors, no tensor is kept alive, nothing is allocated on the
 device: the storage's address and size are read, on torch 1.13 through Tensor.storage() (a TypedStorage, no
 warning there) and on torch 2.x through Tensor.untyped_storage() (storage() warns there).
 """
@@ -22,7 +23,7 @@ KINDS = {"parameter": 0, "buffer": 1, "gradient": 2, "optimizer_state": 3}
 
 _untyped = hasattr(torch.Tensor, "untyped_storage")
 _known = {}      # id(tensor) -> (weak reference, name, module, kind): parameters and buffers named so far
-_last = {}       # (id(tensor), role) -> the storage address sent in this recording
+_last = {}       # (id(tensor or its parameter), role) -> (weak reference to the tensor, storage address) sent
 _scanned = {}    # id(root) -> weak reference: roots scanned in this recording
 _optimizers = {} # id(optimizer) -> (weak reference, id(state), len(state)) when its state was last read
 _pending = {}    # id(optimizer) -> weak reference: optimizers stepped before any root was scanned (names unknown)
@@ -48,7 +49,8 @@ def _device_of(t):
 
 
 class Failures:
-    """Tensors whose storage could not be read (a tensor subclass without one): skipped, counted in the file."""
+    """Errors of memrec's own in the owner scans (a tensor whose storage cannot be read): what they would have
+    named stays unowned, and the file says so."""
     count = 0
     first = ""
 
@@ -58,14 +60,14 @@ def _failed(error):
     if not Failures.first:
         Failures.first = f"{type(error).__name__}: {error}"
     try:
-        _C.set_metadata("notes.owners", f"memrec could not name {Failures.count} tensor(s) as owners of their "
-                        f"blocks; they are left unowned (first: {Failures.first})")
+        _C.set_metadata("notes.owners", f"memrec's owner scans met {Failures.count} internal error(s); the blocks "
+                        f"they would have named have no owner (first: {Failures.first})")
     except Exception:  # noqa: BLE001  nothing of memrec's reaches the program
         pass
 
 
-def _send(t, role, name, module, kind):
-    """Sends t's storage as owned by `name` unless it was sent already in this recording."""
+def _send(t, key, name, module, kind):
+    """Sends t's storage as owned by `name`, unless t was sent under `key` with this storage in this recording."""
     try:
         t = getattr(t, "_local_tensor", t)  # DTensor (FSDP2): the local shard's storage
         device = _device_of(t)
@@ -73,12 +75,12 @@ def _send(t, role, name, module, kind):
             return
         s = t.untyped_storage() if _untyped else t.storage()
         addr = s.data_ptr()
-        key = (id(t), role)
-        if not addr or _last.get(key) == addr:
+        last = _last.get(key)
+        if not addr or last is not None and last[1] == addr and last[0]() is t:
             return
         size = s.nbytes()
         if size and _C.own(device, addr, size, name, module, KINDS[kind]):
-            _last[key] = addr
+            _last[key] = (weakref.ref(t), addr)
     except Exception as e:  # noqa: BLE001  one tensor memrec cannot read
         _failed(e)
 
@@ -103,10 +105,10 @@ def _named(t):
 
 def _send_tensor(t, name, module, kind):
     """A parameter or buffer, and a parameter's gradient."""
-    _send(t, "self", name, module, kind)
+    _send(t, (id(t), 0), name, module, kind)
     grad = t.grad if kind == "parameter" and t.is_leaf else None
     if grad is not None:
-        _send(grad, "grad", name + ".grad", module, "gradient")
+        _send(grad, (id(t), 1), name + ".grad", module, "gradient")
 
 
 def on_forward(root, name_of):
@@ -142,7 +144,7 @@ def on_backward_end():
         t = ref() if kind == "parameter" else None
         grad = t.grad if t is not None and t.is_leaf else None
         if grad is not None:
-            _send(grad, "grad", name + ".grad", module, "gradient")
+            _send(grad, (id(t), 1), name + ".grad", module, "gradient")
 
 
 def on_step(opt):
@@ -172,4 +174,4 @@ def on_step(opt):
     for p, (name, module, _) in params:
         for key, value in (state.get(p) or {}).items():  # .get: opt.state is a defaultdict
             if isinstance(value, torch.Tensor):
-                _send(value, f"state.{key}", f"{name}.{key}", module, "optimizer_state")
+                _send(value, (id(p), key), f"{name}.{key}", module, "optimizer_state")

@@ -15,7 +15,8 @@
 
 namespace memrec {
 
-enum class PhaseKind : uint8_t { none, forward, backward, optimizer, other };
+// recompute: a forward run again inside backward (activation checkpointing), a phase of its own.
+enum class PhaseKind : uint8_t { none, forward, backward, optimizer, other, recompute };
 
 // The phases of one device, found by time: the recorded ones (ScopeKind::phase scopes, plus PyTorch's
 // "Optimizer.step#..." annotations), or, where the device has no phase scopes (PyTorch's snapshots), phases
@@ -25,7 +26,7 @@ enum class PhaseKind : uint8_t { none, forward, backward, optimizer, other };
 class PhaseIndex {
  public:
   PhaseIndex(const Snapshot& s, uint8_t device);
-  uint32_t at(int64_t t) const;         // id of the phase holding t (1-based), or 0
+  uint32_t at(int64_t t) const;         // id of the innermost phase holding t (1-based), or 0
   int64_t next_start(int64_t t) const;  // start of the first phase after t; INT64_MAX if none
   PhaseKind kind(uint32_t phase) const;
   int64_t end(uint32_t phase) const;    // INT64_MAX while open
@@ -39,6 +40,7 @@ class PhaseIndex {
     PhaseKind kind = PhaseKind::none;
   };
   std::vector<Interval> phases_;  // sorted by start
+  std::vector<uint32_t> enclosing_;  // per phase: the nearest earlier one holding its start (1-based), or 0
   int64_t last_end_ = INT64_MIN;
   bool inferred_ = false;
   void infer(const Snapshot& s, uint8_t device);
@@ -59,6 +61,7 @@ std::string_view to_string(Category c);
 //   allocated in forward and alive past it      -> activation
 //   allocated in backward and alive past it     -> gradient
 //   allocated in the optimizer and alive past it -> optimizer state
+//   allocated in a recompute and alive past it  -> activation
 //   allocated and freed inside one phase        -> temporary
 //   allocated outside phases: freed before the next phase -> temporary; alive past the last phase (or never
 //   freed) -> parameter; else input
@@ -66,9 +69,18 @@ std::string_view to_string(Category c);
 // Phases are ScopeKind::phase scopes named forward/backward/optimizer (PyTorch's "Optimizer.step#..."
 // annotations count as optimizer phases). With inferred phases (PhaseIndex::inferred) a block allocated outside
 // them is a parameter when it outlives the last phase, else unknown: nothing says what it was.
+// A block with an owner (Replay::owner_of) takes the owner's category instead: parameter and buffer ->
+// parameter, gradient -> gradient, optimizer state -> optimizer_state.
 std::vector<Category> categorize(const Snapshot& s, const Replay& r);
+Category category_of(OwnerKind k);
 
-enum class GroupBy : uint8_t { stack, op, module, phase, category, layer, pool };
+// What a block's owner says about it for grouping: the owner's name ("net.0.weight.exp_avg", with " (+N)" when
+// N other names share the block), its module and the module's layer. Empty strings for a block without owner.
+std::string owner_label(const Snapshot& s, const Replay& r, uint32_t id);
+
+// module and layer: the module scope the block was allocated in, or, for a block with an owner, the owner's
+// module. owner: the owner's name ("<none>" for blocks without one).
+enum class GroupBy : uint8_t { stack, op, module, phase, category, layer, pool, owner };
 std::string_view to_string(GroupBy g);
 std::optional<GroupBy> group_by_from_string(std::string_view s);
 
@@ -79,6 +91,7 @@ struct Group {
   std::array<uint64_t, kCategoryCount> by_category{};  // bytes split by category
   uint32_t stack = 0;   // GroupBy::stack: the group's first stack (its key is allocation_site of it)
   uint32_t stacks = 0;  // GroupBy::stack: how many distinct stacks the group holds
+  uint64_t owned = 0;   // bytes of the group's blocks that have an owner (Replay::owner_of)
 };
 
 // A block's key under `by` as group_allocations() files it ("" when it has none); `c` is its category. Not for

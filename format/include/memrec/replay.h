@@ -12,6 +12,8 @@
 namespace memrec {
 
 inline constexpr uint32_t kNoEvent = std::numeric_limits<uint32_t>::max();
+// Replay::owner_of a block nothing names.
+inline constexpr uint32_t kNoOwner = std::numeric_limits<uint32_t>::max();
 // Allocation::free_step of a block the program had already freed (pending on streams) when recording began.
 inline constexpr uint32_t kBeforeStart = kNoEvent - 1;
 
@@ -148,6 +150,14 @@ class Replay {
   // Ids (into allocations()) of the blocks allocated right after `step`.
   std::vector<uint32_t> live_after(uint32_t step) const;
   uint64_t unmatched_frees() const { return unmatched_frees_; }
+  // The Snapshot::owners row that names block `id` (the first of them), or kNoOwner. An owner names its block for
+  // the block's whole life; a CPU block (no start state) that no event allocated is live from the start.
+  uint32_t owner_of(uint32_t id) const;
+  // How many distinct names the rows on block `id` give (a flat buffer holds many tensors' views): 0 when none.
+  uint32_t owner_names(uint32_t id) const;
+  // Owner rows of this device whose address was no live block although the start state is known.
+  uint64_t unresolved_owners() const { return unresolved_owners_; }
+  bool has_owners() const { return !owned_.empty(); }
   [[gnu::always_inline]] int64_t time_of(uint32_t step) const { return steps_ == 0 ? 0 : event(step == kNoEvent ? 0 : step).time_ns; }
 
   // Per allocation id, as in Allocation (for loops that read only these).
@@ -172,8 +182,17 @@ class Replay {
   // Totals are stored before every kStride-th step.
   static constexpr uint32_t kStride = 16;
 
+  // A block with an owner: its allocation id, the first row naming it, and how many distinct names rows give it.
+  struct Owned {
+    uint32_t id, row, names;
+  };
+
   void index_events();
   void pass();
+  std::vector<uint32_t> owner_rows() const;
+  uint32_t step_at_event(uint64_t event) const;
+  void attach_owner(AddressMap& live, uint32_t row);
+  void settle_owners(const std::vector<uint32_t>& pre_existing_rank);
   LiveBlock* adopt_pre_existing(AddressMap& live, uint32_t step);
   void adopt_segments(AddressMap& live);
   void note_peaks(uint32_t step, const Totals& relative, Totals& highest);
@@ -200,7 +219,9 @@ class Replay {
   std::vector<uint32_t> alloc_step_, free_step_, completed_step_;  // per allocation id
   std::vector<Allocation> pre_existing_;  // the blocks live before recording: ids [0, size)
   std::vector<uint32_t> segment_steps_;
+  std::vector<Owned> owned_;  // by id once the pass is done (owners are sparse: the 12 bytes per block stay)
   uint64_t unmatched_frees_ = 0;
+  uint64_t unresolved_owners_ = 0;
 };
 
 template <class F>
