@@ -29,11 +29,11 @@ struct AnalysisOptions {
 };
 
 void add_common(CLI::App* cmd, AnalysisOptions& o, bool ranks = false) {
-  std::vector<std::string> by = {"stack", "op", "module", "phase", "category", "layer", "pool"};
+  std::vector<std::string> by = {"stack", "op", "module", "phase", "category", "layer", "pool", "owner"};
   if (ranks) by.push_back("rank");
-  cmd->add_option("--by", o.by, ranks ? "group live memory by stack|op|module|phase|category|layer|pool, or compare "
-                                        "the files as ranks of one run (rank)"
-                                      : "group live memory by stack|op|module|phase|category|layer|pool")
+  cmd->add_option("--by", o.by, ranks ? "group live memory by stack|op|module|phase|category|layer|pool|owner, or "
+                                        "compare the files as ranks of one run (rank)"
+                                      : "group live memory by stack|op|module|phase|category|layer|pool|owner")
       ->check(CLI::IsMember(by));
   cmd->add_option("--top", o.top, "rows per table")->check(CLI::Range(1, 100000));
   add_device_option(cmd, o.device);
