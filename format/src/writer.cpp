@@ -1,0 +1,220 @@
+// The .memrec writer (docs/format.md): each flush appends what the snapshot gained as self-contained chunks.
+#include "memrec/format.h"
+
+#include "chunk.h"
+#include "columns.h"
+#include "payload.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace memrec {
+
+using namespace format_detail;
+
+struct Writer::State {
+  std::string path;
+  File file;
+  Compressor compressor;
+  std::string payload;  // reused from chunk to chunk
+  ColumnEncoder columns;
+  uint64_t bytes = 0;
+  Totals written;                        // rows of each table already in the file
+  uint64_t written_contexts = 0;         // of Snapshot::event_contexts; not in Totals, so the footer keeps its shape
+  uint64_t written_device_memory = 0;    // ... and of the device memory records and samples, for the same reason
+  uint64_t written_samples = 0;
+  std::vector<uint32_t> open_scopes;     // written while end_ns == -1; ascending
+  std::map<std::string, std::string> metadata;
+  bool metadata_written = false;
+  bool closed = false;
+  bool failed = false;  // a write failed: what follows could not be told from a torn chunk
+
+  [[noreturn]] void fail(std::string_view what) {
+    failed = true;
+    throw Error(fmt::format("{}: {}: {}", path, what, errno_text()));
+  }
+  void write(const void* p, size_t n) {
+    if (std::fwrite(p, 1, n, file.get()) != n) fail("write failed");
+    bytes += n;
+  }
+  void write_chunk(ChunkType type, const std::string& raw);
+  template <class Fn> void chunk(ChunkType type, Fn&& fill) {
+    Out out(payload);
+    fill(out);
+    write_chunk(type, payload);
+  }
+  void write_strings(const Snapshot& s);
+  void write_tables(const Snapshot& s);
+  void write_scope_ends(const Snapshot& s);
+  template <class T> void write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows);
+  void write_metadata(const Snapshot& s);
+  void write_event_contexts(const Snapshot& s);
+  void flush(const Snapshot& s);
+};
+
+void Writer::State::write_chunk(ChunkType type, const std::string& raw) {
+  if (raw.size() > kMaxRawSize)
+    throw Error(fmt::format("{}: {} chunk of {} bytes exceeds the format's {} byte limit", path,
+                            kChunkTypeNames[static_cast<uint32_t>(type)], raw.size(), kMaxRawSize));
+  std::string_view frame = compressor.compress(raw, path);
+  char header[kChunkHeaderSize];
+  put_le(header, static_cast<uint32_t>(type));
+  put_le(header + 4, static_cast<uint32_t>(raw.size()));
+  put_le(header + 8, static_cast<uint32_t>(frame.size()));
+  write(header, sizeof header);
+  write(frame.data(), frame.size());
+}
+
+void Writer::State::write_strings(const Snapshot& s) {
+  const auto& all = s.strings.all();
+  while (written.strings < all.size()) {
+    uint64_t first = written.strings;
+    size_t end = first, bytes = 0;
+    while (end < all.size() && end - first < kRowsPerChunk && bytes < kTableBytesPerChunk) bytes += all[end++].size();
+    chunk(ChunkType::strings, [&](Out& o) {
+      o(first, static_cast<uint64_t>(end - first));
+      for (size_t i = first; i < end; ++i) o.text(all[i]);
+    });
+    written.strings = end;
+  }
+}
+
+// Frames, stacks and streams are small (hundreds to thousands of rows): one chunk each per flush.
+void Writer::State::write_tables(const Snapshot& s) {
+  const auto& frames = s.frames.all();
+  if (written.frames < frames.size()) {
+    chunk(ChunkType::frames, [&](Out& o) {
+      o(written.frames);
+      o.list(std::vector<Frame>(frames.begin() + written.frames, frames.end()));
+    });
+    written.frames = frames.size();
+  }
+  if (written.stacks < s.stacks.size()) {
+    const auto& offsets = s.stacks.offsets();
+    std::vector<uint32_t> lengths;
+    for (size_t i = written.stacks; i < s.stacks.size(); ++i) lengths.push_back(offsets[i + 1] - offsets[i]);
+    const auto& ids = s.stacks.frame_ids();
+    chunk(ChunkType::stacks, [&](Out& o) {
+      o(written.stacks);
+      o.list(lengths);
+      o.list(std::vector<uint32_t>(ids.begin() + offsets[written.stacks], ids.end()));
+    });
+    written.stacks = s.stacks.size();
+  }
+  if (written.streams < s.streams.size()) {
+    chunk(ChunkType::streams, [&](Out& o) {
+      o(written.streams);
+      o.list(std::vector<uint64_t>(s.streams.begin() + written.streams, s.streams.end()));
+    });
+    written.streams = s.streams.size();
+  }
+}
+
+void Writer::State::write_scope_ends(const Snapshot& s) {
+  std::vector<ScopeEnd> ends;
+  std::erase_if(open_scopes, [&](uint32_t id) {
+    if (s.scopes[id].end_ns == -1) return false;
+    ends.push_back({id, s.scopes[id].end_ns});
+    return true;
+  });
+  if (!ends.empty()) chunk(ChunkType::scope_ends, [&](Out& o) { o.list(ends); });
+}
+
+template <class T>
+void Writer::State::write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows) {
+  if (rows.size() < written_rows) throw Error(fmt::format("{}: the snapshot lost rows since the last flush", path));
+  while (written_rows < rows.size()) {
+    size_t n = std::min(kRowsPerChunk, rows.size() - written_rows);
+    chunk(type, [&](Out& o) { encode_rows(o, columns, rows, written_rows, n); });
+    written_rows += n;
+  }
+}
+
+void Writer::State::write_metadata(const Snapshot& s) {
+  if (metadata_written && metadata == s.metadata) return;
+  chunk(ChunkType::metadata, [&](Out& o) {
+    o(static_cast<uint64_t>(s.metadata.size()));
+    for (const auto& [k, v] : s.metadata) {
+      o.text(k);
+      o.text(v);
+    }
+  });
+  metadata = s.metadata;
+  metadata_written = true;
+}
+
+// Only for snapshots that have any (imported pickles with compile_context, user_metadata, ...): files of recordings
+// hold no such chunk.
+void Writer::State::write_event_contexts(const Snapshot& s) {
+  const auto& all = s.event_contexts;
+  while (written_contexts < all.size()) {
+    size_t n = std::min(kRowsPerChunk, all.size() - written_contexts);
+    chunk(ChunkType::event_contexts, [&](Out& o) {
+      o.list(std::vector<EventContext>(all.begin() + written_contexts, all.begin() + written_contexts + n));
+    });
+    written_contexts += n;
+  }
+}
+
+void Writer::State::flush(const Snapshot& s) {
+  if (closed) throw Error(fmt::format("{}: flush after close", path));
+  if (failed) throw Error(fmt::format("{}: an earlier write failed; the file ends at its last whole chunk", path));
+  write_strings(s);
+  write_tables(s);
+  // Scopes already written that were open get their end first; then new scopes, some of them open.
+  write_scope_ends(s);
+  uint64_t first_new_scope = written.scopes;
+  write_rows(ChunkType::scopes, s.scopes, written.scopes);
+  for (uint64_t id = first_new_scope; id < written.scopes; ++id)
+    if (s.scopes[id].end_ns == -1) open_scopes.push_back(static_cast<uint32_t>(id));
+  write_rows(ChunkType::events, s.events, written.events);
+  write_rows(ChunkType::kernels, s.kernels, written.kernels);
+  write_event_contexts(s);
+  write_rows(ChunkType::device_memory, s.device_memory, written_device_memory);
+  write_rows(ChunkType::memory_samples, s.memory_samples, written_samples);
+  write_metadata(s);
+  if (std::fflush(file.get()) != 0) fail("write failed");
+}
+
+Writer::Writer(const std::string& path) : state_(std::make_unique<State>()) {
+  state_->path = path;
+  state_->file.reset(std::fopen(path.c_str(), "wbe"));  // close-on-exec: programs the recorded one starts get no copy
+  if (!state_->file) state_->fail("cannot create");
+  char header[kFileHeaderSize];
+  std::memcpy(header, kMagic.data(), kMagic.size());
+  put_le(header + 8, kFormatVersion);
+  put_le(header + 12, uint32_t{0});  // flags: none defined in version 1
+  state_->write(header, sizeof header);
+  if (std::fflush(state_->file.get()) != 0) state_->fail("write failed");
+}
+
+// Without close() the file keeps no footer, so it reads back as incomplete: what it holds is what was flushed.
+Writer::~Writer() = default;
+
+void Writer::flush(const Snapshot& s) { state_->flush(s); }
+
+void Writer::close(const Snapshot& s) {
+  State& st = *state_;
+  st.flush(s);
+  st.chunk(ChunkType::end_state, [&](Out& o) {
+    o.list(s.segments_start);
+    o.list(s.segments_end);
+    o.flag(s.has_segments_start);
+    o(s.dropped_events);
+  });
+  st.chunk(ChunkType::footer, [&](Out& o) { fields(o, st.written); });
+  st.closed = true;
+  if (std::fclose(st.file.release()) != 0) st.fail("write failed");
+}
+
+uint64_t Writer::bytes_written() const { return state_->bytes; }
+
+void write_file(const Snapshot& s, const std::string& path) { Writer(path).close(s); }
+
+}  // namespace memrec
