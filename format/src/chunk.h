@@ -31,13 +31,13 @@ constexpr size_t kTableBytesPerChunk = 1 << 20; // the writer splits string tabl
 
 enum class ChunkType : uint32_t {
   strings = 1, frames, stacks, streams, scopes, scope_ends, events, kernels, metadata, end_state, footer,
-  event_contexts, device_memory, memory_samples,
+  event_contexts, device_memory, memory_samples, owners,
 };
-constexpr uint32_t kChunkTypeCount = 14;
+constexpr uint32_t kChunkTypeCount = 15;
 constexpr std::array<std::string_view, kChunkTypeCount + 1> kChunkTypeNames = {
     "?",      "strings", "frames",  "stacks",   "streams",   "scopes",
     "scope_ends", "events", "kernels", "metadata", "end_state", "footer", "event_contexts",
-    "device_memory", "memory_samples"};
+    "device_memory", "memory_samples", "owners"};
 
 // ---- Bytes on disk ----
 

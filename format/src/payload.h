@@ -27,6 +27,7 @@ template <> inline constexpr uint64_t kEnumCount<KernelKind> = 3;
 template <> inline constexpr uint64_t kEnumCount<BlockState> = 3;
 template <> inline constexpr uint64_t kEnumCount<MemoryKind> = kMemoryKindCount;
 template <> inline constexpr uint64_t kEnumCount<MemoryOp> = kMemoryOpCount;
+template <> inline constexpr uint64_t kEnumCount<OwnerKind> = kOwnerKindCount;
 
 // Appends to a string the writer reuses: fresh megabyte buffers for every chunk cost more in page faults
 // than the encoding.

@@ -51,6 +51,7 @@ class Reader {
   void parse_event_contexts(In& in);
   void parse_device_memory(In& in);
   void parse_memory_samples(In& in);
+  void parse_owners(In& in);
   void parse_end_state(In& in);
   void parse_footer(In& in);
   void check_id(uint64_t id, uint64_t size, std::string_view what) const;
@@ -164,6 +165,7 @@ void Reader::parse(ChunkType type, In& in) {
     case ChunkType::event_contexts: return parse_event_contexts(in);
     case ChunkType::device_memory: return parse_device_memory(in);
     case ChunkType::memory_samples: return parse_memory_samples(in);
+    case ChunkType::owners: return parse_owners(in);
   }
 }
 
@@ -315,6 +317,24 @@ void Reader::parse_memory_samples(In& in) {
       if (m.used > m.total)
         throw Error(fmt::format("memory sample uses {} bytes of a device of {}", m.used, m.total));
     s_.memory_samples.append(rows);
+  });
+}
+
+// Each row names strings that exist, and comes after events the file already holds, in order.
+void Reader::parse_owners(In& in) {
+  decode_rows<Owner>(in, s_.owners.size(), "owners", [&](std::span<const Owner> rows) {
+    uint64_t last = s_.owners.empty() ? 0 : s_.owners.back().event;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Owner& o = rows[k];
+      check_id(o.name, strings_.size(), "owner name string");
+      check_id(o.module, strings_.size(), "owner module string");
+      uint64_t row = s_.owners.size() + k;
+      if (o.event > s_.events.size())
+        throw Error(fmt::format("owner row {} comes after event {} of {}", row, o.event, s_.events.size()));
+      if (o.event < last) throw Error(fmt::format("owner row {} comes before the row ahead of it", row));
+      last = o.event;
+    }
+    s_.owners.append(rows);
   });
 }
 

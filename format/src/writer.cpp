@@ -29,6 +29,7 @@ struct Writer::State {
   uint64_t written_contexts = 0;         // of Snapshot::event_contexts; not in Totals, so the footer keeps its shape
   uint64_t written_device_memory = 0;    // ... and of the device memory records and samples, for the same reason
   uint64_t written_samples = 0;
+  uint64_t written_owners = 0;
   std::vector<uint32_t> open_scopes;     // written while end_ns == -1; ascending
   std::map<std::string, std::string> metadata;
   bool metadata_written = false;
@@ -178,6 +179,7 @@ void Writer::State::flush(const Snapshot& s) {
   write_event_contexts(s);
   write_rows(ChunkType::device_memory, s.device_memory, written_device_memory);
   write_rows(ChunkType::memory_samples, s.memory_samples, written_samples);
+  write_rows(ChunkType::owners, s.owners, written_owners);  // after the events that each row's `event` counts
   write_metadata(s);
   if (std::fflush(file.get()) != 0) fail("write failed");
 }
