@@ -54,21 +54,23 @@ void add_stack_fields(json& row, const Snapshot& s, const Group& g) {
 
 json groups_json(const Snapshot& s, const std::vector<Group>& groups, size_t top, uint64_t total) {
   json rows = json::array();
-  uint64_t shown = 0, shown_count = 0;
+  uint64_t shown = 0, shown_count = 0, shown_owned = 0;
   for (size_t i = 0; i < groups.size() && i < top; ++i) {
     const Group& g = groups[i];
     rows.push_back({{"key", g.key}, {"bytes", g.bytes}, {"count", g.count},
-                    {"share", total ? double(g.bytes) / double(total) : 0.0}, {"categories", categories_json(g)}});
+                    {"share", total ? double(g.bytes) / double(total) : 0.0}, {"categories", categories_json(g)},
+                    {"owned", g.owned}});
     add_stack_fields(rows.back(), s, g);
     shown += g.bytes;
     shown_count += g.count;
+    shown_owned += g.owned;
   }
   if (groups.size() > top) {
-    uint64_t count = 0;
-    for (const Group& g : groups) count += g.count;
+    uint64_t count = 0, owned = 0;
+    for (const Group& g : groups) count += g.count, owned += g.owned;
     rows.push_back({{"key", fmt::format("<{} more>", groups.size() - top)}, {"bytes", total - shown},
                     {"count", count - shown_count}, {"share", total ? double(total - shown) / double(total) : 0.0},
-                    {"categories", json::object()}});
+                    {"categories", json::object()}, {"owned", owned - shown_owned}});
   }
   return rows;
 }

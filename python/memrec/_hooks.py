@@ -146,7 +146,8 @@ def _recompute_over(t):
     return t.recompute_node is not None and _node() is not t.recompute_node
 
 
-def _end_recompute(t):
+def _close_forward(t):
+    """Closes the forward or recompute phase this thread left open, with its module scopes."""
     _scopes.close_to(t.forward_level)
     t.modules.clear()
     t.forward_level = None
@@ -167,7 +168,7 @@ class _BackwardCall:
             return
         t = _thread()
         if _recompute_over(t):
-            _end_recompute(t)
+            _close_forward(t)
         if t.generation != _generation:
             t.generation = _generation
             if _scopes.innermost("phase") is None:  # an autograd thread: what an earlier backward left open
@@ -196,7 +197,7 @@ class _GradHooks:
     def __call__(self, grad):
         t = _thread()
         if _recompute_over(t):
-            _end_recompute(t)
+            _close_forward(t)
         for call in reversed(self.ends):
             call.exit()
         for call in reversed(self.begins):
@@ -240,7 +241,7 @@ def _module_begins(module, inputs):
         return None
     t = _thread()
     if t.modules and _recompute_over(t):  # the next layer's recompute began under another node
-        _end_recompute(t)
+        _close_forward(t)
     if not t.modules:
         if _in_backward():
             t.forward_level = _scopes.depth()
@@ -292,7 +293,7 @@ def _backward_begin():
     _generation += 1
     t = _thread()
     if _recompute_over(t):
-        _end_recompute(t)
+        _close_forward(t)
     t.generation = _generation
     t.backwards += 1
     level = _scopes.depth()
@@ -328,7 +329,7 @@ def _backward(original, sets_grads):
 def _optimizer_begin(*_):
     t = _thread()
     if t.forward_level is not None:  # a forward that raised, or a step inside forward
-        _end_recompute(t)
+        _close_forward(t)
     t.optimizer_level = _scopes.depth()
     _scopes.open("optimizer", "phase")
 

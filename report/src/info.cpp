@@ -60,7 +60,26 @@ void append_largest_live(std::string& out, const Snapshot& s, const Replay& r, u
     out += fmt::format("    {:>12}  0x{:x}  {}\n", format_bytes(a.size), a.addr, site);
     std::string scopes = a.alloc_step == kNoEvent ? "" : scope_path(s, a.scope);
     if (!scopes.empty()) out += fmt::format("{:>18}in {}\n", "", scopes);  // under the address
+    if (uint32_t row = r.owner_of(id); row != kNoOwner) {
+      const Owner& o = s.owners[row];
+      uint32_t others = r.owner_names(id) - 1;
+      out += fmt::format("{:>18}holds {}{} ({})\n", "", s.strings[o.name],
+                         others ? fmt::format(" (+{})", others) : "", to_string(o.kind));
+    }
   }
+}
+
+// What the owner rows of this device name: "owners: 12 rows (parameters 4, gradients 4, optimizer state 4), 0
+// unresolved". Buffers count as parameters, as their category does.
+void append_owners(std::string& out, const Snapshot& s, const Replay& r) {
+  uint64_t rows = 0, by_kind[kOwnerKindCount] = {};
+  for (const Owner& o : s.owners)
+    if (o.device == r.device()) ++rows, ++by_kind[static_cast<size_t>(o.kind)];
+  if (!rows) return;
+  auto n = [&](OwnerKind k) { return by_kind[static_cast<size_t>(k)]; };
+  out += fmt::format("  owners: {} rows (parameters {}, gradients {}, optimizer state {}), {} unresolved\n", rows,
+                     n(OwnerKind::parameter) + n(OwnerKind::buffer), n(OwnerKind::gradient),
+                     n(OwnerKind::optimizer_state), r.unresolved_owners());
 }
 
 void append_device(std::string& out, const Snapshot& s, uint8_t device) {
@@ -77,6 +96,7 @@ void append_device(std::string& out, const Snapshot& s, uint8_t device) {
                      std::ranges::count(r.alloc_steps(), kNoEvent));
   if (r.unmatched_frees())
     out += fmt::format("  warning: {} frees did not match a live block\n", r.unmatched_frees());
+  append_owners(out, s, r);
   for (uint32_t step = 0; step < r.steps(); ++step) {
     const Event& e = r.event(step);
     if (e.action == Action::oom)

@@ -43,6 +43,7 @@ for step in range(3):
     loss.backward()
     opt.step()
 print(loss.item().hex())
+del loss  # a 4-byte block alive past the last phase would count as a parameter by its lifetime
 )";
 
 // A block with an owner, as the replay resolved it.
