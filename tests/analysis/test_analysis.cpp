@@ -3,6 +3,7 @@
 
 #include <numeric>
 
+#include "analysis/history.h"
 #include "memrec/analysis.h"
 
 namespace memrec {
@@ -11,20 +12,7 @@ namespace {
 constexpr uint64_t MiB = 1 << 20;
 
 // A training step: parameters and an input before the phases, then forward, backward and optimizer phases.
-struct TrainingStep {
-  Snapshot s;
-  uint32_t scope(ScopeKind kind, const std::string& name, int64_t start, int64_t end, uint32_t parent = 0) {
-    s.scopes.push_back(Scope{start, end, s.strings.intern(name), parent, kind, 0});
-    return static_cast<uint32_t>(s.scopes.size() - 1);
-  }
-  void event(int64_t t, Action a, uint64_t addr, uint64_t size, uint32_t scope = 0, uint16_t stream = 0) {
-    s.events.push_back(Event{.time_ns = t, .addr = addr, .size = size, .scope = scope, .stream = stream, .action = a});
-  }
-  void free(int64_t t, uint64_t addr, uint64_t size) {
-    event(t, Action::free_requested, addr, size);
-    event(t + 1, Action::free_completed, addr, size);
-  }
-
+struct TrainingStep : test::History {
   TrainingStep() {
     uint32_t fwd = scope(ScopeKind::phase, "forward", 100, 200);
     uint32_t bwd = scope(ScopeKind::phase, "backward", 200, 300);

@@ -2,6 +2,7 @@
 // address, the block takes the owner's category, and --by module, layer and owner file it under the owner.
 #include <gtest/gtest.h>
 
+#include "analysis/history.h"
 #include "memrec/analysis.h"
 
 namespace memrec {
@@ -9,19 +10,7 @@ namespace {
 
 // Parameters before the phases, a forward under module net.2, a backward whose gradient buffer was allocated under
 // net.2's backward scope but belongs to net.0.weight, and Adam's state.
-struct OwnedStep {
-  Snapshot s;
-  uint32_t scope(ScopeKind kind, const std::string& name, int64_t start, int64_t end, uint32_t parent = 0) {
-    s.scopes.push_back(Scope{start, end, s.strings.intern(name), parent, kind, 0});
-    return static_cast<uint32_t>(s.scopes.size() - 1);
-  }
-  void event(int64_t t, Action a, uint64_t addr, uint64_t size, uint32_t scope = 0) {
-    s.events.push_back(Event{.time_ns = t, .addr = addr, .size = size, .scope = scope, .action = a});
-  }
-  void free(int64_t t, uint64_t addr, uint64_t size) {
-    event(t, Action::free_requested, addr, size);
-    event(t + 1, Action::free_completed, addr, size);
-  }
+struct OwnedStep : test::History {
   void own(uint64_t addr, uint64_t size, const std::string& name, const std::string& module, OwnerKind kind) {
     s.owners.push_back(Owner{.time_ns = 0, .event = s.events.size(), .addr = addr, .size = size,
                              .name = s.strings.intern(name), .module = module.empty() ? 0 : s.strings.intern(module),

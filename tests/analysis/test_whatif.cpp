@@ -1,38 +1,28 @@
 // Checkpointing predictions on a two-layer history whose answers are worked out by hand.
 #include <gtest/gtest.h>
 
+#include "analysis/history.h"
 #include "memrec/whatif.h"
 
 namespace memrec {
 namespace {
 
-struct TwoLayers {
-  Snapshot s;
-  uint32_t scope(ScopeKind kind, const std::string& name, int64_t start, int64_t end, uint32_t parent) {
-    s.scopes.push_back(Scope{start, end, s.strings.intern(name), parent, kind, 0});
-    return static_cast<uint32_t>(s.scopes.size() - 1);
-  }
-  void ev(int64_t t, Action a, uint64_t addr, uint64_t size, uint32_t scope = 0) {
-    s.events.push_back(Event{.time_ns = t, .addr = addr, .size = size, .scope = scope, .action = a});
-  }
-  void free(int64_t t, uint64_t addr, uint64_t size) {
-    ev(t, Action::free_requested, addr, size);
-    ev(t, Action::free_completed, addr, size);
-  }
+struct TwoLayers : test::History {
+  void free(int64_t t, uint64_t addr, uint64_t size) { History::free(t, addr, size, 0); }  // completed at once
   TwoLayers() {
     uint32_t fwd = scope(ScopeKind::phase, "forward", 100, 300, 0);
     scope(ScopeKind::phase, "backward", 300, 500, 0);
     uint32_t l0 = scope(ScopeKind::module, "layers.0", 100, 200, fwd);
     uint32_t l0_attn = scope(ScopeKind::module, "layers.0.self_attn", 105, 150, l0);
     uint32_t l1 = scope(ScopeKind::module, "layers.1", 200, 300, fwd);
-    ev(10, Action::alloc, 0x1, 1000);  // parameter
-    ev(110, Action::alloc, 0x10, 100, l0_attn);
-    ev(120, Action::alloc, 0x20, 200, l0_attn);
-    ev(190, Action::alloc, 0x30, 50, l0);  // layer 0's output
-    ev(210, Action::alloc, 0x40, 300, l1);
-    ev(220, Action::alloc, 0x50, 400, l1);
-    ev(290, Action::alloc, 0x60, 60, l1);  // layer 1's output
-    ev(295, Action::alloc, 0x68, 8, l1);   // allocated after the output, like layer_norm's rstd
+    event(10, Action::alloc, 0x1, 1000);  // parameter
+    event(110, Action::alloc, 0x10, 100, l0_attn);
+    event(120, Action::alloc, 0x20, 200, l0_attn);
+    event(190, Action::alloc, 0x30, 50, l0);  // layer 0's output
+    event(210, Action::alloc, 0x40, 300, l1);
+    event(220, Action::alloc, 0x50, 400, l1);
+    event(290, Action::alloc, 0x60, 60, l1);  // layer 1's output
+    event(295, Action::alloc, 0x68, 8, l1);   // allocated after the output, like layer_norm's rstd
     free(305, 0x60, 60);                   // the output goes first: the loss saved it
     free(310, 0x50, 400);
     free(310, 0x68, 8);
@@ -62,7 +52,7 @@ TEST(WhatIf, ChoosingLayersByIndex) {
 
 TEST(WhatIf, TheOutputKeptIsTheActivationFreedFirst) {
   TwoLayers h;
-  h.ev(301, Action::alloc, 0x80, 5000);  // the loss's gradient, between forward and layer 1's backward
+  h.event(301, Action::alloc, 0x80, 5000);  // the loss's gradient, between forward and layer 1's backward
   h.free(303, 0x80, 5000);
   // At 301 only the layers' outputs are left: 0x60 (freed first), not 0x68 (allocated last).
   EXPECT_EQ(predict_checkpoint(h.s, 0, {}).predicted_peak, 1000u + 50 + 60 + 5000);
@@ -71,7 +61,7 @@ TEST(WhatIf, TheOutputKeptIsTheActivationFreedFirst) {
 TEST(WhatIf, RecomputationHappensBeforeTheFirstFreeOfTheLayer) {
   TwoLayers h;
   // Make layer 0's recompute the peak: a large gradient allocated in backward and never freed.
-  h.ev(405, Action::alloc, 0x70, 5000, 0);
+  h.event(405, Action::alloc, 0x70, 5000, 0);
   auto p = predict_checkpoint(h.s, 0, {"0"});
   // At 410 layer 0's two dropped activations come back before 0x20 is freed: 1000 + 5000 + 100 + 200.
   EXPECT_EQ(p.predicted_peak, 6300u);
