@@ -6,7 +6,7 @@
 
 #include "common/process.h"
 #include "common/rank_runs.h"
-#include "memrec/ranks.h"
+#include "memrec/ranks_output.h"
 
 namespace memrec {
 namespace {
