@@ -44,12 +44,12 @@ class Screenshot : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Screenshot, ShowsTheReplayedMemory) {
   test::TempDir dir;
-  Shot shot = screenshot(data(GetParam()), "--size 1280x720", dir);
+  Shot shot = screenshot(test::data(GetParam()), "--size 1280x720", dir);
   ASSERT_FALSE(shot.layout.is_null()) << shot.output;
   ASSERT_EQ(shot.image.width, 1280);
   ASSERT_EQ(shot.image.height, 720);
 
-  Snapshot s = load_snapshot(data(GetParam()));
+  Snapshot s = load_snapshot(test::data(GetParam()));
   Replay r(s, 0);
   const auto& L = shot.layout;
   int px = L["plot"]["x"].get<int>(), py = L["plot"]["y"].get<int>();
@@ -108,13 +108,13 @@ INSTANTIATE_TEST_SUITE_P(Torch, Screenshot, ::testing::Values("torch_2layer_pyth
 
 TEST(ScreenshotAt, SelectsTheStepInForceAtThatTime) {
   test::TempDir dir;
-  Snapshot s = load_snapshot(data("torch_2layer_python.pickle"));
+  Snapshot s = load_snapshot(test::data("torch_2layer_python.pickle"));
   Replay r(s, 0);
   int64_t at = 10'000'000;  // 10 ms after the first event
   uint32_t want = kNoEvent;
   for (uint32_t k = 0; k < r.steps(); ++k)
     if (r.time_of(k) <= r.time_of(0) + at) want = k;
-  Shot shot = screenshot(data("torch_2layer_python.pickle"), "--at 10ms --size 1024x640", dir);
+  Shot shot = screenshot(test::data("torch_2layer_python.pickle"), "--at 10ms --size 1024x640", dir);
   ASSERT_FALSE(shot.layout.is_null()) << shot.output;
   EXPECT_EQ(shot.layout["instant_step"].get<int64_t>(), static_cast<int64_t>(want));
   EXPECT_EQ(shot.image.width, 1024);
@@ -127,11 +127,11 @@ TEST(ScreenshotAt, SelectsTheStepInForceAtThatTime) {
 
 TEST(ScreenshotErrors, BadInputSaysWhy) {
   test::TempDir dir;
-  auto bad_at = run_command(quote(MEMREC_BINARY) + " view " + quote(data("torch_2layer_python.pickle")) +
+  auto bad_at = run_command(quote(MEMREC_BINARY) + " view " + quote(test::data("torch_2layer_python.pickle")) +
                             " --screenshot " + quote(dir / "x.png") + " --at soon");
   EXPECT_EQ(bad_at.exit_code, 1);
   EXPECT_NE(bad_at.output.find("--at wants"), std::string::npos) << bad_at.output;
-  auto bad_size = run_command(quote(MEMREC_BINARY) + " view " + quote(data("torch_2layer_python.pickle")) +
+  auto bad_size = run_command(quote(MEMREC_BINARY) + " view " + quote(test::data("torch_2layer_python.pickle")) +
                               " --screenshot " + quote(dir / "x.png") + " --size 10x10");
   EXPECT_EQ(bad_size.exit_code, 1);
   EXPECT_NE(bad_size.output.find("--size"), std::string::npos) << bad_size.output;
@@ -145,7 +145,7 @@ TEST(ScreenshotErrors, BadInputSaysWhy) {
 TEST(ScreenshotErrors, NoDisplaySaysSo) {
   test::TempDir dir;
   auto r = run_command("env -u DISPLAY -u WAYLAND_DISPLAY " + quote(MEMREC_BINARY) + " view " +
-                       quote(data("torch_2layer_python.pickle")) + " --screenshot " + quote(dir / "x.png"));
+                       quote(test::data("torch_2layer_python.pickle")) + " --screenshot " + quote(dir / "x.png"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("xvfb-run"), std::string::npos) << r.output;
 }
