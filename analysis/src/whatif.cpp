@@ -150,7 +150,8 @@ CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const
   p.predicted_peak = after.peak_allocated().bytes;
   p.predicted_peak_ns = after.time_of(after.peak_allocated().step) - after.time_of(kNoEvent);
   p.saving = p.recorded_peak - std::min(p.recorded_peak, p.predicted_peak);
-  if (p.recorded_peak) p.saving_percent = 100.0 * double(p.saving) / double(p.recorded_peak);
+  if (p.recorded_peak)
+    p.saving_percent = 100.0 * (double(p.recorded_peak) - double(p.predicted_peak)) / double(p.recorded_peak);
   return p;
 }
 
