@@ -11,7 +11,7 @@
 #include <map>
 
 #include "memrec/format.h"
-#include "memrec/ranks.h"
+#include "memrec/ranks_output.h"
 #include "memrec/timeline.h"
 #include "synthetic.h"
 

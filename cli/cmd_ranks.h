@@ -1,4 +1,4 @@
-// The ranks of a data-parallel run in `memrec stats --by rank` and `memrec diff`.
+// The ranks of a data-parallel run in `memrec stats --by rank`; `memrec diff` names them (memrec/ranks_output.h).
 #pragma once
 
 #include <cstddef>
@@ -7,9 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "memrec/snapshot.h"
+#include "memrec/ranks_output.h"
 
 namespace memrec::cli {
 
@@ -17,9 +15,5 @@ namespace memrec::cli {
 // `at` and `kernels` are stats' other options, refused here (the ranks are compared at their peaks).
 void print_rank_stats(const std::vector<std::string>& files, const std::string& at, bool kernels,
                       std::optional<uint8_t> device, size_t top, bool json);
-
-// Adds "ranks": {"a": R, "b": S} to a diff of two recordings of different ranks of one run, so that it says so.
-void note_ranks(nlohmann::json& diff, const Snapshot& a, const std::string& path_a, const Snapshot& b,
-                const std::string& path_b);
 
 }  // namespace memrec::cli

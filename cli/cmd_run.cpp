@@ -16,11 +16,9 @@
 #include "commands.h"
 #include "schedule.h"
 #include "output.h"
-#include "memrec/analysis.h"
 #include "memrec/pickle.h"
 #include "memrec/recorder.h"
-#include "memrec/replay.h"
-#include "memrec/units.h"
+#include "memrec/run_summary.h"
 #include "memrec/workloads.h"
 
 namespace memrec::cli {
@@ -98,64 +96,19 @@ workloads::Config resolve_config(const RunArgs& a) {
   return c;
 }
 
-std::string when(const Snapshot& s, const Peak& p, int64_t t0) {
-  if (p.step == kNoEvent) return "at start";
-  std::string where;
-  for (ScopeKind k : {ScopeKind::step, ScopeKind::phase, ScopeKind::module})
-    if (uint32_t id = scope_at(s, k, 0, p.time_ns)) where += (where.empty() ? "" : " / ") + s.strings[s.scopes[id].name];
-  return fmt::format("at {:.1f} ms{}", (p.time_ns - t0) / 1e6, where.empty() ? "" : " (" + where + ")");
-}
-
-void print_groups(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by, const char* title) {
-  auto groups = group_live(s, r, step, by);
-  fmt::print("{}:\n", title);
-  for (size_t i = 0; i < std::min<size_t>(groups.size(), 5); ++i)
-    fmt::print("  {:>10}  {:>6} blocks  {}\n", format_bytes(groups[i].bytes), groups[i].count,
-               groups[i].key.empty() ? "<none>" : groups[i].key);
-}
-
-void print_drops(const RecorderStats& st) {
-  if (st.dropped + st.scopes_dropped + st.kernels_dropped == 0) return;
-  fmt::print("WARNING: the recording is incomplete: {} allocator events dropped ({} with the buffer full, {} over "
-             "--max-events, {} CPU blocks not wrappable), {} scope records and {} kernels dropped\n",
-             st.dropped, st.dropped_buffer_full, st.dropped_over_cap, st.cpu_unwrapped, st.scopes_dropped,
-             st.kernels_dropped);
-}
-
-void report(const Snapshot& s, const RecorderStats& st, int64_t t0) {
-  Replay replay(s, 0);
-  const Peak& pa = replay.peak_allocated();
-  const Peak& pr = replay.peak_reserved();
-  fmt::print("peak allocated: {} {}\n", format_bytes(pa.bytes), when(s, pa, t0));
-  if (s.metadata.count("device.0.type") && s.metadata.at("device.0.type") == "cuda")
-    fmt::print("peak reserved:  {} {}\n", format_bytes(pr.bytes), when(s, pr, t0));
-  else
-    fmt::print("peak reserved:  n/a (the CPU allocator keeps no cache)\n");
-  if (pa.step != kNoEvent) {
-    print_groups(s, replay, pa.step, GroupBy::stack, "top allocation sites at the peak");
-    print_groups(s, replay, pa.step, GroupBy::module, "top modules at the peak");
-    print_groups(s, replay, pa.step, GroupBy::op, "top ops at the peak");
-  }
-  fmt::print("events: {}  kernels: {}  scopes: {}  unique frames: {}  dropped: {}\n", s.events.size(),
-             s.kernels.size(), s.scopes.size() - 1, s.frames.size(), st.dropped + st.scopes_dropped + st.kernels_dropped);
-  print_drops(st);
-  fmt::print("symbolized {} unique addresses in {:.1f} ms (on the drain thread, as they first appeared)\n",
-             st.unique_frames, st.symbolize_ms);
-  if (st.cpu_zero_allocs) fmt::print("zero-byte CPU allocations (no memory, not events): {}\n", st.cpu_zero_allocs);
+RecorderCounts counts_of(const RecorderStats& st) {
+  return {.dropped = st.dropped, .dropped_buffer_full = st.dropped_buffer_full, .dropped_over_cap = st.dropped_over_cap,
+          .cpu_unwrapped = st.cpu_unwrapped, .scopes_dropped = st.scopes_dropped, .kernels_dropped = st.kernels_dropped,
+          .unique_frames = st.unique_frames, .cpu_zero_allocs = st.cpu_zero_allocs, .symbolize_ms = st.symbolize_ms};
 }
 
 void finish(const RunArgs& a, const Recorder& rec, const std::vector<double>& times) {
-  const Snapshot& s = rec.snapshot();
-  int64_t t0 = s.events.empty() ? 0 : s.events.front().time_ns;
-  double mean = 0;
-  for (double t : times) mean += t / times.size();
-  if (!times.empty()) fmt::print("mean step: {:.1f} ms over {} steps\n", mean, times.size());
-  report(s, rec.stats(), t0);
-  fmt::print("wrote {} ({})\n", a.output, format_bytes(std::filesystem::file_size(a.output)));
-  if (!a.pickle.empty()) {
-    export_pickle_file(s, a.pickle);
-    fmt::print("wrote {} (open in pytorch.org/memory_viz)\n", a.pickle);
-  }
+  RunFacts run{.recorder = counts_of(rec.stats()), .step_ms = times, .output = a.output,
+               .output_bytes = std::filesystem::file_size(a.output)};
+  fmt::print("{}", run_summary_text(rec.snapshot(), run));
+  if (a.pickle.empty()) return;
+  export_pickle_file(rec.snapshot(), a.pickle);
+  fmt::print("{}", pickle_written_text(a.pickle));
 }
 
 // SIGINT and SIGTERM end a recording cleanly: the running step finishes, then the file is closed and the summary

@@ -4,14 +4,13 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "memrec/allocator_whatif.h"
+#include "memrec/checkpoint_output.h"
 #include "memrec/devices.h"
 #include "memrec/load.h"
 #include "memrec/stats.h"
-#include "memrec/units.h"
 #include "memrec/whatif.h"
 
 namespace memrec::cli {
@@ -46,18 +45,8 @@ void add_checkpoint(CLI::App* cmd) {
   checkpoint->add_flag("--json", o->json, "print JSON for scripts");
   checkpoint->callback([o] {
     Snapshot s = load_snapshot(o->file, stderr);
-    uint8_t device = choose_device(s, o->device);
-    auto p = predict_checkpoint(s, device, split_layers(o->layers));
-    nlohmann::json j = {{"device", device}, {"warnings", warnings_json({&s})}, {"recorded_peak", p.recorded_peak}, {"predicted_peak", p.predicted_peak},
-                        {"predicted_peak_ns", p.predicted_peak_ns}, {"layers", p.layers},
-                        {"blocks_dropped", p.blocks_dropped}};
-    if (o->json) return fmt::print("{}\n", j.dump(2));
-    fmt::print("checkpointing {} {} ({}), {} activation blocks freed after forward and recomputed:\n", p.layers.size(),
-               p.layers.size() == 1 ? "layer" : "layers", fmt::join(p.layers, ", "), p.blocks_dropped);
-    fmt::print("  recorded peak allocated   {:>12}\n", format_bytes(p.recorded_peak));
-    fmt::print("  predicted peak allocated  {:>12}  at +{}\n", format_bytes(p.predicted_peak), format_duration(p.predicted_peak_ns));
-    fmt::print("  saving                    {:>12}  ({:.1f}%)\n", format_bytes(p.recorded_peak - std::min(p.recorded_peak, p.predicted_peak)),
-               p.recorded_peak ? 100.0 * (double(p.recorded_peak) - double(p.predicted_peak)) / double(p.recorded_peak) : 0.0);
+    auto p = predict_checkpoint(s, choose_device(s, o->device), split_layers(o->layers));
+    fmt::print("{}", o->json ? checkpoint_json(p, s.warnings).dump(2) + "\n" : checkpoint_text(p));
   });
 }
 

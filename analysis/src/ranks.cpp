@@ -12,17 +12,12 @@
 #include <sys/stat.h>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "memrec/devices.h"
 #include "memrec/load.h"
-#include "memrec/units.h"
-#include "memrec/stats.h"
 
 namespace memrec {
 namespace {
-
-using nlohmann::json;
 
 std::optional<int64_t> first_step_start(const Snapshot& s, uint8_t device) {
   std::optional<int64_t> first;
@@ -180,31 +175,23 @@ void check_at_once(const std::vector<RankRecording>& ranks) {
   }
   int64_t slack = hosts_of(ranks).size() > 1 ? kHostClockSlackNs : 0;
   if (ended && began->begin_ns - ended->end_ns > slack)
-    throw Error(fmt::format("{} and {} are not ranks of one run: the second began {} after the first ended, and a "
-                            "run's ranks record at the same time", ended->path, began->path,
-                            format_duration(began->begin_ns - ended->end_ns)));
+    throw Error(fmt::format("{} and {} are not ranks of one run: the second began after the first ended, and a "
+                            "run's ranks record at the same time", ended->path, began->path));
 }
 
 // One host (or none recorded): the ranks share CLOCK_REALTIME. Several: each rank's first step starts when the
 // lowest rank's does, since only the training loop is known to run in lockstep across hosts.
 void align_clocks(RankSet& set) {
   std::set<std::string> hosts = hosts_of(set.ranks);
-  if (hosts.size() <= 1) {
-    set.clock_note = hosts.empty() ? "no host recorded: the ranks' clocks are taken as one (CLOCK_REALTIME)"
-                                   : "the ranks ran on one host (" + *hosts.begin() + ") and share its clock";
-  } else {
+  set.hosts.assign(hosts.begin(), hosts.end());
+  if (hosts.size() > 1) {
     set.aligned_on_steps = true;
     auto ref = std::find_if(set.ranks.begin(), set.ranks.end(), [](const RankRecording& r) { return r.first_step_ns.has_value(); });
-    std::vector<int> unaligned;
+    if (ref != set.ranks.end()) set.step_reference = ref->rank;
     for (RankRecording& r : set.ranks) {
       if (ref != set.ranks.end() && r.first_step_ns) r.offset_ns = *ref->first_step_ns - *r.first_step_ns;
-      else unaligned.push_back(r.rank);
+      else set.unaligned.push_back(r.rank);
     }
-    set.clock_note = fmt::format("the ranks ran on {} hosts, whose clocks differ: aligned so that each rank's first "
-                                 "training step starts with rank {}'s", hosts.size(), ref == set.ranks.end() ? -1 : ref->rank);
-    if (!unaligned.empty())
-      set.clock_note += fmt::format("; rank{} {} recorded no step and keep their own clock", unaligned.size() > 1 ? "s" : "",
-                                    fmt::join(unaligned, ", "));
   }
   int64_t begin = INT64_MAX, end = INT64_MIN;
   for (const RankRecording& r : set.ranks) {
@@ -228,26 +215,9 @@ void find_divergence(RankSet& set) {
     if (i != median && distance(i) > distance(furthest)) furthest = i;
   set.median = median;
   set.furthest = furthest;
-}
-
-json rank_row(const RankSet& set, size_t i) {
-  const RankRecording& r = set.ranks[i];
-  return {{"rank", r.rank}, {"file", r.path}, {"rank_from", r.rank_from}, {"host", r.host}, {"device", r.device},
-          {"events", r.events}, {"peak_allocated", r.peak_allocated.bytes},
-          {"peak_allocated_ns", set.on_axis(i, r.peak_allocated.time_ns)}, {"peak_reserved", r.peak_reserved.bytes},
-          {"peak_reserved_ns", set.on_axis(i, r.peak_reserved.time_ns)}, {"training_step", r.peak_step},
-          {"phase", r.peak_phase}, {"ooms", r.ooms}, {"warnings", r.warnings}};
-}
-
-json divergence_json(const RankSet& set, size_t top) {
-  if (!set.furthest) return nullptr;
-  const RankRecording &m = set.ranks[*set.median], &f = set.ranks[*set.furthest];
-  json by = json::object();
-  for (size_t g = 0; g < kRankGroupings.size(); ++g)
-    by[std::string(to_string(kRankGroupings[g]))] = group_changes_json(m.at_peak[g], f.at_peak[g], top);
-  return {{"rank", f.rank}, {"median_rank", m.rank},
-          {"delta_peak_allocated", int64_t(f.peak_allocated.bytes) - int64_t(m.peak_allocated.bytes)},
-          {"delta_peak_reserved", int64_t(f.peak_reserved.bytes) - int64_t(m.peak_reserved.bytes)}, {"by", by}};
+  const RankRecording &m = set.ranks[median], &f = set.ranks[furthest];
+  set.delta_peak_allocated = int64_t(f.peak_allocated.bytes) - int64_t(m.peak_allocated.bytes);
+  set.delta_peak_reserved = int64_t(f.peak_reserved.bytes) - int64_t(m.peak_reserved.bytes);
 }
 
 }  // namespace
@@ -300,18 +270,6 @@ RankSet load_ranks(const std::vector<std::string>& paths, const RankOptions& opt
   align_clocks(set);
   find_divergence(set);
   return set;
-}
-
-nlohmann::json ranks_json(const RankSet& set, size_t top) {
-  json rows = json::array();
-  for (size_t i = 0; i < set.ranks.size(); ++i) rows.push_back(rank_row(set, i));
-  auto rank_of = [&](const std::optional<size_t>& i) { return i ? json(set.ranks[*i].rank) : json(nullptr); };
-  return {{"ranks", rows},
-          {"clock", {{"aligned_on", set.aligned_on_steps ? "first step" : "shared clock"}, {"note", set.clock_note}}},
-          {"duration_ns", set.duration_ns},
-          {"median_rank", rank_of(set.median)},
-          {"furthest_rank", rank_of(set.furthest)},
-          {"divergence", divergence_json(set, top)}};
 }
 
 }  // namespace memrec

@@ -132,6 +132,7 @@ CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const
   Replay r(s, device);
   auto passes = layer_passes(s, r);
   CheckpointPrediction p;
+  p.device = device;
   p.layers = resolve_layers(passes, run_layers(s, device), wanted);
   p.recorded_peak = r.peak_allocated().bytes;
   std::set<std::string> chosen(p.layers.begin(), p.layers.end());
@@ -148,6 +149,9 @@ CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const
   Replay after(predicted, device);
   p.predicted_peak = after.peak_allocated().bytes;
   p.predicted_peak_ns = after.time_of(after.peak_allocated().step) - after.time_of(kNoEvent);
+  p.saving = p.recorded_peak - std::min(p.recorded_peak, p.predicted_peak);
+  if (p.recorded_peak)
+    p.saving_percent = 100.0 * (double(p.recorded_peak) - double(p.predicted_peak)) / double(p.recorded_peak);
   return p;
 }
 

@@ -3,7 +3,6 @@
 
 #include "memrec/sites.h"
 #include "memrec/frames.h"
-#include "memrec/units.h"
 
 namespace memrec {
 namespace {
@@ -38,14 +37,6 @@ TEST(Summary, SiteWithoutUserCodeIsTheOpAndTorchsFunction) {
   EXPECT_EQ(allocation_site(s, 0), "<no stack>");
   EXPECT_EQ(format_frame(s, frames[3]), "at::native::zeros_like(at::Tensor const&)");
   EXPECT_EQ(format_frame(s, frames[5]), "_init_group (/venv/lib/python3.12/site-packages/torch/optim/adam.py:182)");
-}
-
-TEST(Summary, HumanUnits) {
-  EXPECT_EQ(format_bytes(512), "512 B");
-  EXPECT_EQ(format_bytes(100272128), "95.63 MiB");
-  EXPECT_EQ(format_duration(1500), "1.5 us");
-  EXPECT_EQ(format_duration(8'700'000), "8.7 ms");
-  EXPECT_EQ(format_duration(2'500'000'000), "2.500 s");
 }
 
 }  // namespace

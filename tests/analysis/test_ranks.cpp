@@ -2,6 +2,7 @@
 // answers are known by construction (one rank allocates a block more in layers.1's forward).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "common/process.h"
@@ -14,6 +15,11 @@ namespace {
 using test::rank_run;
 using test::RankFiles;
 constexpr uint64_t MiB = test::kMiB;
+
+uint64_t bytes_of(const std::vector<Group>& groups, const std::string& key) {
+  auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.key == key; });
+  return it == groups.end() ? 0 : it->bytes;
+}
 
 TEST(Ranks, RankFromFileName) {
   EXPECT_EQ(rank_from_file_name("/tmp/run.rank3.memrec"), 3);
@@ -52,17 +58,17 @@ TEST(Ranks, FurthestRankAndHowItDiffersFromTheMedian) {
   EXPECT_EQ(set.ranks[*set.furthest].rank, 2);
   EXPECT_EQ(set.ranks[*set.median].peak_allocated.bytes, 20 * MiB);
 
-  nlohmann::json j = ranks_json(set, 10);
-  EXPECT_EQ(j["furthest_rank"], 2);
-  EXPECT_EQ(j["ranks"][2]["peak_allocated"], 23 * MiB);
-  EXPECT_EQ(j["divergence"]["delta_peak_allocated"], 3 * MiB);
-  const nlohmann::json& layer = j["divergence"]["by"]["layer"];
-  EXPECT_EQ(layer["groups_changed"], 1);
-  EXPECT_EQ(layer["rows"][0]["key"], "layers.1");
-  EXPECT_EQ(layer["rows"][0]["delta"], 3 * MiB);
-  EXPECT_EQ(j["divergence"]["by"]["module"]["rows"][0]["key"], "layers.1.mlp");
-  EXPECT_EQ(j["divergence"]["by"]["category"]["rows"][0]["key"], "activation");
-  EXPECT_EQ(j["divergence"]["by"]["category"]["rows"][0]["delta"], 3 * MiB);
+  EXPECT_EQ(set.delta_peak_allocated, int64_t(3 * MiB));
+  EXPECT_EQ(set.delta_peak_reserved, 0);
+  // At their peaks, rank 2 holds 3 MiB more than the median rank in layers.1's MLP, all of it activations.
+  const RankRecording &median = set.ranks[*set.median], &furthest = set.ranks[*set.furthest];
+  const std::pair<GroupBy, std::string> grown[] = {
+      {GroupBy::layer, "layers.1"}, {GroupBy::module, "layers.1.mlp"}, {GroupBy::category, "activation"}};
+  for (const auto& [by, key] : grown) {
+    size_t g = std::find(kRankGroupings.begin(), kRankGroupings.end(), by) - kRankGroupings.begin();
+    EXPECT_EQ(bytes_of(furthest.at_peak[g], key), bytes_of(median.at_peak[g], key) + 3 * MiB) << key;
+    EXPECT_EQ(furthest.at_peak[g].size(), median.at_peak[g].size()) << key << ": no group comes or goes";
+  }
 }
 
 TEST(Ranks, TwoRanksTheHigherPeakDiverges) {
@@ -72,7 +78,8 @@ TEST(Ranks, TwoRanksTheHigherPeakDiverges) {
   RankSet set = load_ranks(run.paths, {});
   EXPECT_EQ(set.ranks[0].rank_from, "order");
   EXPECT_EQ(set.ranks[*set.furthest].path, run.paths[0]);
-  EXPECT_NE(set.clock_note.find("no host recorded"), std::string::npos) << set.clock_note;
+  EXPECT_TRUE(set.hosts.empty());
+  EXPECT_FALSE(set.aligned_on_steps) << "no host recorded: one clock";
 }
 
 TEST(Ranks, MetadataRankBeatsTheFileName) {
@@ -139,8 +146,24 @@ TEST(Ranks, SeveralHostsAlignOnTheFirstStep) {
   EXPECT_TRUE(set.aligned_on_steps);
   EXPECT_EQ(set.ranks[1].offset_ns, -4'000'000);
   EXPECT_EQ(set.on_axis(0, set.ranks[0].peak_allocated.time_ns), set.on_axis(1, set.ranks[1].peak_allocated.time_ns) - 10);
-  EXPECT_NE(set.clock_note.find("2 hosts"), std::string::npos) << set.clock_note;
-  EXPECT_EQ(ranks_json(set, 5)["clock"]["aligned_on"], "first step");
+  EXPECT_EQ(set.hosts, (std::vector<std::string>{"node-a", "node-b"}));
+  EXPECT_EQ(set.step_reference, 0);
+  EXPECT_TRUE(set.unaligned.empty());
+}
+
+// A rank that recorded no training step has nothing to align: it keeps its own clock, and says so.
+TEST(Ranks, ARankWithoutStepsKeepsItsClock) {
+  RankFiles run;
+  Snapshot stepless = rank_run(0, 7'000'000, "node-c");
+  stepless.scopes.update(1, [](Scope& sc) { sc.kind = ScopeKind::phase; });  // "step 0" is no step now
+  run.add("r.rank0.memrec", stepless);
+  run.add("r.rank1.memrec", rank_run(0, 5'000'000, "node-a"));
+  run.add("r.rank2.memrec", rank_run(0, 9'000'000, "node-b"));
+  RankSet set = load_ranks(run.paths, {});
+  EXPECT_EQ(set.step_reference, 1) << "the lowest rank with a step";
+  EXPECT_EQ(set.unaligned, std::vector<int>{0});
+  EXPECT_EQ(set.ranks[0].offset_ns, 0);
+  EXPECT_EQ(set.ranks[2].offset_ns, -4'000'000);
 }
 
 TEST(Ranks, MemoryCurveHoldsThePeak) {

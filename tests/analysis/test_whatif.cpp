@@ -36,11 +36,15 @@ struct TwoLayers : test::History {
 TEST(WhatIf, CheckpointingEveryLayerKeepsOnlyOutputsAcrossForward) {
   TwoLayers h;
   auto p = predict_checkpoint(h.s, 0, {});
+  EXPECT_EQ(p.device, 0);
   EXPECT_EQ(p.recorded_peak, 2118u);
   EXPECT_EQ(p.layers, (std::vector<std::string>{"layers.0", "layers.1"}));
   EXPECT_EQ(p.blocks_dropped, 5u);
   // At 295: parameter + layer 0's output + layer 1 (not dropped until its forward ends at 300).
   EXPECT_EQ(p.predicted_peak, 1000u + 50 + 300 + 400 + 60 + 8);
+  EXPECT_EQ(p.predicted_peak_ns, 295 - 10);
+  EXPECT_EQ(p.saving, 2118u - 1818);
+  EXPECT_DOUBLE_EQ(p.saving_percent, 100.0 * 300 / 2118);
 }
 
 TEST(WhatIf, ChoosingLayersByIndex) {
@@ -66,6 +70,11 @@ TEST(WhatIf, RecomputationHappensBeforeTheFirstFreeOfTheLayer) {
   // At 410 layer 0's two dropped activations come back before 0x20 is freed: 1000 + 5000 + 100 + 200.
   EXPECT_EQ(p.predicted_peak, 6300u);
   EXPECT_EQ(p.predicted_peak_ns, 410 - 10);
+  // As recorded, the gradient's alloc comes last in the history, after every free: the prediction, in time order,
+  // is higher, and the saving none.
+  EXPECT_EQ(p.recorded_peak, 1000u + 5000);
+  EXPECT_EQ(p.saving, 0u);
+  EXPECT_DOUBLE_EQ(p.saving_percent, -5.0);
 }
 
 TEST(WhatIf, UnknownLayersAndMissingScopesAreErrors) {

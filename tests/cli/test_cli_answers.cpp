@@ -157,21 +157,30 @@ TEST(CliAt, ATimeBetweenEventsNamesTheEventItShows) {
   EXPECT_NE(text.output.find(want), std::string::npos) << text.output;
 }
 
-TEST(CliWhatif, LayersPrintAsTheListGivenAndDuplicatesAreRefused) {
+TEST(CliWhatif, LayersAreNamedInTheOrderGivenAndDuplicatesAreRefused) {
   TempDir dir;
   std::string file = three_layers_on_device_1(dir);
-  auto two = memrec("whatif checkpoint " + quote(file) + " --device 1 --layers 0,2");
-  ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_NE(two.output.find("checkpointing 2 layers (layers.0, layers.2),"), std::string::npos) << two.output;
-  auto one = memrec("whatif checkpoint " + quote(file) + " --device 1 --layers layers.1");
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  EXPECT_NE(one.output.find("checkpointing 1 layer (layers.1),"), std::string::npos) << one.output;
+  json two = json_of("whatif checkpoint " + quote(file) + " --device 1 --layers 2,0");
+  EXPECT_EQ(two["layers"], json::array({"layers.2", "layers.0"}));
+  EXPECT_EQ(two["device"], 1);
+  EXPECT_EQ(json_of("whatif checkpoint " + quote(file) + " --device 1 --layers layers.1")["layers"], json::array({"layers.1"}));
   for (const char* twice : {"0,0", "1,layers.1"}) {
     auto r = memrec("whatif checkpoint " + quote(file) + " --device 1 --layers " + twice);
     EXPECT_EQ(r.exit_code, 1) << twice << "\n" << r.output;
     EXPECT_NE(r.output.find("layer layers." + std::string(twice).substr(0, 1) + " is given twice"), std::string::npos)
         << r.output;
   }
+}
+
+// The wording, whole (the facts are checked on CheckpointPrediction and in JSON).
+TEST(CliWhatif, Text) {
+  auto r = memrec("whatif checkpoint " + quote(test::data("transformer_2layer_cpu.memrec")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output,
+            "checkpointing 2 layers (layers.0, layers.1), 152 activation blocks freed after forward and recomputed:\n"
+            "  recorded peak allocated      52.11 MiB\n"
+            "  predicted peak allocated     40.11 MiB  at +1.505 s\n"
+            "  saving                       12.01 MiB  (23.0%)\n");
 }
 
 }  // namespace

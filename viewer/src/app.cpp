@@ -365,6 +365,14 @@ Aim parse_aim(const Options& o) {
 
 }  // namespace
 
+std::optional<std::pair<int, int>> parse_size(std::string_view text) {
+  int w = 0, h = 0;
+  char x = 0, extra = 0;
+  if (std::sscanf(std::string(text).c_str(), "%d%c%d%c", &w, &x, &h, &extra) != 3 || x != 'x') return std::nullopt;
+  if (w < 320 || h < 240 || w > 8192 || h > 8192) return std::nullopt;
+  return std::pair{w, h};
+}
+
 int run(const Options& options) {
   std::optional<int64_t> at = options.at.empty() ? std::nullopt : parse_at(options.at);  // checked before anything opens
   Aim aim = parse_aim(options);

@@ -7,7 +7,7 @@
 
 #include <unordered_map>
 
-#include "units.h"
+#include "memrec/units.h"
 #include "views.h"
 
 namespace memrec::viewer {
@@ -27,7 +27,7 @@ void highlight_group(const Document& doc, ViewState& state, uint32_t node) {
 
 void draw_row_values(const GroupNode& n, uint64_t total) {
   ImGui::TableNextColumn();
-  ImGui::TextUnformatted(human_bytes(n.bytes).c_str());
+  ImGui::TextUnformatted(format_bytes(n.bytes).c_str());
   ImGui::TableNextColumn();
   ImGui::Text("%5.1f%%", total ? 100.0 * static_cast<double>(n.bytes) / static_cast<double>(total) : 0.0);
   ImGui::TableNextColumn();
@@ -172,7 +172,7 @@ void draw_attribution(const Document& doc, ViewState& state) {
   draw_choice(doc, state);
   ImGui::SameLine();
   ImGui::Text("| %s: %s in %llu blocks", describe_instant(doc, state).c_str(),
-              human_bytes(state.attribution->root().bytes).c_str(),
+              format_bytes(state.attribution->root().bytes).c_str(),
               static_cast<unsigned long long>(state.attribution->root().blocks));
   ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                           ImGuiTableFlags_Resizable;

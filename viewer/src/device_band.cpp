@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "memrec/device_memory.h"
+#include "memrec/units.h"
 #include "memrec/viewer.h"
-#include "units.h"
 #include "views.h"
 
 namespace memrec::viewer {
@@ -33,10 +33,10 @@ const DeviceMemory& accounting(const Document& doc) {
 
 void tooltip(const DeviceMemoryPoint& p, int64_t origin) {
   ImGui::BeginTooltip();
-  ImGui::Text("NVML sample at %s: used %s", human_duration(p.time_ns - origin).c_str(), human_bytes(p.used).c_str());
-  ImGui::Text("reserved %s   other allocations %s   context and driver %s%s", human_bytes(p.reserved).c_str(),
-              human_bytes(p.other).c_str(), p.context < 0 ? "-" : "",
-              human_bytes(p.context < 0 ? 0 - static_cast<uint64_t>(p.context) : static_cast<uint64_t>(p.context)).c_str());
+  ImGui::Text("NVML sample at %s: used %s", format_duration(p.time_ns - origin).c_str(), format_bytes(p.used).c_str());
+  ImGui::Text("reserved %s   other allocations %s   context and driver %s%s", format_bytes(p.reserved).c_str(),
+              format_bytes(p.other).c_str(), p.context < 0 ? "-" : "",
+              format_bytes(p.context < 0 ? 0 - static_cast<uint64_t>(p.context) : static_cast<uint64_t>(p.context)).c_str());
   ImGui::EndTooltip();
 }
 
@@ -74,7 +74,7 @@ void draw_device_band(const Document& doc, const ColumnGrid& grid, ImDrawList* l
   if (used.size() > 1) list->AddPolyline(used.data(), static_cast<int>(used.size()), kUsedColor, 0, 1.0f);
   ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   list->AddText(ImVec2(grid.x - 74, top), text, "GPU used");
-  list->AddText(ImVec2(grid.x - 74, top + 14), text, human_bytes(scale).c_str());
+  list->AddText(ImVec2(grid.x - 74, top + 14), text, format_bytes(scale, Digits::compact).c_str());
   if (hovered) tooltip(*hovered, grid.origin);
 }
 

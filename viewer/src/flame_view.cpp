@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "memrec/units.h"
 #include "memrec/viewer.h"
-#include "units.h"
 #include "views.h"
 
 namespace memrec::viewer {
@@ -54,7 +54,7 @@ float FlameView::row_height() { return kRowHeight; }
 std::string describe_instant(const Document& doc, const ViewState& state) {
   const Timeline& tl = *doc.timeline;
   bool at_peak = state.instant == doc.replay->peak_allocated().step;
-  return fmt::format("live at {}{}", human_duration(tl.time_of(state.instant) - tl.begin_ns()), at_peak ? " (peak)" : "");
+  return fmt::format("live at {}{}", format_duration(tl.time_of(state.instant) - tl.begin_ns()), at_peak ? " (peak)" : "");
 }
 
 // The tree of the instant is the attribution panel's (ViewState keeps it); that of a range is built here.
@@ -161,10 +161,10 @@ void FlameView::draw_header(const Document& doc, ViewState& state) {
     state.range = {static_cast<int64_t>(std::max(0.0, state.t0)), static_cast<int64_t>(state.t1())};
   ImGui::SameLine();
   const GroupNode& root = tree_ ? tree_->root() : GroupNode{};
-  std::string what = state.range ? fmt::format("allocated in {} .. {}", human_duration(state.range->first),
-                                               human_duration(state.range->second))
+  std::string what = state.range ? fmt::format("allocated in {} .. {}", format_duration(state.range->first),
+                                               format_duration(state.range->second))
                                  : describe_instant(doc, state);
-  ImGui::Text("| %s: %s in %llu blocks", what.c_str(), human_bytes(root.bytes).c_str(),
+  ImGui::Text("| %s: %s in %llu blocks", what.c_str(), format_bytes(root.bytes).c_str(),
               static_cast<unsigned long long>(root.blocks));
   if (zoom_ != 0) {
     ImGui::SameLine();
@@ -215,9 +215,9 @@ void FlameView::draw(const Document& doc, ViewState& state) {
     uint64_t total = tree_->root().bytes;
     ImGui::BeginTooltip();
     ImGui::TextUnformatted(label(under->node).c_str());
-    ImGui::Text("%s (%llu bytes), %.1f%% of %s, %llu blocks", human_bytes(n.bytes).c_str(),
+    ImGui::Text("%s (%llu bytes), %.1f%% of %s, %llu blocks", format_bytes(n.bytes).c_str(),
                 static_cast<unsigned long long>(n.bytes), total ? 100.0 * static_cast<double>(n.bytes) / static_cast<double>(total) : 0.0,
-                human_bytes(total).c_str(), static_cast<unsigned long long>(n.blocks));
+                format_bytes(total).c_str(), static_cast<unsigned long long>(n.blocks));
     ImGui::TextDisabled(under->node == zoom_ && zoom_ != 0 ? "click: zoom out" : "click: zoom in");
     ImGui::EndTooltip();
     if (clicked) {

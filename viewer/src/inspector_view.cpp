@@ -4,7 +4,7 @@
 
 #include "memrec/devices.h"
 #include "memrec/sites.h"
-#include "units.h"
+#include "memrec/units.h"
 #include "views.h"
 
 namespace memrec::viewer {
@@ -15,14 +15,14 @@ constexpr size_t kMaxKernels = 200;
 void draw_life(const Document& doc, const Allocation& a) {
   const Timeline& tl = *doc.timeline;
   auto when = [&](uint32_t step) {
-    return step == kNoEvent ? std::string("-") : human_duration(tl.time_of(step) - tl.begin_ns());
+    return step == kNoEvent ? std::string("-") : format_duration(tl.time_of(step) - tl.begin_ns());
   };
   ImGui::Text("allocated  %s", a.alloc_step == kNoEvent ? "before the recording" : when(a.alloc_step).c_str());
   ImGui::Text("freed      %s", a.free_step == kNoEvent || a.free_step == kBeforeStart ? "never (live at the end)"
                                                                                       : when(a.free_step).c_str());
   if (a.completed_step != kNoEvent) ImGui::Text("released   %s", when(a.completed_step).c_str());
   if (a.alloc_step != kNoEvent && a.free_step < kBeforeStart)
-    ImGui::Text("lifetime   %s", human_duration(tl.time_of(a.free_step) - tl.time_of(a.alloc_step)).c_str());
+    ImGui::Text("lifetime   %s", format_duration(tl.time_of(a.free_step) - tl.time_of(a.alloc_step)).c_str());
 }
 
 void draw_scopes(const Document& doc, const Allocation& a) {
@@ -46,7 +46,7 @@ void draw_kernels(const Document& doc, const Allocation& a) {
     total += last - first;
     for (auto k = first; k < last && shown < kMaxKernels; ++k, ++shown) {
       const Kernel& kn = doc.snapshot.kernels[lane.ids[k]];
-      ImGui::Text("%-10s %s  %s", lane.title.c_str(), human_duration(kn.end_ns - kn.start_ns).c_str(),
+      ImGui::Text("%-10s %s  %s", lane.title.c_str(), format_duration(kn.end_ns - kn.start_ns).c_str(),
                   doc.snapshot.strings[kn.name].c_str());
     }
   }
@@ -63,7 +63,7 @@ void draw_inspector(const Document& doc, ViewState& state) {
     return;
   }
   const Allocation& a = allocs[state.selected_allocation];
-  ImGui::Text("block      %s (%llu bytes) at 0x%llx", human_bytes(a.size).c_str(),
+  ImGui::Text("block      %s (%llu bytes) at 0x%llx", format_bytes(a.size).c_str(),
               static_cast<unsigned long long>(a.size), static_cast<unsigned long long>(a.addr));
   if (a.event != kNoEvent) {
     const Event& e = doc.snapshot.events[a.event];

@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-#include "units.h"
+#include "memrec/units.h"
 #include "views.h"
 
 namespace memrec::viewer {
@@ -145,8 +145,8 @@ void LanesView::draw(const Document& doc, ViewState& state, const ColumnGrid& gr
       size_t k = it - lane.ids.begin();
       ImGui::SetTooltip("%s\n%s, %s after start\nclick: group the memory live at its start",
                         doc.snapshot.strings[item_name(doc, lane, one[0])].c_str(),
-                        human_duration(lane.end(k) - lane.start(k)).c_str(),
-                        human_duration(lane.start(k) - doc.timeline->begin_ns()).c_str());
+                        format_duration(lane.end(k) - lane.start(k)).c_str(),
+                        format_duration(lane.start(k) - doc.timeline->begin_ns()).c_str());
       if (ImGui::IsItemClicked()) state.set_instant(doc, doc.timeline->step_at(lane.start(k)));
     }
   }

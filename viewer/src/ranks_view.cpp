@@ -8,8 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "memrec/ranks_output.h"
+#include "memrec/units.h"
 #include "memrec/viewer.h"
-#include "units.h"
 #include "views.h"
 
 namespace memrec::viewer {
@@ -133,7 +134,7 @@ std::optional<size_t> RanksView::draw_plot(const RankSet& set, size_t current, f
       uint32_t color = i == current ? 0xFF40FFFFu : 0xFFC0C0C0u;
       list->AddText(ImVec2(origin.x + 4, origin.y + lanes_[i].top + 1), color, fmt::format("rank {}", set.ranks[i].rank).c_str());
     }
-  if (hovered) ImGui::SetTooltip("rank %d: peak %s", set.ranks[*hovered].rank, human_bytes(set.ranks[*hovered].peak_allocated.bytes).c_str());
+  if (hovered) ImGui::SetTooltip("rank %d: peak %s", set.ranks[*hovered].rank, format_bytes(set.ranks[*hovered].peak_allocated.bytes).c_str());
   return ImGui::IsItemClicked() ? hovered : std::nullopt;
 }
 
@@ -152,13 +153,13 @@ std::optional<size_t> RanksView::draw_table(const RankSet& set, size_t current) 
     std::string label = fmt::format("{}{}", r.rank, set.furthest == i ? " (furthest)" : set.median == i ? " (median)" : "");
     if (ImGui::Selectable(label.c_str(), i == current, ImGuiSelectableFlags_SpanAllColumns)) picked = i;
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(human_bytes(r.peak_allocated.bytes).c_str());
+    ImGui::TextUnformatted(format_bytes(r.peak_allocated.bytes).c_str());
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(("+" + human_duration(set.on_axis(i, r.peak_allocated.time_ns))).c_str());
+    ImGui::TextUnformatted(("+" + format_duration(set.on_axis(i, r.peak_allocated.time_ns))).c_str());
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(r.peak_reserved.bytes ? human_bytes(r.peak_reserved.bytes).c_str() : "none");
+    ImGui::TextUnformatted(r.peak_reserved.bytes ? format_bytes(r.peak_reserved.bytes).c_str() : "none");
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted((r.peak_step + (r.peak_step.empty() || r.peak_phase.empty() ? "" : " / ") + r.peak_phase).c_str());
+    ImGui::TextUnformatted(peak_step_and_phase(r).c_str());
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(std::filesystem::path(r.path).filename().c_str());
   }
@@ -167,8 +168,8 @@ std::optional<size_t> RanksView::draw_table(const RankSet& set, size_t current) 
 }
 
 std::optional<size_t> RanksView::draw(const RankSet& set, size_t current, float height) {
-  ImGui::Text("%zu ranks on one time axis (%s): %s", set.ranks.size(), human_duration(set.duration_ns).c_str(),
-              set.clock_note.c_str());
+  ImGui::Text("%zu ranks on one time axis (%s): %s", set.ranks.size(), format_duration(set.duration_ns).c_str(),
+              clock_note(set).c_str());
   if (painted_set_ != &set) envelope = set.ranks.size() > kMostLanes;  // a new set of ranks
   ImGui::SameLine();
   ImGui::Checkbox("envelope", &envelope);

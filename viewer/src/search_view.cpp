@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "units.h"
 #include "views.h"
 
 namespace memrec::viewer {

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "memrec/sites.h"
+#include "memrec/units.h"
 #include "memrec/viewer.h"
-#include "units.h"
 #include "views.h"
 
 namespace memrec::viewer {
@@ -46,19 +46,19 @@ std::vector<uint32_t> SegmentsView::Delayed::pending_after(const Replay& r, uint
 namespace {
 
 std::string when(const Document& doc, uint32_t step) {
-  return human_duration(doc.timeline->time_of(step) - doc.timeline->begin_ns());
+  return format_duration(doc.timeline->time_of(step) - doc.timeline->begin_ns());
 }
 
 void block_tooltip(const Document& doc, uint32_t id, bool pending) {
   const Allocation& a = doc.replay->allocations()[id];
   ImGui::BeginTooltip();
-  ImGui::Text("%s%s at 0x%llx", pending ? "pending free: " : "", human_bytes(a.size).c_str(),
+  ImGui::Text("%s%s at 0x%llx", pending ? "pending free: " : "", format_bytes(a.size).c_str(),
               static_cast<unsigned long long>(a.addr));
   ImGui::TextUnformatted(allocation_site(doc.snapshot, a.stack).c_str());
   ImGui::Text("allocated %s, %s", a.alloc_step == kNoEvent ? "before the recording" : when(doc, a.alloc_step).c_str(),
               a.free_step < kBeforeStart ? ("freed " + when(doc, a.free_step)).c_str() : "never freed");
   if (a.alloc_step != kNoEvent && a.free_step < kBeforeStart)
-    ImGui::Text("lifetime %s", human_duration(doc.timeline->time_of(a.free_step) - doc.timeline->time_of(a.alloc_step)).c_str());
+    ImGui::Text("lifetime %s", format_duration(doc.timeline->time_of(a.free_step) - doc.timeline->time_of(a.alloc_step)).c_str());
   if (pending && a.completed_step != kNoEvent) ImGui::Text("released %s", when(doc, a.completed_step).c_str());
   ImGui::TextDisabled("click: inspect it and highlight it on the timeline");
   ImGui::EndTooltip();
@@ -115,7 +115,7 @@ void SegmentsView::draw_scrubber(const Document& doc, ViewState& state) {
     state.set_instant(doc, state.instant == kNoEvent ? 0 : state.instant + 1);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(std::max(120.0f, ImGui::GetContentRegionAvail().x));
-  std::string label = human_duration(now) + (state.instant == doc.replay->peak_allocated().step ? " (peak)" : "");
+  std::string label = format_duration(now) + (state.instant == doc.replay->peak_allocated().step ? " (peak)" : "");
   if (ImGui::SliderScalar("##instant", ImGuiDataType_S64, &now, &lo, &hi, label.c_str()))
     state.set_instant(doc, tl.step_at(tl.begin_ns() + now));
 }
@@ -180,9 +180,9 @@ void SegmentsView::draw(const Document& doc, ViewState& state) {
   draw_scrubber(doc, state);
   update(doc, state);
   ImGui::Text("%zu segments: reserved %s, allocated %s, pending free %s, inactive split %s, free segments %s",
-              segments_.size(), human_bytes(totals_.reserved).c_str(), human_bytes(totals_.allocated).c_str(),
-              human_bytes(totals_.pending).c_str(), human_bytes(totals_.inactive_split).c_str(),
-              human_bytes(totals_.free).c_str());
+              segments_.size(), format_bytes(totals_.reserved).c_str(), format_bytes(totals_.allocated).c_str(),
+              format_bytes(totals_.pending).c_str(), format_bytes(totals_.inactive_split).c_str(),
+              format_bytes(totals_.free).c_str());
   if (!ImGui::BeginChild("bars")) {
     ImGui::EndChild();
     return;
@@ -196,14 +196,14 @@ void SegmentsView::draw(const Document& doc, ViewState& state) {
       const SegmentAt& s = segments_[i];
       ImGui::PushID(i);
       if (s.size == 0) {
-        ImGui::Text("outside known segments: %zu blocks, %s", s.blocks.size(), human_bytes(s.allocated).c_str());
+        ImGui::Text("outside known segments: %zu blocks, %s", s.blocks.size(), format_bytes(s.allocated).c_str());
         ImGui::Dummy(ImVec2(width, kBarHeight));
       } else {
         std::string kind = s.expandable ? "  expandable" : "";
         if (s.recorded && (s.recorded->pool_id[0] || s.recorded->pool_id[1]))
           kind += fmt::format("  private pool ({}, {})", s.recorded->pool_id[0], s.recorded->pool_id[1]);
         ImGui::Text("0x%llx  %s  stream %u  %zu blocks%s", static_cast<unsigned long long>(s.addr),
-                    human_bytes(s.size).c_str(), s.stream, s.blocks.size(), kind.c_str());
+                    format_bytes(s.size).c_str(), s.stream, s.blocks.size(), kind.c_str());
         ImVec2 p = ImGui::GetCursorScreenPos();
         bars_.push_back(Bar{static_cast<size_t>(i), std::floor(p.x), std::floor(p.y), width});
         draw_bar(doc, state, static_cast<size_t>(i), width);

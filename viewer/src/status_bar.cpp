@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "units.h"
+#include "memrec/units.h"
 #include "views.h"
 
 namespace memrec::viewer {
@@ -42,8 +42,8 @@ void draw_status_bar(const Document& doc, const ViewState& state, float frame_ms
               static_cast<unsigned long long>(doc.device_events()), s.events.size(), r.allocations().size(),
               s.kernels.size(), s.scopes.size() - 1);
   ImGui::SameLine();
-  ImGui::Text("| peak allocated %s, reserved %s | view %s | %.1f ms/frame", human_bytes(r.peak_allocated().bytes).c_str(),
-              human_bytes(r.peak_reserved().bytes).c_str(), human_duration(static_cast<int64_t>(state.span)).c_str(),
+  ImGui::Text("| peak allocated %s, reserved %s | view %s | %.1f ms/frame", format_bytes(r.peak_allocated().bytes).c_str(),
+              format_bytes(r.peak_reserved().bytes).c_str(), format_duration(static_cast<int64_t>(state.span)).c_str(),
               frame_ms);
 }
 

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "memrec/sites.h"
+#include "memrec/units.h"
 #include "memrec/viewer.h"
-#include "units.h"
 #include "views.h"
 
 namespace memrec::viewer {
@@ -181,12 +181,14 @@ void TimelineView::draw_overlay(const Document& doc, const ViewState& state, ImD
   for (int k = 1; k <= 4; ++k) {
     float y = std::floor(y1 - (y1 - y0) * k / 4.0f) + 0.5f;
     list->AddLine(ImVec2(x0 - 5, y), ImVec2(x0, y), text);
-    list->AddText(ImVec2(x0 - kAxisWidth + 2, y), text, human_bytes(static_cast<uint64_t>(max_bytes * k / 4)).c_str());
+    std::string label = format_bytes(static_cast<uint64_t>(max_bytes * k / 4), Digits::compact);
+    list->AddText(ImVec2(x0 - kAxisWidth + 2, y), text, label.c_str());
   }
   for (int k = 0; k <= 5; ++k) {
     float x = std::floor(x0 + (x1 - x0) * k / 5.0f) + 0.5f;
     list->AddLine(ImVec2(x, y1), ImVec2(x, y1 + 4), text);
-    list->AddText(ImVec2(x + 2, y1 + 2), text, human_duration(static_cast<int64_t>(grid_.time_at(x))).c_str());
+    std::string label = format_duration(static_cast<int64_t>(grid_.time_at(x)), Digits::compact);
+    list->AddText(ImVec2(x + 2, y1 + 2), text, label.c_str());
   }
   auto marker = [&](int64_t t, ImU32 color, const std::string& label) {
     float x = grid_.x_of(t);
@@ -197,7 +199,7 @@ void TimelineView::draw_overlay(const Document& doc, const ViewState& state, ImD
   if (state.instant != doc.replay->peak_allocated().step)
     marker(tl.time_of(state.instant), kSelectedColor, "selected");
   const Peak& peak = doc.replay->peak_allocated();
-  marker(peak.time_ns, kPeakColor, "peak " + human_bytes(peak.bytes));
+  marker(peak.time_ns, kPeakColor, "peak " + format_bytes(peak.bytes));
 }
 
 void TimelineView::handle_input(Document& doc, ViewState& state, bool hovered, bool clicked) {
@@ -225,11 +227,11 @@ void TimelineView::handle_input(Document& doc, ViewState& state, bool hovered, b
   uint32_t id = doc.timeline->allocation_at(step, offset);
   const Totals& totals = doc.replay->after(step);
   ImGui::BeginTooltip();
-  ImGui::Text("%s   allocated %s   reserved %s", human_duration(doc.timeline->time_of(step) - doc.timeline->begin_ns()).c_str(),
-              human_bytes(totals.allocated).c_str(), human_bytes(totals.reserved).c_str());
+  ImGui::Text("%s   allocated %s   reserved %s", format_duration(doc.timeline->time_of(step) - doc.timeline->begin_ns()).c_str(),
+              format_bytes(totals.allocated).c_str(), format_bytes(totals.reserved).c_str());
   if (id != kNone) {
     const Allocation& a = doc.replay->allocations()[id];
-    ImGui::Text("block %s at 0x%llx", human_bytes(a.size).c_str(), static_cast<unsigned long long>(a.addr));
+    ImGui::Text("block %s at 0x%llx", format_bytes(a.size).c_str(), static_cast<unsigned long long>(a.addr));
     ImGui::TextUnformatted(allocation_site(doc.snapshot, a.stack).c_str());
     ImGui::TextDisabled("click: inspect this block and group the memory live here");
   }

@@ -15,8 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "memrec/analysis.h"
 #include "memrec/replay.h"
 
@@ -63,13 +61,19 @@ struct RankOptions {
 
 struct RankSet {
   std::vector<RankRecording> ranks;  // by rank
-  bool aligned_on_steps = false;     // several hosts: clocks aligned on each rank's first step
-  std::string clock_note;            // how the ranks were put on one time axis, one sentence
+  std::vector<std::string> hosts;    // sorted; empty when no rank recorded its host
+  // One host (or none recorded): the ranks share its clock. Several: their clocks differ, so each rank's first
+  // training step is aligned on rank step_reference's (-1: no rank recorded a step), except the unaligned ranks',
+  // which recorded no step and keep their own clock.
+  bool aligned_on_steps = false;
+  int step_reference = -1;
+  std::vector<int> unaligned;
   int64_t origin_ns = 0;             // the common axis's zero (the earliest aligned first event)
   int64_t duration_ns = 0;
   // Indexes into ranks: the rank with the median allocated peak (the lower one of an even count), and the rank
   // furthest from it (the higher peak on ties, so with two ranks the one that peaks higher). nullopt with one rank.
   std::optional<size_t> median, furthest;
+  int64_t delta_peak_allocated = 0, delta_peak_reserved = 0;  // the furthest rank's peaks minus the median's
 
   // A file time of ranks[i] on the common axis (ns after origin_ns).
   int64_t on_axis(size_t i, int64_t t) const { return t + ranks[i].offset_ns - origin_ns; }
@@ -86,9 +90,5 @@ std::optional<std::pair<int, std::string>> recording_rank(const Snapshot& s, con
 // given twice, two that claim one rank, one process's recordings, different world sizes, or recordings that did not
 // run at the same time.
 RankSet load_ranks(const std::vector<std::string>& paths, const RankOptions& options);
-
-// `memrec stats --by rank --json`: a row per rank, the clock note and the divergence (the furthest rank against
-// the median rank at their peaks, by layer, module, category and stack, `top` rows each).
-nlohmann::json ranks_json(const RankSet& set, size_t top);
 
 }  // namespace memrec

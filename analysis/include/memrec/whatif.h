@@ -10,11 +10,14 @@
 namespace memrec {
 
 struct CheckpointPrediction {
+  uint8_t device = 0;
   uint64_t recorded_peak = 0;     // allocated peak of the history as recorded
   uint64_t predicted_peak = 0;    // allocated peak with the chosen layers checkpointed
   int64_t predicted_peak_ns = 0;  // since the first event
   std::vector<std::string> layers;  // the layers checkpointed, named as `stats --by layer` names them ("layers.3")
   uint64_t blocks_dropped = 0;      // activation blocks freed early (all steps)
+  uint64_t saving = 0;            // recorded_peak - predicted_peak, or 0 when the predicted peak is higher
+  double saving_percent = 0;      // (recorded_peak - predicted_peak) in percent of recorded_peak, so may be < 0
 };
 
 // Predicts activation checkpointing of `layers` (empty = every layer with activations in its module scopes; each
