@@ -19,7 +19,7 @@ namespace {
 constexpr std::array<std::string_view, kCategoryCount> kCategoryNames = {
     "parameter", "input", "activation", "gradient", "optimizer_state", "temporary", "unknown"};
 constexpr std::array<std::string_view, 8> kGroupByNames = {"stack", "op",   "module", "phase",
-                                                           "category", "layer", "pool",  "owner"};
+                                                           "category", "layer", "pool", "owner"};
 constexpr uint64_t kBlockGranularity = 512;  // the caching allocator's kMinBlockSize
 
 Category categorize_by_phase(uint32_t alloc_step, uint32_t free_step, const Replay& r, const PhaseIndex& phases) {
@@ -49,7 +49,6 @@ Category categorize_one(const Snapshot& s, uint32_t id, const Replay& r, const P
   if (row != kNoOwner) return category_of(s.owners[row].kind);
   return categorize_by_phase(r.alloc_steps()[id], r.free_steps()[id], r, phases);
 }
-
 
 // Half-open address ranges of reserved memory. Adding merges nothing; removing splits as needed,
 // which handles expandable segments (map/unmap of pieces) and whole segments alike.

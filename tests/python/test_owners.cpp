@@ -8,6 +8,8 @@
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "common/process.h"
 #include "memrec/analysis.h"
 #include "memrec/load.h"
@@ -57,6 +59,7 @@ struct Owned {
 };
 
 struct Recording {
+  std::string file;
   Snapshot s;
   std::map<std::string, std::vector<Owned>> owned;  // by owner name, one entry per block
   uint64_t unresolved = 0;
@@ -68,7 +71,7 @@ Recording record(const TempDir& dir, const std::string& name, const std::string&
   std::string file = dir / (name + ".memrec");
   auto r = run_command(kMemrec + " record " + options + " -o " + file + " -- " + kPython + " " + dir / (name + ".py"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  Recording out{load_snapshot(file)};
+  Recording out{file, load_snapshot(file)};
   const Snapshot& s = out.s;
   Replay replay(s, 0);
   auto categories = categorize(s, replay);
@@ -143,6 +146,21 @@ TEST(Owners, AdamStateGradientsAndParametersAreNamed) {
   auto owners = group_live(s, r, r.steps() - 1, GroupBy::owner);
   ASSERT_NE(find(owners, "net.0.weight.exp_avg_sq"), nullptr);
   EXPECT_EQ(find(owners, "net.0.weight.exp_avg_sq")->bytes, 2048u);
+
+  // The command line's JSON at the end: each group says how many of its bytes have an owner.
+  auto cli = run_command(kMemrec + " stats " + rec.file + " --by owner --top 100 --at 100s --json 2>/dev/null");
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  nlohmann::json j = nlohmann::json::parse(cli.output);
+  bool exp_avg = false;
+  for (const auto& row : j["live"]) {
+    if (row["key"] == "<none>") EXPECT_EQ(row["owned"], 0) << row.dump();
+    else EXPECT_EQ(row["owned"], row["bytes"]) << row.dump();
+    exp_avg |= row["key"] == "net.0.weight.exp_avg" && row["bytes"] == 2048;
+  }
+  EXPECT_TRUE(exp_avg) << j["live"].dump();
+  auto info = run_command(kMemrec + " info " + rec.file);
+  EXPECT_NE(info.output.find("owners: "), std::string::npos) << info.output;
+  EXPECT_NE(info.output.find(", 0 unresolved"), std::string::npos) << info.output;
 }
 
 TEST(Owners, SgdMomentumAndAGradientPerStepWithSetToNone) {
