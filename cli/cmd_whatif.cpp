@@ -7,10 +7,10 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
-#include "memrec/allocator_whatif.h"
+#include "memrec/allocator_output.h"
 #include "memrec/devices.h"
 #include "memrec/load.h"
-#include "memrec/stats.h"
+#include "memrec/stats_output.h"
 #include "memrec/units.h"
 #include "memrec/whatif.h"
 
@@ -102,9 +102,8 @@ void add_allocator(CLI::App* cmd) {
     uint8_t device = choose_device(s, o->device);
     AllocatorWhatifOptions w{.conf = o->conf, .sweep = o->sweep};
     if (!o->device_memory.empty()) w.device_memory = parse_memory(o->device_memory);
-    nlohmann::json j = allocator_whatif_json(s, device, w);
-    j["warnings"] = warnings_json({&s});
-    fmt::print("{}", o->json ? j.dump(2) + "\n" : allocator_whatif_text(j));
+    AllocatorWhatif result = allocator_whatif(s, device, w);
+    fmt::print("{}", o->json ? allocator_whatif_json(result).dump(2) + "\n" : allocator_whatif_text(result));
   });
 }
 

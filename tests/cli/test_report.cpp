@@ -155,20 +155,23 @@ TEST(Report, OomAndKernelSectionsShowTheStatsNumbers) {
   s.kernels = {{.start_ns = 10, .end_ns = 110, .name = gemm}, {.start_ns = 200, .end_ns = 500, .name = gemm},
                {.start_ns = 600, .end_ns = 650, .name = relu}};
   std::string html = report_html(s, {.file_name = "oom<1>.memrec"});
-  json stats = stats_json(s, {.kernels = true});
-  ASSERT_EQ(stats["ooms"].size(), 1u);
+  StatsResult st = stats(s, {.kernels = true});
+  ASSERT_EQ(st.ooms.size(), 1u);
+  EXPECT_EQ(st.ooms[0].requested, 4 * kMiB);
+  EXPECT_EQ(st.ooms[0].device_free, 512u * 1024);
   size_t ooms = html.find("id=\"ooms\"");
   ASSERT_NE(ooms, std::string::npos);
-  EXPECT_NE(html.find("Requested <b>" + format_bytes(stats["ooms"][0]["requested"]) + "</b>", ooms), std::string::npos);
-  EXPECT_NE(html.find(format_bytes(stats["ooms"][0]["device_free"]) + " free", ooms), std::string::npos);
+  EXPECT_NE(html.find("Requested <b>" + format_bytes(st.ooms[0].requested) + "</b>", ooms), std::string::npos);
+  EXPECT_NE(html.find(format_bytes(st.ooms[0].device_free) + " free", ooms), std::string::npos);
   size_t kernels = html.find("id=\"kernels\"");
   ASSERT_NE(kernels, std::string::npos);
-  ASSERT_EQ(stats["kernels"].size(), 2u);
-  for (const json& k : stats["kernels"]) {
-    size_t name = html.find(html_escape(k["name"].get<std::string>()), kernels);
-    ASSERT_NE(name, std::string::npos) << k["name"];
+  ASSERT_EQ(st.kernels.size(), 2u);
+  EXPECT_EQ(st.kernels[0].total_ns, 400);  // gemm's two launches, before relu's one
+  for (const KernelStats& k : st.kernels) {
+    size_t name = html.find(html_escape(k.name), kernels);
+    ASSERT_NE(name, std::string::npos) << k.name;
     size_t row = html.rfind("<tr>", name);
-    EXPECT_TRUE(html.substr(row).starts_with("<tr><td class=\"num\">" + format_duration(k["total_ns"]) + "</td>"))
+    EXPECT_TRUE(html.substr(row).starts_with("<tr><td class=\"num\">" + format_duration(k.total_ns) + "</td>"))
         << html.substr(row, name - row);
   }
   EXPECT_NE(html.find("<title>memrec report: oom&lt;1&gt;.memrec</title>"), std::string::npos);
