@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "memrec/units.h"
-#include "text.h"
+#include "render.h"
 
 namespace memrec {
 namespace {
@@ -43,8 +43,6 @@ std::string note_text(AllocatorNote n, const AllocatorWhatif& w) {
   return "";
 }
 
-json saving_json(const SettingPrediction& p) { return p.saving ? json(*p.saving) : json(nullptr); }
-
 json prediction_json(const SettingPrediction& p) {
   return {{"settings", p.settings},
           {"predicted_reserved_peak", p.reserved_peak},
@@ -64,7 +62,7 @@ void add_sweep(json& j, const AllocatorWhatif::Sweep& sweep) {
   json rows = json::array();
   for (const SettingPrediction& p : sweep.rows) {
     rows.push_back(prediction_json(p));
-    rows.back()["saving"] = saving_json(p);
+    rows.back()["saving"] = or_null(p.saving);
     rows.back()["own"] = p.own;
   }
   j["sweep_baseline"] = sweep.baseline;
@@ -126,7 +124,7 @@ json allocator_whatif_json(const AllocatorWhatif& w) {
   json j = prediction_json(w.prediction);
   j["device"] = w.device;
   j["settings_source"] = to_string(w.source);
-  j["recorded_settings"] = w.recorded_settings ? json(*w.recorded_settings) : json(nullptr);
+  j["recorded_settings"] = or_null(w.recorded_settings);
   j["recorded_reserved_peak"] = w.recorded_reserved_peak;
   j["recorded_segment_allocs"] = w.recorded_segment_allocs;
   j["recorded_ooms"] = w.recorded_ooms;
@@ -169,7 +167,7 @@ json fragmentation_culprits_json(const FragmentationCulprits& c) {
                         {"block_bytes", s.held.block_bytes}, {"first_ns", s.held.first_ns}, {"last_ns", s.held.last_ns}});
   for (const SettingPrediction& p : c.settings_savings)
     savings.push_back({{"settings", p.settings}, {"predicted_reserved_peak", p.reserved_peak},
-                       {"predicted_ooms", p.ooms}, {"fits", p.fits()}, {"saving", saving_json(p)}});
+                       {"predicted_ooms", p.ooms}, {"fits", p.fits()}, {"saving", or_null(p.saving)}});
   return {{"settings", c.settings}, {"settings_source", c.assumed ? "assumed" : "recorded"}, {"time_ns", c.time_ns},
           {"reserved", c.reserved}, {"free", c.free}, {"culprits", culprits}, {"settings_savings", savings}};
 }

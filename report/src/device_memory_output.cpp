@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "memrec/units.h"
-#include "text.h"
+#include "render.h"
 
 namespace memrec {
 namespace {
@@ -24,7 +24,7 @@ json largest_json(const std::vector<OtherAllocation>& largest) {
   for (const OtherAllocation& a : largest)
     rows.push_back({{"addr", a.addr}, {"bytes", a.bytes}, {"kind", to_string(a.kind)}, {"library", a.library},
                     {"vmm", a.vmm}, {"site", a.site}, {"start_ns", a.start_ns},
-                    {"end_ns", a.end_ns ? json(*a.end_ns) : json(nullptr)}});
+                    {"end_ns", or_null(a.end_ns)}});
   return rows;
 }
 

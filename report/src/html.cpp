@@ -11,6 +11,7 @@
 #include "memrec/stats.h"
 #include "memrec/units.h"
 #include "memrec/whatif.h"
+#include "render.h"
 
 namespace memrec {
 namespace {
@@ -234,13 +235,8 @@ std::string sites(const StatsResult& stats) {
 
 std::string fragmentation_rows(const Fragmentation& f) {
   std::string out = "<table class=\"narrow\"><tbody>";
-  auto row = [&](const char* what, uint64_t bytes) { out += fmt::format("<tr><td>{}</td>{}</tr>", what, bytes_cell(bytes)); };
-  row("block rounding (512-byte granularity)", f.rounding);
-  row("freed, waiting for other streams", f.pending_free);
-  row("free pieces of split segments", f.split_free);
-  row("free pieces of other streams' segments", f.other_stream);
-  row("cached, wholly free segments", f.cached_free);
-  row("largest contiguous free range", f.largest_free);
+  for (const FragmentationPart& part : kFragmentationParts)
+    out += fmt::format("<tr><td>{}</td>{}</tr>", part.label, bytes_cell(f.*part.bytes));
   return out + "</tbody></table>";
 }
 

@@ -2,6 +2,7 @@
 #include "memrec/allocator_output.h"
 #include "memrec/device_memory_output.h"
 #include "memrec/stats_output.h"
+#include "render.h"
 
 namespace memrec {
 namespace {
@@ -14,7 +15,7 @@ json peak_json(const PeakShown& p) {
 
 json at_json(const LiveAt& at) {
   return {{"label", at.requested_ns ? "requested time" : "allocated peak"},
-          {"requested_ns", at.requested_ns ? json(*at.requested_ns) : json(nullptr)},
+          {"requested_ns", or_null(at.requested_ns)},
           {"time_ns", at.time_ns},
           {"event", at.event},
           {"note", instant_note(at.instant)},

@@ -5,7 +5,7 @@
 #include "memrec/device_memory_output.h"
 #include "memrec/stats_output.h"
 #include "memrec/units.h"
-#include "text.h"
+#include "render.h"
 
 namespace memrec {
 namespace {
@@ -63,15 +63,10 @@ void render_fragmentation(std::string& out, const Fragmentation& f) {
     out += fmt::format("fragmentation: no reserved segments recorded ({})\n", why_no_segments(f));
     return;
   }
-  auto line = [&](const char* what, uint64_t bytes) { out += fmt::format("  {:<44} {:>12}\n", what, format_bytes(bytes)); };
   out += fmt::format("fragmentation (reserved - allocated = {}) in {} segments:\n", format_bytes(f.reserved - f.allocated),
                      f.segments);
-  line("block rounding (512-byte granularity)", f.rounding);
-  line("freed, waiting for other streams", f.pending_free);
-  line("free pieces of split segments", f.split_free);
-  line("free pieces of other streams' segments", f.other_stream);
-  line("cached, wholly free segments", f.cached_free);
-  line("largest contiguous free range", f.largest_free);
+  for (const FragmentationPart& part : kFragmentationParts)
+    out += fmt::format("  {:<44} {:>12}\n", part.label, format_bytes(f.*part.bytes));
   if (f.unplaced)
     out += fmt::format("  not counted: {} allocated in segments the recording does not hold\n", format_bytes(f.unplaced));
 }
