@@ -100,7 +100,7 @@ void add_allocator(CLI::App* cmd) {
   alloc->callback([o] {
     Snapshot s = load_snapshot(o->file, stderr);
     uint8_t device = choose_device(s, o->device);
-    AllocatorWhatifOptions w{.conf = o->conf, .sweep = o->sweep};
+    AllocatorWhatifOptions w{.conf = o->conf, .device_memory = std::nullopt, .sweep = o->sweep};
     if (!o->device_memory.empty()) w.device_memory = parse_memory(o->device_memory);
     AllocatorWhatif result = allocator_whatif(s, device, w);
     fmt::print("{}", o->json ? allocator_whatif_json(result).dump(2) + "\n" : allocator_whatif_text(result));

@@ -116,13 +116,13 @@ DeviceLimits device_limits(const Snapshot& s, const Replay& r, std::optional<uin
   DeviceLimits m;
   if (given) {
     m.total = m.limit = *given;
-    m.source = "--device-memory";
+    m.given = true;
     return m;
   }
   if (auto it = s.metadata.find(fmt::format("device.{}.total_memory", r.device())); it != s.metadata.end()) {
     try {
       m.total = m.limit = std::stoull(it->second);
-      m.source = "the recording's device.total_memory";
+      m.recorded_total = true;
     } catch (const std::exception&) {
     }
   }
@@ -134,7 +134,7 @@ DeviceLimits device_limits(const Snapshot& s, const Replay& r, std::optional<uin
   if (oom != kNoEvent) {
     m.limit = r.after(oom).reserved + r.event(oom).addr;
     if (m.total == kUnknown) m.total = m.limit;
-    m.source += std::string(m.source.empty() ? "" : "; ") + "limit from the recorded OOM (reserved + free then)";
+    m.oom_limit = true;
   }
   return m;
 }

@@ -20,6 +20,13 @@ std::string_view to_string(SettingsSource s) {
   return "";
 }
 
+std::string limits_source(const DeviceLimits& m) {
+  if (m.given) return "--device-memory";
+  std::string out = m.recorded_total ? "the recording's device.total_memory" : "";
+  if (m.oom_limit) out += std::string(out.empty() ? "" : "; ") + "limit from the recorded OOM (reserved + free then)";
+  return out;
+}
+
 std::string note_text(AllocatorNote n, const AllocatorWhatif& w) {
   switch (n) {
     case AllocatorNote::assumed_defaults:
@@ -37,7 +44,7 @@ std::string note_text(AllocatorNote n, const AllocatorWhatif& w) {
       uint64_t n = w.prediction.ooms;
       return fmt::format("out of memory: {} request{} would not fit in the device's {} ({}); the run stops at the "
                          "first, and the predicted peaks go on past it as if the device had room",
-                         n, n == 1 ? "" : "s", format_bytes(w.memory.limit), w.memory.source);
+                         n, n == 1 ? "" : "s", format_bytes(w.memory.limit), limits_source(w.memory));
     }
   }
   return "";
@@ -129,7 +136,7 @@ json allocator_whatif_json(const AllocatorWhatif& w) {
   j["recorded_segment_allocs"] = w.recorded_segment_allocs;
   j["recorded_ooms"] = w.recorded_ooms;
   j["requests"] = w.requests;
-  j["device_memory"] = {{"total", known(w.memory.total)}, {"limit", known(w.memory.limit)}, {"source", w.memory.source}};
+  j["device_memory"] = {{"total", known(w.memory.total)}, {"limit", known(w.memory.limit)}, {"source", limits_source(w.memory)}};
   j["notes"] = json::array();
   for (AllocatorNote n : w.notes) j["notes"].push_back(note_text(n, w));
   j["warnings"] = w.warnings;

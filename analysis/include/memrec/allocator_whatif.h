@@ -16,7 +16,10 @@ namespace memrec {
 struct DeviceLimits {
   uint64_t total = UINT64_MAX;  // what the settings' fractions are of
   uint64_t limit = UINT64_MAX;  // what cudaMalloc can give the allocator in all
-  std::string source;           // where the numbers come from, for the reader
+  // Where the numbers come from, for the reader:
+  bool given = false;           // --device-memory
+  bool recorded_total = false;  // the recording's device.N.total_memory
+  bool oom_limit = false;       // the limit from the recorded OOM: what the allocator held then plus CUDA's free bytes
 };
 
 // The device's memory: `given` (a --device-memory flag) when set, else the recording's device.N.total_memory; the

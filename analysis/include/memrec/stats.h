@@ -155,10 +155,10 @@ DiffResult diff(const Snapshot& a, const Snapshot& b, const StatsOptions& o);
 std::optional<std::pair<int, int>> different_ranks(const Snapshot& a, const std::string& path_a, const Snapshot& b,
                                                    const std::string& path_b);
 
-// Kept for callers that include only this header and move with the ranks work (analysis/src/ranks.cpp,
-// cli/cmd_ranks.cpp, viewer/src/app.cpp); new code uses the typed results above and memrec/stats_output.h.
-// group_changes_json is group_changes as JSON; instant_at and group_changes_text are defined in report/, since
-// they print times and bytes.
+// Kept for callers that include only this header and were left to other work (analysis/src/ranks.cpp,
+// cli/cmd_ranks.cpp, viewer/src/app.cpp), until they take the typed results above and memrec/stats_output.h.
+// group_changes_json is group_changes as JSON; group_changes_text and instant_at are defined in report/, since
+// they print bytes and times.
 nlohmann::json group_changes_json(std::span<const Group> a, std::span<const Group> b, size_t top);
 std::string group_changes_text(const nlohmann::json& rows);
 struct Instant {
