@@ -4,7 +4,7 @@
 #include <map>
 
 #include "memrec/replay.h"
-#include "memrec/stats.h"
+#include "memrec/stats_output.h"
 #include "synthetic.h"
 
 namespace memrec {
@@ -28,14 +28,14 @@ void BM_Replay(benchmark::State& state) {
 
 void BM_Stats(benchmark::State& state) {
   const Snapshot& s = history(static_cast<size_t>(state.range(0)));
-  for (auto _ : state) benchmark::DoNotOptimize(stats_json(s, StatsOptions{}).size());
+  for (auto _ : state) benchmark::DoNotOptimize(stats_json(stats(s, StatsOptions{})).size());
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.events.size()));
 }
 
 void BM_Diff(benchmark::State& state) {
   const Snapshot& a = history(static_cast<size_t>(state.range(0)), 7);
   const Snapshot& b = history(static_cast<size_t>(state.range(0)), 8);
-  for (auto _ : state) benchmark::DoNotOptimize(diff_json(a, b, StatsOptions{}).size());
+  for (auto _ : state) benchmark::DoNotOptimize(diff_json(diff(a, b, StatsOptions{})).size());
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(a.events.size() * 2));
 }
 

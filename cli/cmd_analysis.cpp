@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "memrec/devices.h"
 #include "memrec/load.h"
-#include "memrec/stats.h"
+#include "memrec/stats_output.h"
 
 namespace memrec::cli {
 namespace {
@@ -41,8 +41,9 @@ void add_common(CLI::App* cmd, AnalysisOptions& o, bool ranks = false) {
   cmd->add_flag("--json", o.json, "print JSON for scripts");
 }
 
-void print(const nlohmann::json& j, bool as_json, std::string (*render)(const nlohmann::json&)) {
-  fmt::print("{}", as_json ? j.dump(2) + "\n" : render(j));
+template <class Result>
+void print(const Result& r, bool as_json, nlohmann::json (*json_of)(const Result&), std::string (*text_of)(const Result&)) {
+  fmt::print("{}", as_json ? json_of(r).dump(2) + "\n" : text_of(r));
 }
 
 void add_stats(CLI::App& app) {
@@ -58,7 +59,7 @@ void add_stats(CLI::App& app) {
     if (o->full_stack && o->by != "stack") throw Error(fmt::format("--full-stack goes with --by stack, not --by {}", o->by));
     if (o->by == "rank") return print_rank_stats(*inputs, o->at, o->kernels, o->device, o->top, o->json);
     if (inputs->size() > 1) throw Error(fmt::format("stats reads one file ({} given); several only with --by rank", inputs->size()));
-    print(stats_json(load_snapshot(inputs->front(), stderr), o->stats()), o->json, stats_text);
+    print(stats(load_snapshot(inputs->front(), stderr), o->stats()), o->json, stats_json, stats_text);
   });
 }
 
@@ -70,9 +71,9 @@ void add_diff(CLI::App& app) {
   add_common(cmd, *o);
   cmd->callback([o] {
     Snapshot a = load_snapshot(o->a, stderr), b = load_snapshot(o->b, stderr);
-    nlohmann::json j = diff_json(a, b, o->stats());
-    note_ranks(j, a, o->a, b, o->b);
-    print(j, o->json, diff_text);
+    DiffResult d = diff(a, b, o->stats());
+    d.ranks = different_ranks(a, o->a, b, o->b);
+    print(d, o->json, diff_json, diff_text);
   });
 }
 

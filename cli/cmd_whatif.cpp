@@ -6,11 +6,11 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "memrec/allocator_whatif.h"
+#include "memrec/allocator_output.h"
 #include "memrec/checkpoint_output.h"
 #include "memrec/devices.h"
 #include "memrec/load.h"
-#include "memrec/stats.h"
+#include "memrec/stats_output.h"
 #include "memrec/whatif.h"
 
 namespace memrec::cli {
@@ -89,11 +89,10 @@ void add_allocator(CLI::App* cmd) {
   alloc->callback([o] {
     Snapshot s = load_snapshot(o->file, stderr);
     uint8_t device = choose_device(s, o->device);
-    AllocatorWhatifOptions w{.conf = o->conf, .sweep = o->sweep};
+    AllocatorWhatifOptions w{.conf = o->conf, .device_memory = std::nullopt, .sweep = o->sweep};
     if (!o->device_memory.empty()) w.device_memory = parse_memory(o->device_memory);
-    nlohmann::json j = allocator_whatif_json(s, device, w);
-    j["warnings"] = warnings_json({&s});
-    fmt::print("{}", o->json ? j.dump(2) + "\n" : allocator_whatif_text(j));
+    AllocatorWhatif result = allocator_whatif(s, device, w);
+    fmt::print("{}", o->json ? allocator_whatif_json(result).dump(2) + "\n" : allocator_whatif_text(result));
   });
 }
 

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "memrec/sites.h"
-#include "memrec/units.h"
 
 namespace memrec {
 namespace {
@@ -117,13 +116,13 @@ DeviceLimits device_limits(const Snapshot& s, const Replay& r, std::optional<uin
   DeviceLimits m;
   if (given) {
     m.total = m.limit = *given;
-    m.source = "--device-memory";
+    m.given = true;
     return m;
   }
   if (auto it = s.metadata.find(fmt::format("device.{}.total_memory", r.device())); it != s.metadata.end()) {
     try {
       m.total = m.limit = std::stoull(it->second);
-      m.source = "the recording's device.total_memory";
+      m.recorded_total = true;
     } catch (const std::exception&) {
     }
   }
@@ -135,7 +134,7 @@ DeviceLimits device_limits(const Snapshot& s, const Replay& r, std::optional<uin
   if (oom != kNoEvent) {
     m.limit = r.after(oom).reserved + r.event(oom).addr;
     if (m.total == kUnknown) m.total = m.limit;
-    m.source += std::string(m.source.empty() ? "" : "; ") + "limit from the recorded OOM (reserved + free then)";
+    m.oom_limit = true;
   }
   return m;
 }
@@ -239,231 +238,148 @@ std::vector<FragmentationCulprit> fragmentation_culprits(const Snapshot& s, cons
 
 namespace {
 
-nlohmann::json prediction_json(const AllocatorPrediction& p, const Replay& r) {
-  int64_t t0 = r.time_of(0);
-  return {{"settings", to_string(p.conf)},
-          {"predicted_reserved_peak", p.reserved_peak},
-          {"predicted_allocated_peak", p.allocated_peak},
-          {"predicted_peak_ns", p.reserved_peak_step == kNoEvent ? 0 : r.time_of(p.reserved_peak_step) - t0},
-          {"segments", p.segments_at_peak},
-          {"device_allocs", p.device_allocs},
-          {"device_frees", p.device_frees},
-          {"free_at_peak", p.free_at_peak},
-          {"predicted_ooms", p.ooms},
-          {"fits", p.ooms == 0}};
+SettingPrediction prediction_shown(const AllocatorPrediction& p, const Replay& r) {
+  return {.settings = to_string(p.conf),
+          .reserved_peak = p.reserved_peak,
+          .allocated_peak = p.allocated_peak,
+          .peak_ns = p.reserved_peak_step == kNoEvent ? 0 : r.time_of(p.reserved_peak_step) - r.time_of(0),
+          .segments = p.segments_at_peak,
+          .device_allocs = p.device_allocs,
+          .device_frees = p.device_frees,
+          .free_at_peak = p.free_at_peak,
+          .ooms = p.ooms,
+          .saving = std::nullopt};
 }
 
-std::string settings_label(const std::string& text) { return text.empty() ? "(defaults)" : text; }
-
-// What a setting saves against `base`; none when it runs out of memory, since the run would not finish.
-nlohmann::json saving(uint64_t base, const AllocatorPrediction& p) {
-  if (p.ooms) return nullptr;
-  return static_cast<int64_t>(base) - static_cast<int64_t>(p.reserved_peak);
+// Each setting predicted with what it saves against `base`, settings that fit first, each part by its reserved
+// peak: one that runs out of memory is no choice however low.
+std::vector<SettingPrediction> predict_settings(const Snapshot& s, const Replay& r, const std::vector<AllocConf>& confs,
+                                                const DeviceLimits& memory, uint64_t base, const AllocConf& own) {
+  std::vector<SettingPrediction> rows;
+  for (const AllocConf& c : confs) {
+    SettingPrediction row = prediction_shown(predict_allocator(s, r, c, memory), r);
+    if (row.fits()) row.saving = static_cast<int64_t>(base) - static_cast<int64_t>(row.reserved_peak);
+    row.own = c == own;
+    rows.push_back(row);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const SettingPrediction& a, const SettingPrediction& b) {
+    if (a.fits() != b.fits()) return a.fits();
+    return a.reserved_peak < b.reserved_peak;
+  });
+  return rows;
 }
 
-// Settings that fit first, each part by its reserved peak: one that runs out of memory is no choice however low.
-bool better_setting(const nlohmann::json& a, const nlohmann::json& b) {
-  if (a["fits"] != b["fits"]) return a["fits"].get<bool>();
-  return a["predicted_reserved_peak"].get<uint64_t>() < b["predicted_reserved_peak"].get<uint64_t>();
+// The settings to replay under, where they come from, and the note when the file does not say.
+AllocConf chosen_settings(const AllocatorWhatifOptions& o, const std::optional<AllocConf>& recorded, AllocatorWhatif& w) {
+  if (o.conf) {
+    w.source = SettingsSource::given;
+    return parse_alloc_conf(*o.conf);
+  }
+  if (recorded) {
+    w.source = SettingsSource::recorded;
+    return *recorded;
+  }
+  w.source = SettingsSource::assumed;
+  w.notes.push_back(AllocatorNote::assumed_defaults);
+  return AllocConf{};
 }
 
-std::string runs_out(const nlohmann::json& row) {
-  uint64_t n = row["predicted_ooms"].get<uint64_t>();
-  return fmt::format("runs out ({} OOM{})", n, n == 1 ? "" : "s");
+void note_memory(const AllocConf& conf, const DeviceLimits& memory, std::vector<AllocatorNote>& notes) {
+  if (memory.total == kUnknown) notes.push_back(AllocatorNote::memory_unknown);
+  if ((conf.garbage_collection_threshold > 0 || conf.memory_fraction > 0) && memory.total == kUnknown)
+    notes.push_back(AllocatorNote::fraction_ignored);
+  else if (conf.garbage_collection_threshold > 0 && conf.memory_fraction == 0)
+    notes.push_back(AllocatorNote::threshold_without_fraction);
 }
 
-std::string out_of_memory_note(const AllocatorPrediction& p, const DeviceLimits& memory) {
-  return fmt::format("out of memory: {} request{} would not fit in the device's {} ({}); the run stops at the first, "
-                     "and the predicted peaks go on past it as if the device had room",
-                     p.ooms, p.ooms == 1 ? "" : "s", format_bytes(memory.limit), memory.source);
+void add_recorded(AllocatorWhatif& w, const Replay& r) {
+  w.recorded_reserved_peak = r.peak_reserved().bytes;
+  w.recorded_segment_allocs = std::count_if(r.segment_steps().begin(), r.segment_steps().end(),
+                                            [&](uint32_t step) { return is_segment_grow(r.event(step).action); });
+  r.for_each_step(0, r.steps(), [&](uint32_t, const Event& e) { w.recorded_ooms += e.action == Action::oom; });
+  w.requests = r.alloc_steps().size();
 }
 
 }  // namespace
 
-nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const AllocatorWhatifOptions& o) {
+AllocatorWhatif allocator_whatif(const Snapshot& s, uint8_t device, const AllocatorWhatifOptions& o) {
   if (auto type = s.metadata.find(fmt::format("device.{}.type", device)); type != s.metadata.end() && type->second == "cpu")
     throw Error(fmt::format("device {} is a CPU recording: libtorch's CPU allocator keeps no cache, so there is no "
                             "caching allocator to replay", device));
   Replay r(s, device);
-  std::vector<std::string> notes;
+  AllocatorWhatif w;
+  w.device = device;
+  w.warnings = s.warnings;
   std::optional<AllocConf> recorded = recorded_alloc_conf(s);
-  AllocConf conf;
-  std::string source;
-  if (o.conf) {
-    conf = parse_alloc_conf(*o.conf), source = "--alloc-conf";
-  } else if (recorded) {
-    conf = *recorded, source = "recorded";
-  } else {
-    source = "assumed";
-    notes.push_back("the file does not say which allocator settings the run used: assuming PyTorch's defaults "
-                    "(give them with --alloc-conf)");
-  }
-  DeviceLimits memory = device_limits(s, r, o.device_memory);
-  if (memory.total == kUnknown)
-    notes.push_back("the device's memory is unknown: no limit assumed, so no release-and-retry or OOM is modelled "
-                    "(give it with --device-memory)");
-  if ((conf.garbage_collection_threshold > 0 || conf.memory_fraction > 0) && memory.total == kUnknown)
-    notes.push_back("per_process_memory_fraction and garbage_collection_threshold need the device's memory: ignored");
-  else if (conf.garbage_collection_threshold > 0 && conf.memory_fraction == 0)
-    notes.push_back("garbage_collection_threshold acts only with a memory fraction set (per_process_memory_fraction "
-                    "or torch.cuda.set_per_process_memory_fraction): without one it changes nothing");
-
-  AllocatorPrediction p = predict_allocator(s, r, conf, memory);
-  if (p.ooms) notes.push_back(out_of_memory_note(p, memory));
-  uint64_t recorded_ooms = 0;
-  r.for_each_step(0, r.steps(), [&](uint32_t, const Event& e) { recorded_ooms += e.action == Action::oom; });
-  nlohmann::json j = prediction_json(p, r);
-  j["device"] = device;
-  j["settings_source"] = source;
-  j["recorded_settings"] = recorded ? nlohmann::json(to_string(*recorded)) : nlohmann::json(nullptr);
-  j["recorded_reserved_peak"] = r.peak_reserved().bytes;
-  j["recorded_segment_allocs"] = std::count_if(r.segment_steps().begin(), r.segment_steps().end(),
-                                               [&](uint32_t step) { return is_segment_grow(r.event(step).action); });
-  j["recorded_ooms"] = recorded_ooms;
-  j["requests"] = r.alloc_steps().size();
-  j["device_memory"] = {{"total", memory.total == kUnknown ? nlohmann::json(nullptr) : nlohmann::json(memory.total)},
-                        {"limit", memory.limit == kUnknown ? nlohmann::json(nullptr) : nlohmann::json(memory.limit)},
-                        {"source", memory.source}};
-  j["notes"] = notes;
+  if (recorded) w.recorded_settings = to_string(*recorded);
+  AllocConf conf = chosen_settings(o, recorded, w);
+  w.memory = device_limits(s, r, o.device_memory);
+  note_memory(conf, w.memory, w.notes);
+  w.prediction = prediction_shown(predict_allocator(s, r, conf, w.memory), r);
+  if (w.prediction.ooms) w.notes.push_back(AllocatorNote::out_of_memory);
+  add_recorded(w, r);
   if (o.sweep) {
     AllocConf own = recorded.value_or(AllocConf{});
-    uint64_t base = predict_allocator(s, r, own, memory).reserved_peak;
-    nlohmann::json rows = nlohmann::json::array();
-    for (const AllocConf& c : sweep_settings(own)) {
-      AllocatorPrediction setting = predict_allocator(s, r, c, memory);
-      nlohmann::json row = prediction_json(setting, r);
-      row["saving"] = saving(base, setting);
-      row["own"] = c == own;
-      rows.push_back(row);
-    }
-    std::stable_sort(rows.begin(), rows.end(), better_setting);
-    j["sweep_baseline"] = base;
-    j["sweep"] = rows;
+    uint64_t base = predict_allocator(s, r, own, w.memory).reserved_peak;
+    w.sweep = AllocatorWhatif::Sweep{base, predict_settings(s, r, sweep_settings(own), w.memory, base, own)};
   }
-  return j;
+  return w;
 }
 
 namespace {
 
-nlohmann::json culprits_json(const Snapshot& s, const Replay& r, size_t top) {
-  if (r.steps() > kCulpritsMaxEvents)
-    return {{"skipped", fmt::format("more than {} events: run memrec whatif allocator for who fragmented the reserved "
-                                    "memory and what other settings would reserve", kCulpritsMaxEvents)}};
+// Stacks that differ only below the program's own frames read as one site: merged, most free bytes first.
+std::vector<SiteCulprit> culprit_sites(const Snapshot& s, const std::vector<FragmentationCulprit>& culprits, size_t top) {
+  std::vector<SiteCulprit> sites;
+  for (const FragmentationCulprit& c : culprits) {
+    std::string site = allocation_site(s, c.stack);
+    auto it = std::find_if(sites.begin(), sites.end(), [&](const SiteCulprit& x) { return x.site == site; });
+    if (it == sites.end()) {
+      sites.push_back({site, c});
+      continue;
+    }
+    FragmentationCulprit& m = it->held;
+    m.free_bytes += c.free_bytes, m.blocks += c.blocks, m.block_bytes += c.block_bytes;
+    m.first_ns = std::min(m.first_ns, c.first_ns), m.last_ns = std::max(m.last_ns, c.last_ns);
+  }
+  std::stable_sort(sites.begin(), sites.end(),
+                   [](const SiteCulprit& a, const SiteCulprit& b) { return a.held.free_bytes > b.held.free_bytes; });
+  if (sites.size() > top) sites.resize(top);
+  return sites;
+}
+
+void find_culprits(FragmentationCulprits& out, const Snapshot& s, const Replay& r, size_t top) {
   std::optional<AllocConf> recorded = recorded_alloc_conf(s);
   AllocConf own = recorded.value_or(AllocConf{});
   DeviceLimits memory = device_limits(s, r, std::nullopt);
   AllocatorPrediction p = predict_allocator(s, r, own, memory);
-  int64_t t0 = r.time_of(0);
-  // Stacks that differ only below the program's own frames read as one site: merge them.
-  std::vector<std::pair<std::string, FragmentationCulprit>> sites;
-  for (const FragmentationCulprit& c : fragmentation_culprits(s, r, own, memory, p.reserved_peak_step)) {
-    std::string site = allocation_site(s, c.stack);
-    auto it = std::find_if(sites.begin(), sites.end(), [&](const auto& x) { return x.first == site; });
-    if (it == sites.end()) {
-      sites.emplace_back(site, c);
-      continue;
-    }
-    FragmentationCulprit& m = it->second;
-    m.free_bytes += c.free_bytes, m.blocks += c.blocks, m.block_bytes += c.block_bytes;
-    m.first_ns = std::min(m.first_ns, c.first_ns), m.last_ns = std::max(m.last_ns, c.last_ns);
-  }
-  std::stable_sort(sites.begin(), sites.end(), [](const auto& a, const auto& b) { return a.second.free_bytes > b.second.free_bytes; });
-  nlohmann::json culprits = nlohmann::json::array();
-  for (const auto& [site, c] : sites) {
-    if (culprits.size() >= top) break;
-    culprits.push_back({{"site", site}, {"free_bytes", c.free_bytes}, {"blocks", c.blocks},
-                        {"block_bytes", c.block_bytes}, {"first_ns", c.first_ns}, {"last_ns", c.last_ns}});
-  }
-  nlohmann::json savings = nlohmann::json::array();
-  for (const AllocConf& c : sweep_settings(own)) {
-    if (c == own) continue;
-    AllocatorPrediction setting = predict_allocator(s, r, c, memory);
-    savings.push_back({{"settings", to_string(c)}, {"predicted_reserved_peak", setting.reserved_peak},
-                       {"predicted_ooms", setting.ooms}, {"fits", setting.ooms == 0},
-                       {"saving", saving(p.reserved_peak, setting)}});
-  }
-  std::stable_sort(savings.begin(), savings.end(), better_setting);
-  return {{"settings", to_string(own)},
-          {"settings_source", recorded ? "recorded" : "assumed"},
-          {"time_ns", p.reserved_peak_step == kNoEvent ? 0 : r.time_of(p.reserved_peak_step) - t0},
-          {"reserved", p.reserved_peak},
-          {"free", p.free_at_peak},
-          {"culprits", culprits},
-          {"settings_savings", savings}};
+  out.settings = to_string(own);
+  out.assumed = !recorded;
+  out.time_ns = p.reserved_peak_step == kNoEvent ? 0 : r.time_of(p.reserved_peak_step) - r.time_of(0);
+  out.reserved = p.reserved_peak;
+  out.free = p.free_at_peak;
+  out.culprits = culprit_sites(s, fragmentation_culprits(s, r, own, memory, p.reserved_peak_step), top);
+  std::vector<AllocConf> others = sweep_settings(own);
+  others.erase(std::remove(others.begin(), others.end(), own), others.end());
+  out.settings_savings = predict_settings(s, r, others, memory, p.reserved_peak, own);
+  out.state = FragmentationCulprits::State::found;
 }
 
 }  // namespace
 
-nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, size_t top) {
-  if (r.segment_steps().empty()) return nlohmann::json::object();
+FragmentationCulprits stats_fragmentation_culprits(const Snapshot& s, const Replay& r, size_t top) {
+  FragmentationCulprits out;
+  if (r.segment_steps().empty()) return out;
+  if (r.steps() > kCulpritsMaxEvents) {
+    out.state = FragmentationCulprits::State::too_many_events;
+    return out;
+  }
   try {
-    return culprits_json(s, r, top);
+    find_culprits(out, s, r, top);
   } catch (const Error& e) {  // a part of stats: its failure must not take the rest of the report with it
-    return {{"skipped", e.what()}};
-  }
-}
-
-void render_fragmentation_culprits(std::string& out, const nlohmann::json& j) {
-  if (j.contains("skipped")) {
-    out += fmt::format("fragmentation culprits: {}\n", j["skipped"].get<std::string>());
-    return;
-  }
-  if (!j.contains("culprits")) return;
-  out += fmt::format("\nwho fragmented the reserved memory at its peak (+{}, {} reserved, {} free; replayed under {}{}):\n",
-                     format_duration(j["time_ns"]), format_bytes(j["reserved"]), format_bytes(j["free"]),
-                     settings_label(j["settings"]), j["settings_source"] == "assumed" ? ", assumed" : "");
-  if (j["culprits"].empty()) out += "  no segment holds both free space and live blocks\n";
-  else out += fmt::format("  {:>12} {:>8} {:>12}  {:<23} {}\n", "free held", "blocks", "their bytes", "allocated", "site");
-  for (const auto& c : j["culprits"])
-    out += fmt::format("  {:>12} {:>8} {:>12}  {:<23} {}\n", format_bytes(c["free_bytes"]), c["blocks"].get<uint64_t>(),
-                       format_bytes(c["block_bytes"]),
-                       fmt::format("+{} .. +{}", format_duration(c["first_ns"]), format_duration(c["last_ns"])),
-                       c["site"].get<std::string>());
-  out += "what other allocator settings would reserve at the peak (memrec whatif allocator --sweep):\n";
-  for (const auto& row : j["settings_savings"]) {
-    std::string what = runs_out(row);
-    if (row["fits"].get<bool>()) {
-      int64_t saving = row["saving"].get<int64_t>();
-      what = fmt::format("{} {:>10}", saving < 0 ? "costs" : "saves", format_bytes(static_cast<uint64_t>(saving < 0 ? -saving : saving)));
-    }
-    out += fmt::format("  {:>12}  {:<16}  {}\n", format_bytes(row["predicted_reserved_peak"]), what, row["settings"].get<std::string>());
-  }
-}
-
-std::string allocator_whatif_text(const nlohmann::json& j) {
-  auto bytes = [](const nlohmann::json& v) { return format_bytes(v.get<uint64_t>()); };
-  std::string out;
-  for (const auto& n : j["notes"]) out += fmt::format("note: {}\n", n.get<std::string>());
-  std::string settings = settings_label(j["settings"].get<std::string>());
-  std::string from = j["settings_source"] == "recorded" ? "the run's own" : j["settings_source"] == "assumed" ? "assumed" : "given";
-  out += fmt::format("device {}: {} requests replayed through the caching allocator model under {} ({})\n",
-                     j["device"].get<int>(), j["requests"].get<uint64_t>(), settings, from);
-  if (!j["recorded_settings"].is_null() && j["settings_source"] != "recorded")
-    out += fmt::format("the run was recorded with {}\n", settings_label(j["recorded_settings"].get<std::string>()));
-  out += fmt::format("  {:<26}{:>12}{:>14}\n", "", "predicted", "recorded");
-  out += fmt::format("  {:<26}{:>12}{:>14}\n", "peak reserved", bytes(j["predicted_reserved_peak"]),
-                     bytes(j["recorded_reserved_peak"]));
-  out += fmt::format("  {:<26}{:>12}\n", "peak allocated (blocks)", bytes(j["predicted_allocated_peak"]));
-  out += fmt::format("  {:<26}{:>12}\n", "segments at the peak", j["segments"].get<uint64_t>());
-  out += fmt::format("  {:<26}{:>12}{:>14}\n", "cudaMalloc / map calls", j["device_allocs"].get<uint64_t>(),
-                     j["recorded_segment_allocs"].get<uint64_t>());
-  out += fmt::format("  {:<26}{:>12}\n", "free at the peak", bytes(j["free_at_peak"]));
-  if (j["predicted_ooms"].get<uint64_t>() || j["recorded_ooms"].get<uint64_t>())
-    out += fmt::format("  {:<26}{:>12}{:>14}\n", "OOMs", j["predicted_ooms"].get<uint64_t>(), j["recorded_ooms"].get<uint64_t>());
-  if (j.contains("sweep")) {
-    out += fmt::format("\nsettings, best first (saving against the run's own settings, {} predicted):\n",
-                       bytes(j["sweep_baseline"]));
-    for (const auto& row : j["sweep"]) {
-      std::string what = runs_out(row);
-      if (row["fits"].get<bool>()) {
-        int64_t saving = row["saving"].get<int64_t>();
-        uint64_t base = j["sweep_baseline"].get<uint64_t>();
-        what = fmt::format("{:>11} {:>6.1f}%", (saving < 0 ? "-" : "") + format_bytes(static_cast<uint64_t>(saving < 0 ? -saving : saving)),
-                           base ? 100.0 * static_cast<double>(saving) / static_cast<double>(base) : 0.0);
-      }
-      out += fmt::format("  {:>12} {:>19}  {}{}\n", bytes(row["predicted_reserved_peak"]), what,
-                         settings_label(row["settings"].get<std::string>()), row["own"].get<bool>() ? "  (the run's)" : "");
-    }
+    out = {};
+    out.state = FragmentationCulprits::State::failed;
+    out.error = e.what();
   }
   return out;
 }

@@ -17,24 +17,23 @@ constexpr int kZstdLevel = 3;
 
 size_t compress_bound(size_t raw_size) { return ZSTD_compressBound(raw_size); }
 
-Compressor::Compressor() : cctx_(ZSTD_createCCtx()) {
-  ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, kZstdLevel);
-  ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
-  ZSTD_CCtx_setParameter(cctx_, ZSTD_c_contentSizeFlag, 1);
-}
+void ZstdFree::operator()(ZSTD_CCtx_s* c) const { ZSTD_freeCCtx(c); }
+void ZstdFree::operator()(ZSTD_DCtx_s* d) const { ZSTD_freeDCtx(d); }
 
-Compressor::~Compressor() { ZSTD_freeCCtx(cctx_); }
+Compressor::Compressor() : cctx_(ZSTD_createCCtx()) {
+  ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_compressionLevel, kZstdLevel);
+  ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_contentSizeFlag, 1);
+}
 
 std::string_view Compressor::compress(std::string_view raw, std::string_view name) {
   out_.resize(ZSTD_compressBound(raw.size()));
-  size_t n = ZSTD_compress2(cctx_, out_.data(), out_.size(), raw.data(), raw.size());
+  size_t n = ZSTD_compress2(cctx_.get(), out_.data(), out_.size(), raw.data(), raw.size());
   if (ZSTD_isError(n)) throw Error(fmt::format("{}: zstd: {}", name, ZSTD_getErrorName(n)));
   return {out_.data(), n};
 }
 
 Decompressor::Decompressor() : dctx_(ZSTD_createDCtx()) {}
-
-Decompressor::~Decompressor() { ZSTD_freeDCtx(dctx_); }
 
 std::string_view Decompressor::decompress(std::string_view compressed, uint32_t raw_size) {
   // Frame header (RFC 8878): magic, then a descriptor byte whose bit 2 says a content checksum follows.
@@ -46,7 +45,7 @@ std::string_view Decompressor::decompress(std::string_view compressed, uint32_t 
   if (ZSTD_findFrameCompressedSize(compressed.data(), compressed.size()) != compressed.size())
     throw Error("zstd frame size differs from the chunk's");
   raw_.resize(raw_size);
-  size_t n = ZSTD_decompressDCtx(dctx_, raw_.data(), raw_.size(), compressed.data(), compressed.size());
+  size_t n = ZSTD_decompressDCtx(dctx_.get(), raw_.data(), raw_.size(), compressed.data(), compressed.size());
   if (ZSTD_isError(n)) {
     if (ZSTD_getErrorCode(n) == ZSTD_error_checksum_wrong) throw Error("bad checksum (corrupt data)");
     throw Error(fmt::format("corrupt data: zstd: {}", ZSTD_getErrorName(n)));

@@ -60,18 +60,21 @@ using File = std::unique_ptr<FILE, FileCloser>;
 // The most a raw chunk of raw_size bytes can compress to; a larger compressed size is corrupt.
 size_t compress_bound(size_t raw_size);
 
+// Frees zstd's contexts, declared here without zstd.h.
+struct ZstdFree {
+  void operator()(ZSTD_CCtx_s* c) const;
+  void operator()(ZSTD_DCtx_s* d) const;
+};
+
 // Compresses chunk after chunk, reusing its context and output buffer.
 class Compressor {
  public:
   Compressor();
-  ~Compressor();
-  Compressor(const Compressor&) = delete;
-  Compressor& operator=(const Compressor&) = delete;
   // The frame for `raw`, valid until the next call; a zstd error is thrown prefixed with `name`.
   std::string_view compress(std::string_view raw, std::string_view name);
 
  private:
-  ZSTD_CCtx_s* cctx_;
+  std::unique_ptr<ZSTD_CCtx_s, ZstdFree> cctx_;
   std::string out_;
 };
 
@@ -79,15 +82,12 @@ class Compressor {
 class Decompressor {
  public:
   Decompressor();
-  ~Decompressor();
-  Decompressor(const Decompressor&) = delete;
-  Decompressor& operator=(const Decompressor&) = delete;
   // The raw payload, valid until the next call. Refuses a frame that is not exactly one zstd frame of raw_size
   // bytes with a checksum, and one whose checksum is wrong.
   std::string_view decompress(std::string_view compressed, uint32_t raw_size);
 
  private:
-  ZSTD_DCtx_s* dctx_;
+  std::unique_ptr<ZSTD_DCtx_s, ZstdFree> dctx_;
   std::string raw_;
 };
 

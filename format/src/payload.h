@@ -188,4 +188,12 @@ inline void check_first(uint64_t first, uint64_t have, std::string_view table) {
   if (first != have) throw Error(fmt::format("{} chunk starts at row {}, expected {}", table, first, have));
 }
 
+// Reads the index of a chunk's first row, which must be `have`, and returns it.
+inline uint64_t read_first(In& in, uint64_t have, std::string_view table) {
+  uint64_t first = 0;
+  in(first);
+  check_first(first, have, table);
+  return first;
+}
+
 }  // namespace memrec::format_detail

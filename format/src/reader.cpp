@@ -174,18 +174,14 @@ void Reader::check_id(uint64_t id, uint64_t size, std::string_view what) const {
 }
 
 void Reader::parse_strings(In& in) {
-  uint64_t first = 0;
-  in(first);
-  check_first(first, strings_.size(), "strings");
+  read_first(in, strings_.size(), "strings");
   uint64_t n = in.count(8);
   for (uint64_t i = 0; i < n; ++i) in.text(strings_.emplace_back());
   if (!strings_.empty() && !strings_[0].empty()) throw Error("string 0 must be empty");
 }
 
 void Reader::parse_frames(In& in) {
-  uint64_t first = 0;
-  in(first);
-  check_first(first, frames_.size(), "frames");
+  read_first(in, frames_.size(), "frames");
   std::vector<Frame> frames;
   in.list(frames);
   for (const Frame& f : frames) {
@@ -197,9 +193,7 @@ void Reader::parse_frames(In& in) {
 }
 
 void Reader::parse_stacks(In& in) {
-  uint64_t first = 0;
-  in(first);
-  check_first(first, stack_offsets_.size() - 1, "stacks");
+  uint64_t first = read_first(in, stack_offsets_.size() - 1, "stacks");
   std::vector<uint32_t> lengths, ids;
   in.list(lengths);
   in.list(ids);
@@ -217,9 +211,7 @@ void Reader::parse_stacks(In& in) {
 }
 
 void Reader::parse_streams(In& in) {
-  uint64_t first = 0;
-  in(first);
-  check_first(first, streams_.size(), "streams");
+  read_first(in, streams_.size(), "streams");
   std::vector<uint64_t> streams;
   in.list(streams);
   if (streams_.size() + streams.size() > UINT16_MAX + 1ULL) throw Error("more than 65536 streams");

@@ -6,21 +6,19 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
-#include "memrec/device_memory.h"
+#include "memrec/device_memory_output.h"
 #include "memrec/stats.h"
 #include "memrec/units.h"
 #include "memrec/whatif.h"
+#include "render.h"
 
 namespace memrec {
 namespace {
 
-using nlohmann::json;
-
-std::string device_memory_html(const json& j) {
-  if (j.is_null()) return "";
-  return "<section id=\"device-memory\"><h2>Device memory</h2><pre>" + html_escape(device_memory_text(j)) +
+std::string device_memory_html(const std::optional<DeviceMemoryStats>& d) {
+  if (!d) return "";
+  return "<section id=\"device-memory\"><h2>Device memory</h2><pre>" + html_escape(device_memory_text(*d)) +
          "</pre></section>";
 }
 
@@ -61,8 +59,8 @@ td.barcell { width: 28%; min-width: 160px; }
 footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
 )css";
 
-constexpr const char* kCategoryOrder[] = {"activation", "parameter", "gradient", "optimizer_state", "input",
-                                          "temporary", "unknown"};
+constexpr Category kCategoryOrder[] = {Category::activation, Category::parameter, Category::gradient,
+                                      Category::optimizer_state, Category::input, Category::temporary, Category::unknown};
 
 // 54644744 -> "54,644,744": exact byte counts next to the rounded ones.
 std::string grouped(uint64_t n) {
@@ -94,31 +92,30 @@ std::string bar(const std::vector<std::pair<std::string, double>>& pieces) {
   return out + "</div>";
 }
 
-std::string legend(const std::vector<std::string>& categories) {
+std::string legend(const std::vector<Category>& categories) {
   std::string out = "<div class=\"legend\">";
-  for (const auto& c : categories) out += fmt::format("<span><i class=\"c-{}\"></i>{}</span>", c, label(c));
+  for (Category c : categories) out += fmt::format("<span><i class=\"c-{}\"></i>{}</span>", to_string(c), label(to_string(c)));
   return out + "</div>";
 }
 
 // Categories that occur in any row, in a fixed order so colors and columns read the same in every report.
-std::vector<std::string> categories_in(const json& rows) {
-  std::vector<std::string> out;
-  for (const char* c : kCategoryOrder)
-    if (std::any_of(rows.begin(), rows.end(), [&](const json& r) { return r["categories"].contains(c); })) out.push_back(c);
+std::vector<Category> categories_in(const std::vector<GroupRow>& rows) {
+  std::vector<Category> out;
+  for (Category c : kCategoryOrder)
+    if (std::any_of(rows.begin(), rows.end(), [&](const GroupRow& r) { return r.by_category[static_cast<int>(c)] != 0; }))
+      out.push_back(c);
   return out;
 }
 
-std::string peak_card(const char* id, const char* title, const json& p) {
-  std::string when = "at +" + format_duration(p["time_ns"]);
-  if (p["event"].get<int64_t>() < 0) when = "at the start";
-  std::string step = p["training_step"];
-  if (!step.empty()) when += " · " + html_escape(step);
+std::string peak_card(const char* id, const char* title, const PeakShown& p) {
+  std::string when = p.event < 0 ? "at the start" : "at +" + format_duration(p.time_ns);
+  if (!p.training_step.empty()) when += " · " + html_escape(p.training_step);
   return fmt::format("<div class=\"card\" id=\"{}\"><div class=\"label\">{}</div><div class=\"value\">{}</div>"
                      "<div class=\"detail\">{}</div><div class=\"exact\">{} bytes</div></div>",
-                     id, title, format_bytes(p["bytes"]), when, grouped(p["bytes"]));
+                     id, title, format_bytes(p.bytes), when, grouped(p.bytes));
 }
 
-std::string header(const Snapshot& s, const ReportOptions& o, const json& stats) {
+std::string header(const Snapshot& s, const ReportOptions& o, const StatsResult& stats) {
   std::string out = fmt::format("<header><h1>memrec report: <span class=\"file\">{}</span></h1>", html_escape(o.file_name));
   std::vector<std::string> facts;
   for (const std::string& key : std::vector<std::string>{"workload", fmt::format("device.{}.name", o.device), "torch_version"}) {
@@ -126,12 +123,11 @@ std::string header(const Snapshot& s, const ReportOptions& o, const json& stats)
     if (it != s.metadata.end() && !it->second.empty())
       facts.push_back(html_escape(key == "torch_version" ? "torch " + it->second : it->second));
   }
-  facts.push_back(fmt::format("device {}: {} events over {}", o.device, stats["events"].get<uint64_t>(),
-                              format_duration(stats["duration_ns"])));
+  facts.push_back(fmt::format("device {}: {} events over {}", o.device, stats.events, format_duration(stats.duration_ns)));
   out += "<p class=\"sub\">" + fmt::format("{}", fmt::join(facts, " · ")) + "</p></header>";
-  for (const json& w : stats["warnings"]) out += "<p class=\"warn\">" + html_escape(w.get<std::string>()) + "</p>";
-  if (uint64_t dropped = stats["dropped_events"])
-    out += fmt::format("<p class=\"warn\">{} events were dropped while recording.</p>", dropped);
+  for (const std::string& w : stats.warnings) out += "<p class=\"warn\">" + html_escape(w) + "</p>";
+  if (stats.dropped_events)
+    out += fmt::format("<p class=\"warn\">{} events were dropped while recording.</p>", stats.dropped_events);
   return out;
 }
 
@@ -147,29 +143,32 @@ std::string timeline(const ReportOptions& o) {
          "</section>";
 }
 
-std::string layer_table(const json& layers) {
+std::string layer_table(const StatsResult& layers) {
   // Largest first as `memrec stats --by layer` prints them; equal layers in model order.
-  json rows = layers["live"];
-  std::stable_sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
-    if (a["bytes"] != b["bytes"]) return a["bytes"].get<uint64_t>() > b["bytes"].get<uint64_t>();
-    return natural_less(a["key"].get_ref<const std::string&>(), b["key"].get_ref<const std::string&>());
+  std::vector<GroupRow> rows = layers.live;
+  std::stable_sort(rows.begin(), rows.end(), [](const GroupRow& a, const GroupRow& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return natural_less(a.key, b.key);
   });
   auto cats = categories_in(rows);
-  uint64_t total = layers["at"]["allocated"];
+  uint64_t total = layers.at.allocated;
   std::string out = "<section id=\"layers\"><h2>Live at the peak by layer</h2>";
   out += fmt::format("<p>{} live at the allocated peak, attributed to transformer layers by the recorded module scopes "
                      "(<code>memrec stats --by layer</code>).</p>", format_bytes(total));
   out += legend(cats) + "<table><thead><tr><th>Layer</th><th class=\"num\">Live</th><th class=\"num\">Share</th><th></th>";
-  for (const auto& c : cats) out += "<th class=\"num\">" + label(c) + "</th>";
+  for (Category c : cats) out += "<th class=\"num\">" + label(to_string(c)) + "</th>";
   out += "</tr></thead><tbody>";
-  for (const json& r : rows) {
+  for (const GroupRow& r : rows) {
     std::vector<std::pair<std::string, double>> pieces;
-    for (const auto& c : cats)
-      if (r["categories"].contains(c)) pieces.emplace_back("c-" + c, total ? r["categories"][c].get<double>() / double(total) : 0.0);
+    for (Category c : cats)
+      if (uint64_t bytes = r.by_category[static_cast<int>(c)])
+        pieces.emplace_back("c-" + std::string(to_string(c)), total ? double(bytes) / double(total) : 0.0);
     out += fmt::format("<tr class=\"layer\"><td class=\"key\">{}</td>{}<td class=\"num\">{}</td><td class=\"barcell\">{}</td>",
-                       html_escape(r["key"].get<std::string>()), bytes_cell(r["bytes"]), percent(r["share"]), bar(pieces));
-    for (const auto& c : cats)
-      out += r["categories"].contains(c) ? bytes_cell(r["categories"][c]) : "<td class=\"num\">–</td>";
+                       html_escape(r.key), bytes_cell(r.bytes), percent(r.share), bar(pieces));
+    for (Category c : cats) {
+      uint64_t bytes = r.by_category[static_cast<int>(c)];
+      out += bytes ? bytes_cell(bytes) : "<td class=\"num\">–</td>";
+    }
     out += "</tr>";
   }
   return out + "</tbody></table></section>";
@@ -205,102 +204,90 @@ std::string whatif(const Snapshot& s, const ReportOptions& o) {
   return out + "</tbody></table></section>";
 }
 
-std::string category_table(const json& by_category) {
-  const json& rows = by_category["live"];
+std::string category_table(const StatsResult& by_category) {
+  const std::vector<GroupRow>& rows = by_category.live;
   std::string out = "<section id=\"categories\"><h2>Live at the peak by category</h2>";
   std::vector<std::pair<std::string, double>> pieces;
-  for (const json& r : rows) pieces.emplace_back("c-" + r["key"].get<std::string>(), r["share"]);
+  for (const GroupRow& r : rows) pieces.emplace_back("c-" + r.key, r.share);
   out += "<div class=\"narrow\">" + bar(pieces) + "</div><table class=\"narrow\"><thead><tr><th>Category</th><th class=\"num\">Live</th><th class=\"num\">Share</th>"
          "<th class=\"num\">Blocks</th></tr></thead><tbody>";
-  for (const json& r : rows)
+  for (const GroupRow& r : rows)
     out += fmt::format("<tr><td><i class=\"swatch c-{0}\"></i>{1}</td>{2}<td class=\"num\">{3}</td><td class=\"num\">{4}</td></tr>",
-                       html_escape(r["key"].get<std::string>()), html_escape(label(r["key"].get<std::string>())),
-                       bytes_cell(r["bytes"]), percent(r["share"]), r["count"].get<uint64_t>());
+                       html_escape(r.key), html_escape(label(r.key)), bytes_cell(r.bytes), percent(r.share), r.count);
   return out + "</tbody></table><p class=\"note\">Categories come from the forward/backward/optimizer phases, "
                "recorded or inferred from the frames, and each block's lifetime (see docs/analysis.md).</p></section>";
 }
 
-std::string sites_table(const char* title, const json& rows) {
+std::string sites_table(const char* title, const std::vector<SiteRow>& rows) {
   std::string out = fmt::format("<h3>{}</h3><table><thead><tr><th class=\"num\">Bytes</th><th class=\"num\">Count</th>"
                                 "<th>Site</th></tr></thead><tbody>", title);
-  for (const json& r : rows)
-    out += fmt::format("<tr>{}<td class=\"num\">{}×</td><td class=\"key\">{}</td></tr>", bytes_cell(r["bytes"]),
-                       r["count"].get<uint64_t>(), html_escape(r["key"].get<std::string>()));
+  for (const SiteRow& r : rows)
+    out += fmt::format("<tr>{}<td class=\"num\">{}×</td><td class=\"key\">{}</td></tr>", bytes_cell(r.bytes), r.count,
+                       html_escape(r.key));
   return out + "</tbody></table>";
 }
 
-std::string sites(const json& stats) {
+std::string sites(const StatsResult& stats) {
   return "<section id=\"sites\"><h2>Top allocation sites</h2><p class=\"note\">Allocated over the whole run, by site: "
          "the first frame of the program's own code (docs/attribution.md), then the op that allocated.</p>" +
-         sites_table("By bytes", stats["top_sites"]["by_bytes"]) + sites_table("By count", stats["top_sites"]["by_count"]) + "</section>";
+         sites_table("By bytes", stats.top_by_bytes) + sites_table("By count", stats.top_by_count) + "</section>";
 }
 
-std::string fragmentation_rows(const json& f) {
+std::string fragmentation_rows(const Fragmentation& f) {
   std::string out = "<table class=\"narrow\"><tbody>";
-  auto row = [&](const char* what, const char* key) {
-    out += fmt::format("<tr><td>{}</td>{}</tr>", what, bytes_cell(f[key]));
-  };
-  row("block rounding (512-byte granularity)", "rounding");
-  row("freed, waiting for other streams", "pending_free");
-  row("free pieces of split segments", "split_free");
-  row("free pieces of other streams' segments", "other_stream");
-  row("cached, wholly free segments", "cached_free");
-  row("largest contiguous free range", "largest_free");
+  for (const FragmentationPart& part : kFragmentationParts)
+    out += fmt::format("<tr><td>{}</td>{}</tr>", part.label, bytes_cell(f.*part.bytes));
   return out + "</tbody></table>";
 }
 
-std::string fragmentation(const json& f) {
+std::string fragmentation(const Fragmentation& f) {
   std::string out = "<section id=\"fragmentation\"><h2>Fragmentation at the peak</h2>";
-  uint64_t reserved = f["reserved"], allocated = f["allocated"];
-  if (f["segments"].get<uint64_t>() == 0)
+  if (f.segments == 0)
     return out + fmt::format("<p class=\"note\">No reserved segments were recorded ({}), so there is nothing to split.</p>"
-                             "</section>", f["why_no_segments"].get<std::string>());
+                             "</section>", why_no_segments(f));
   out += fmt::format("<p>Reserved − allocated = <b>{}</b> in {} segments:</p>",
-                     format_bytes(reserved - std::min(reserved, allocated)), f["segments"].get<uint64_t>());
+                     format_bytes(f.reserved - std::min(f.reserved, f.allocated)), f.segments);
   out += fragmentation_rows(f);
-  if (uint64_t unplaced = f["unplaced"])
+  if (f.unplaced)
     out += fmt::format("<p class=\"note\">Not counted: {} allocated in segments the recording does not hold.</p>",
-                       format_bytes(unplaced));
+                       format_bytes(f.unplaced));
   return out + "</section>";
 }
 
-std::string oom(const json& o) {
-  const json& f = o["fragmentation"];
-  uint64_t device_free = o["device_free"];  // unknown (0) for the CPU allocator
+std::string oom(const OomShown& o) {
   std::string out = fmt::format("<h3>OOM at +{}</h3><p>Requested <b>{}</b>{}; {} allocated, {} reserved.</p>",
-                                format_duration(o["time_ns"]), format_bytes(o["requested"]),
-                                device_free ? fmt::format("; the device had {} free", format_bytes(device_free)) : "",
-                                format_bytes(o["allocated"]), format_bytes(o["reserved"]));
-  if (o["caused_by_fragmentation"].get<bool>())
+                                format_duration(o.time_ns), format_bytes(o.requested),
+                                o.device_free ? fmt::format("; the device had {} free", format_bytes(o.device_free)) : "",
+                                format_bytes(o.allocated), format_bytes(o.reserved));
+  if (o.caused_by_fragmentation)
     out += fmt::format("<p class=\"warn\">Caused by fragmentation: {} was cached but the largest free range was {}.</p>",
-                       format_bytes(o["cached"]), format_bytes(f["largest_free"]));
+                       format_bytes(o.cached), format_bytes(o.fragmentation.largest_free));
   else
     out += "<p class=\"warn\">Not fragmentation: the program needed more memory than the device had.</p>";
   out += "<table><thead><tr><th class=\"num\">Held</th><th class=\"num\">Share</th><th class=\"num\">Blocks</th>"
          "<th>Site</th></tr></thead><tbody>";
-  for (const json& g : o["top_sites"])
+  for (const GroupRow& g : o.top_sites)
     out += fmt::format("<tr>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"key\">{}</td></tr>",
-                       bytes_cell(g["bytes"]), percent(g["share"]), g["count"].get<uint64_t>(),
-                       html_escape(g["key"].get<std::string>()));
-  return out + "</tbody></table>" + fragmentation_rows(f);
+                       bytes_cell(g.bytes), percent(g.share), g.count, html_escape(g.key));
+  return out + "</tbody></table>" + fragmentation_rows(o.fragmentation);
 }
 
-std::string ooms(const json& stats) {
-  if (stats["ooms"].empty()) return "";
+std::string ooms(const StatsResult& stats) {
+  if (stats.ooms.empty()) return "";
   std::string out = "<section id=\"ooms\"><h2>Out of memory</h2>";
-  for (const json& o : stats["ooms"]) out += oom(o);
+  for (const OomShown& o : stats.ooms) out += oom(o);
   return out + "</section>";
 }
 
-std::string kernels(const json& stats) {
-  if (stats["kernels"].empty()) return "";
+std::string kernels(const StatsResult& stats) {
+  if (stats.kernels.empty()) return "";
   std::string out = "<section id=\"kernels\"><h2>Top kernels by GPU time</h2><table><thead><tr><th class=\"num\">Total</th>"
                     "<th class=\"num\">Count</th><th class=\"num\">Avg</th><th class=\"num\">Max</th><th>Name</th></tr></thead><tbody>";
-  for (const json& k : stats["kernels"])
+  for (const KernelStats& k : stats.kernels)
     out += fmt::format("<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
                        "<td class=\"key\">{}</td></tr>",
-                       format_duration(k["total_ns"]), k["count"].get<uint64_t>(), format_duration(k["avg_ns"]),
-                       format_duration(k["max_ns"]), html_escape(k["name"].get<std::string>()));
+                       format_duration(k.total_ns), k.count, format_duration(k.avg_ns()), format_duration(k.max_ns),
+                       html_escape(k.name));
   return out + "</tbody></table></section>";
 }
 
@@ -354,17 +341,16 @@ std::string base64_encode(std::string_view bytes) {
 bool is_png(std::string_view bytes) { return bytes.starts_with("\x89PNG\r\n\x1a\n"); }
 
 std::string report_html(const Snapshot& s, const ReportOptions& o) {
-  json stats = stats_json(s, {.at_ns = std::nullopt, .by = GroupBy::category, .top = o.top, .device = o.device, .kernels = true});
-  std::string body = header(s, o, stats);
-  body += "<section class=\"cards\">" + peak_card("peak-allocated", "Peak allocated", stats["peak_allocated"]) +
-          peak_card("peak-reserved", "Peak reserved", stats["peak_reserved"]) + "</section>";
+  StatsResult by_category = stats(s, {.at_ns = std::nullopt, .by = GroupBy::category, .top = o.top, .device = o.device, .kernels = true});
+  std::string body = header(s, o, by_category);
+  body += "<section class=\"cards\">" + peak_card("peak-allocated", "Peak allocated", by_category.peak_allocated) +
+          peak_card("peak-reserved", "Peak reserved", by_category.peak_reserved) + "</section>";
   body += timeline(o);
   // Every layer gets a row, however many there are: the table answers "which layer holds the most".
   if (has_module_scopes(s, o.device))
-    body += layer_table(stats_json(s, {.at_ns = std::nullopt, .by = GroupBy::layer, .top = SIZE_MAX, .device = o.device}));
-  body += whatif(s, o) + category_table(stats) + sites(stats) + fragmentation(stats["fragmentation"]) +
-          device_memory_html(stats["device_memory"]) + ooms(stats) +
-          kernels(stats) + metadata(s);
+    body += layer_table(stats(s, {.at_ns = std::nullopt, .by = GroupBy::layer, .top = SIZE_MAX, .device = o.device}));
+  body += whatif(s, o) + category_table(by_category) + sites(by_category) + fragmentation(by_category.fragmentation) +
+          device_memory_html(by_category.device_memory) + ooms(by_category) + kernels(by_category) + metadata(s);
   return fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
                      "<title>memrec report: {}</title><style>{}</style></head>\n<body><main>\n{}\n"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "memrec/stats.h"
+#include "memrec/stats_output.h"
 #include "memrec/units.h"
 
 namespace memrec {
@@ -23,14 +23,14 @@ json rank_row(const RankSet& set, size_t i) {
 }
 
 // The furthest rank's groups against the median rank's, by kRankGroupings[g]; needs set.furthest.
-json changes(const RankSet& set, size_t g, size_t top) {
-  return group_changes_json(set.ranks[*set.median].at_peak[g], set.ranks[*set.furthest].at_peak[g], top);
+GroupChanges changes(const RankSet& set, size_t g, size_t top) {
+  return group_changes(set.ranks[*set.median].at_peak[g], set.ranks[*set.furthest].at_peak[g], top);
 }
 
 json divergence_json(const RankSet& set, size_t top) {
   if (!set.furthest) return nullptr;
   json by = json::object();
-  for (size_t g = 0; g < kRankGroupings.size(); ++g) by[std::string(to_string(kRankGroupings[g]))] = changes(set, g, top);
+  for (size_t g = 0; g < kRankGroupings.size(); ++g) by[std::string(to_string(kRankGroupings[g]))] = group_changes_json(changes(set, g, top));
   return {{"rank", set.ranks[*set.furthest].rank}, {"median_rank", set.ranks[*set.median].rank},
           {"delta_peak_allocated", set.delta_peak_allocated}, {"delta_peak_reserved", set.delta_peak_reserved},
           {"by", by}};
@@ -55,12 +55,12 @@ std::string divergence_text(const RankSet& set, size_t top) {
                                 format_bytes(static_cast<uint64_t>(std::llabs(delta))));
   bool any = false;
   for (size_t g = 0; g < kRankGroupings.size(); ++g) {
-    json c = changes(set, g, top);
-    if (c["groups_changed"].get<size_t>() == 0) continue;
+    GroupChanges c = changes(set, g, top);
+    if (c.changed == 0) continue;
     any = true;
     out += fmt::format("\nrank {} against rank {} at their peaks, by {} ({} groups changed):\n", rank, median,
-                       to_string(kRankGroupings[g]), c["groups_changed"].get<size_t>());
-    out += group_changes_text(c["rows"]);
+                       to_string(kRankGroupings[g]), c.changed);
+    out += group_changes_text(c.rows);
   }
   if (!any) out += "what was live at their peaks is the same by layer, module, category and stack\n";
   return out;
@@ -101,11 +101,6 @@ std::string ranks_text(const RankSet& set, size_t top) {
                      "peak reserved", "at", "step / phase", "OOMs", "file");
   for (size_t i = 0; i < set.ranks.size(); ++i) out += rank_line(set, i);
   return set.furthest ? out + divergence_text(set, top) : out;
-}
-
-void note_ranks(json& diff, const Snapshot& a, const std::string& path_a, const Snapshot& b, const std::string& path_b) {
-  auto ra = recording_rank(a, path_a), rb = recording_rank(b, path_b);
-  if (ra && rb && ra->first != rb->first) diff["ranks"] = {{"a", ra->first}, {"b", rb->first}};
 }
 
 }  // namespace memrec

@@ -75,7 +75,7 @@ TEST(OwnSettingsReplay, RefusesCpuRecordings) {
   EXPECT_THROW(
       {
         try {
-          allocator_whatif_json(s, 0, {});
+          allocator_whatif(s, 0, {});
         } catch (const Error& e) {
           EXPECT_NE(std::string(e.what()).find("CPU allocator keeps no cache"), std::string::npos);
           throw;
@@ -107,11 +107,13 @@ TEST(FragmentationCulprits, ShareTheFreeBytesOfPartlyUsedSegments) {
   EXPECT_LE(shared, stranded);
   EXPECT_GE(shared + segments * 1024, stranded);
 
-  nlohmann::json j = fragmentation_culprits_json(s, r, 5);
-  EXPECT_EQ(j["culprits"].size(), 5u);
-  EXPECT_EQ(j["reserved"], r.peak_reserved().bytes);
-  EXPECT_EQ(j["settings_savings"][0]["settings"], "expandable_segments:True");
-  EXPECT_EQ(j["settings_savings"][0]["saving"], 10252976128 - 6696206336);  // measured peaks: default - expandable
+  FragmentationCulprits sites = stats_fragmentation_culprits(s, r, 5);
+  EXPECT_EQ(sites.state, FragmentationCulprits::State::found);
+  EXPECT_EQ(sites.culprits.size(), 5u);
+  EXPECT_EQ(sites.reserved, r.peak_reserved().bytes);
+  ASSERT_FALSE(sites.settings_savings.empty());
+  EXPECT_EQ(sites.settings_savings[0].settings, "expandable_segments:True");
+  EXPECT_EQ(sites.settings_savings[0].saving, 10252976128 - 6696206336);  // measured peaks: default - expandable
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "memrec/stats.h"
 #include "memrec/units.h"
 #include "common/fixtures.h"
+#include "common/histories.h"
 
 namespace memrec {
 namespace {
@@ -144,31 +145,27 @@ TEST(Report, EscapesAndEncodes) {
   EXPECT_EQ(base64_decode(base64_encode(std::string(kPngSignature) + "\xff\x00\x01")), std::string(kPngSignature) + "\xff\x00\x01");
 }
 
-// No test data holds an OOM or CUPTI kernels: a small history that does, so those sections render too.
+// The OOM and kernel sections render too.
 TEST(Report, OomAndKernelSectionsShowTheStatsNumbers) {
-  Snapshot s;
-  constexpr uint64_t kMiB = 1 << 20;
-  s.events = {{.time_ns = 1, .addr = 0x100000, .size = 2 * kMiB, .action = Action::segment_alloc},
-              {.time_ns = 2, .addr = 0x100000, .size = kMiB, .action = Action::alloc},
-              {.time_ns = 3, .addr = 512 * 1024, .size = 4 * kMiB, .action = Action::oom}};
-  uint32_t gemm = s.strings.intern("void gemm<float, 128>(float const*)"), relu = s.strings.intern("relu_kernel");
-  s.kernels = {{.start_ns = 10, .end_ns = 110, .name = gemm}, {.start_ns = 200, .end_ns = 500, .name = gemm},
-               {.start_ns = 600, .end_ns = 650, .name = relu}};
+  Snapshot s = test::oom_with_kernels();
   std::string html = report_html(s, {.file_name = "oom<1>.memrec"});
-  json stats = stats_json(s, {.kernels = true});
-  ASSERT_EQ(stats["ooms"].size(), 1u);
+  StatsResult st = stats(s, {.kernels = true});
+  ASSERT_EQ(st.ooms.size(), 1u);
+  EXPECT_EQ(st.ooms[0].requested, 4u << 20);
+  EXPECT_EQ(st.ooms[0].device_free, 512u * 1024);
   size_t ooms = html.find("id=\"ooms\"");
   ASSERT_NE(ooms, std::string::npos);
-  EXPECT_NE(html.find("Requested <b>" + format_bytes(stats["ooms"][0]["requested"]) + "</b>", ooms), std::string::npos);
-  EXPECT_NE(html.find(format_bytes(stats["ooms"][0]["device_free"]) + " free", ooms), std::string::npos);
+  EXPECT_NE(html.find("Requested <b>" + format_bytes(st.ooms[0].requested) + "</b>", ooms), std::string::npos);
+  EXPECT_NE(html.find(format_bytes(st.ooms[0].device_free) + " free", ooms), std::string::npos);
   size_t kernels = html.find("id=\"kernels\"");
   ASSERT_NE(kernels, std::string::npos);
-  ASSERT_EQ(stats["kernels"].size(), 2u);
-  for (const json& k : stats["kernels"]) {
-    size_t name = html.find(html_escape(k["name"].get<std::string>()), kernels);
-    ASSERT_NE(name, std::string::npos) << k["name"];
+  ASSERT_EQ(st.kernels.size(), 2u);
+  EXPECT_EQ(st.kernels[0].total_ns, 400);  // gemm's two launches, before relu's one
+  for (const KernelStats& k : st.kernels) {
+    size_t name = html.find(html_escape(k.name), kernels);
+    ASSERT_NE(name, std::string::npos) << k.name;
     size_t row = html.rfind("<tr>", name);
-    EXPECT_TRUE(html.substr(row).starts_with("<tr><td class=\"num\">" + format_duration(k["total_ns"]) + "</td>"))
+    EXPECT_TRUE(html.substr(row).starts_with("<tr><td class=\"num\">" + format_duration(k.total_ns) + "</td>"))
         << html.substr(row, name - row);
   }
   EXPECT_NE(html.find("<title>memrec report: oom&lt;1&gt;.memrec</title>"), std::string::npos);

@@ -11,7 +11,7 @@
 #include "memrec/format.h"
 #include "memrec/pickle.h"
 #include "memrec/replay.h"
-#include "memrec/stats.h"
+#include "memrec/stats_output.h"
 #include "common/fixtures.h"
 
 namespace memrec {
@@ -95,7 +95,7 @@ TEST_F(CutFileTest, FragmentationBucketsAddUpOnEveryCut) {
 TEST_F(CutFileTest, NoSegmentsIsExplainedByTheDeviceType) {
   Snapshot gpu = cut(events_chunk_middle());
   ASSERT_EQ(gpu.events.size(), 0u);
-  std::string text = stats_text(stats_json(gpu, {}));
+  std::string text = stats_text(stats(gpu, {}));
   EXPECT_EQ(text.find("CPU"), std::string::npos) << text;
   EXPECT_NE(text.find("no reserved segments recorded (the recording holds no segment events or end state)"),
             std::string::npos)
@@ -104,7 +104,7 @@ TEST_F(CutFileTest, NoSegmentsIsExplainedByTheDeviceType) {
   Snapshot cpu;
   cpu.metadata["device.0.type"] = "cpu";
   cpu.events.push_back(Event{.time_ns = 1, .addr = 4096, .size = 64, .action = Action::alloc});
-  text = stats_text(stats_json(cpu, {}));
+  text = stats_text(stats(cpu, {}));
   EXPECT_NE(text.find("no reserved segments recorded (the CPU allocator keeps no cache)"), std::string::npos) << text;
 }
 

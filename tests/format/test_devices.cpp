@@ -7,7 +7,7 @@
 
 #include "memrec/devices.h"
 #include "memrec/perfetto.h"
-#include "memrec/stats.h"
+#include "memrec/stats_output.h"
 #include "memrec/timeline.h"
 
 namespace memrec {
@@ -63,18 +63,19 @@ TEST(InstantAt, PastTheEndIsTheLastEventWithANote) {
   add(s, 1'500'000'000, Action::alloc, 0x20, 32, 0);
   add(s, 2'000'000'000, Action::free_requested, 0x10, 64, 0);
   Replay r(s, 0);
-  EXPECT_EQ(instant_at(r, 0).step, 0u);
-  EXPECT_EQ(instant_at(r, 499'999'999).step, 0u);
-  EXPECT_EQ(instant_at(r, 500'000'000).step, 1u);
-  Instant end = instant_at(r, 1'000'000'000);
+  EXPECT_EQ(find_instant(r, 0).step, 0u);
+  EXPECT_EQ(find_instant(r, 499'999'999).step, 0u);
+  EXPECT_EQ(find_instant(r, 500'000'000).step, 1u);
+  InstantShown end = find_instant(r, 1'000'000'000);
   EXPECT_EQ(end.step, 2u);
-  EXPECT_EQ(end.note, "");
+  EXPECT_EQ(instant_note(end), "");
   for (int64_t past : {int64_t{6'000'000'000}, int64_t{8'000'000'000'000'000'000}}) {
-    Instant i = instant_at(r, past);
+    InstantShown i = find_instant(r, past);
     EXPECT_EQ(i.step, 2u);
-    EXPECT_NE(i.note.find("is past the end of the recording (+1.000 s)"), std::string::npos) << i.note;
+    EXPECT_EQ(i.moved, InstantShown::Moved::past_end);
+    EXPECT_NE(instant_note(i).find("is past the end of the recording (+1.000 s)"), std::string::npos) << instant_note(i);
   }
-  EXPECT_EQ(instant_at(r, std::nullopt).step, r.peak_allocated().step);
+  EXPECT_EQ(find_instant(r, std::nullopt).step, r.peak_allocated().step);
 }
 
 // Kernels on the default stream and on a side stream whose raw handle is a process address.

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "memrec/stats.h"
+#include "memrec/stats_output.h"
 #include "memrec/viewer.h"
 #include "png.h"
 
@@ -386,8 +386,8 @@ int run(const Options& options) {
   st.grouping = aim.grouping;
   st.flat = aim.flat;
   st.range = aim.range;
-  Instant found = instant_at(*app.doc().replay, at);
-  if (!found.note.empty()) fmt::print(stderr, "memrec view: note: {}\n", found.note);
+  InstantShown found = find_instant(*app.doc().replay, at);
+  if (std::string note = instant_note(found); !note.empty()) fmt::print(stderr, "memrec view: note: {}\n", note);
   uint32_t instant = found.step;
   st.set_instant(app.doc(), instant);
   st.selected_allocation = largest_with_stack(app.doc(), instant);

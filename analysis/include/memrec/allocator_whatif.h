@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "memrec/allocator_model.h"
 #include "memrec/replay.h"
 
@@ -18,7 +16,10 @@ namespace memrec {
 struct DeviceLimits {
   uint64_t total = UINT64_MAX;  // what the settings' fractions are of
   uint64_t limit = UINT64_MAX;  // what cudaMalloc can give the allocator in all
-  std::string source;           // where the numbers come from, for the reader
+  // Where the numbers come from, for the reader:
+  bool given = false;           // --device-memory
+  bool recorded_total = false;  // the recording's device.N.total_memory
+  bool oom_limit = false;       // the limit from the recorded OOM: what the allocator held then plus CUDA's free bytes
 };
 
 // The device's memory: `given` (a --device-memory flag) when set, else the recording's device.N.total_memory; the
@@ -72,22 +73,78 @@ struct FragmentationCulprit {
 std::vector<FragmentationCulprit> fragmentation_culprits(const Snapshot& s, const Replay& r, const AllocConf& conf,
                                                          const DeviceLimits& memory, uint32_t step);
 
+// One setting's prediction as the commands show it (peak_ns since the first event), with what it saves against a
+// baseline: unset when it runs out of memory, since the run would not finish, or when there is no baseline.
+struct SettingPrediction {
+  std::string settings;  // to_string(AllocConf)
+  uint64_t reserved_peak = 0, allocated_peak = 0;
+  int64_t peak_ns = 0;
+  uint32_t segments = 0;
+  uint64_t device_allocs = 0, device_frees = 0, free_at_peak = 0, ooms = 0;
+  std::optional<int64_t> saving;
+  bool own = false;  // the run's own settings
+  bool fits() const { return ooms == 0; }
+};
+
+// A site's share of the fragmentation: the culprits of its stacks merged, since stacks that differ only below the
+// program's own frames read as one site.
+struct SiteCulprit {
+  std::string site;
+  FragmentationCulprit held;  // .stack: its first stack
+};
+
 // The fragmentation part of `memrec stats`: at the reserved peak (replayed under the run's settings), the sites whose
 // live blocks hold segments with free space, and what the common settings would reserve instead. Histories of more
-// than kCulpritsMaxEvents events get a note pointing to `memrec whatif allocator` instead (it replays the run once
-// per setting); CPU runs (no segments) get an empty object.
+// than kCulpritsMaxEvents events are left to `memrec whatif allocator` (it replays the run once per setting); CPU
+// runs have no segments.
 inline constexpr uint32_t kCulpritsMaxEvents = 500'000;
-nlohmann::json fragmentation_culprits_json(const Snapshot& s, const Replay& r, size_t top);
-void render_fragmentation_culprits(std::string& out, const nlohmann::json& j);
+struct FragmentationCulprits {
+  enum class State : uint8_t { no_segments, too_many_events, failed, found };
+  State state = State::no_segments;
+  std::string error;  // failed: why; a part of stats, whose failure must not take the rest of stats with it
+  std::string settings;  // what the run was replayed under
+  bool assumed = false;  // the file does not say which settings the run used: the defaults
+  int64_t time_ns = 0;   // of the reserved peak
+  uint64_t reserved = 0, free = 0;
+  std::vector<SiteCulprit> culprits;            // most free bytes first, at most `top`
+  std::vector<SettingPrediction> settings_savings;  // the other common settings, best first
+};
+FragmentationCulprits stats_fragmentation_culprits(const Snapshot& s, const Replay& r, size_t top);
 
-// The answer of `memrec whatif allocator` as JSON. `conf` unset: the recorded settings, else the defaults (with a
-// note saying so). With sweep, "sweep" lists the common settings, best first.
+// `memrec whatif allocator`. `conf` unset: the recorded settings, else the defaults (with a note saying so).
 struct AllocatorWhatifOptions {
   std::optional<std::string> conf;
   std::optional<uint64_t> device_memory;
   bool sweep = false;
 };
-nlohmann::json allocator_whatif_json(const Snapshot& s, uint8_t device, const AllocatorWhatifOptions& o);
-std::string allocator_whatif_text(const nlohmann::json& j);
+
+enum class SettingsSource : uint8_t { given, recorded, assumed };  // --alloc-conf, the recording's, the defaults
+
+// What the reader must know about the prediction.
+enum class AllocatorNote : uint8_t {
+  assumed_defaults,            // the file does not say which settings the run used
+  memory_unknown,              // no limit assumed: no release-and-retry or OOM modelled
+  fraction_ignored,            // a memory fraction or gc threshold without the device's memory
+  threshold_without_fraction,  // garbage_collection_threshold acts only with a memory fraction
+  out_of_memory,               // the prediction runs out of memory (prediction.ooms requests)
+};
+
+struct AllocatorWhatif {
+  uint8_t device = 0;
+  SettingPrediction prediction;
+  SettingsSource source = SettingsSource::assumed;
+  std::optional<std::string> recorded_settings;
+  uint64_t recorded_reserved_peak = 0, recorded_segment_allocs = 0, recorded_ooms = 0;
+  uint64_t requests = 0;  // allocations replayed
+  DeviceLimits memory;
+  std::vector<AllocatorNote> notes;
+  std::vector<std::string> warnings;  // the notes of a file cut short
+  struct Sweep {
+    uint64_t baseline = 0;  // the run's own settings' predicted reserved peak
+    std::vector<SettingPrediction> rows;  // the common settings, best first
+  };
+  std::optional<Sweep> sweep;
+};
+AllocatorWhatif allocator_whatif(const Snapshot& s, uint8_t device, const AllocatorWhatifOptions& o);
 
 }  // namespace memrec

@@ -113,6 +113,7 @@ struct KernelStats {
   uint64_t count = 0;
   int64_t total_ns = 0;
   int64_t max_ns = 0;
+  int64_t avg_ns() const { return total_ns / static_cast<int64_t>(count); }  // count is never 0
 };
 std::vector<KernelStats> kernel_stats(const Snapshot& s, uint8_t device);
 

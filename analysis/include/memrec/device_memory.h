@@ -7,10 +7,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "memrec/replay.h"
 #include "memrec/snapshot.h"
@@ -72,10 +71,51 @@ struct DeviceMemory {
 // `r` must be the replay of `device`.
 DeviceMemory device_memory(const Snapshot& s, const Replay& r);
 
-// `memrec stats`' device memory section at the instant after `step` and over the run (times as offsets from the
-// device's first event); null for a recording with neither CUPTI records nor NVML samples nor a note on NVML.
-nlohmann::json device_memory_json(const Snapshot& s, const Replay& r, uint32_t step, size_t top);
-std::string device_memory_text(const nlohmann::json& j);  // "" for null
+// Other allocations of one library and kind.
+struct LibraryGroup {
+  std::string key;  // library_name of the library that asked
+  MemoryKind kind = MemoryKind::unknown;
+  bool on_device = false;
+  uint64_t bytes = 0, count = 0;
+};
+
+// One other allocation as `memrec stats` lists it; times are offsets from the device's first event.
+struct OtherAllocation {
+  uint64_t addr = 0, bytes = 0;
+  MemoryKind kind = MemoryKind::unknown;
+  std::string library;
+  bool vmm = false;
+  std::string site;  // allocation_site of its stack, or ""
+  int64_t start_ns = 0;
+  std::optional<int64_t> end_ns;  // unset while live at the end
+};
+
+// The extremes over every NVML sample.
+struct DeviceMemoryRange {
+  int64_t context_min = 0, context_max = 0;
+  uint64_t device_used_max = 0, reserved_max = 0, other_allocations_max = 0;
+};
+
+// `memrec stats`' device memory section at the instant after a step (time_ns) and over the run; times are offsets
+// from the device's first event (first_event_ns, on the recording's clock).
+struct DeviceMemoryStats {
+  std::string nvml;         // DeviceMemory::nvml
+  std::string cupti;        // metadata "recorder.device_memory", or "not recorded"
+  uint64_t cupti_dropped = 0;
+  size_t samples = 0, records = 0;
+  uint64_t allocator_allocations = 0, unmatched_releases = 0, duplicates = 0;
+  std::string calls;        // metadata "recorder.device_memory_calls", or "not recorded"
+  int64_t first_event_ns = 0, time_ns = 0;
+  uint64_t other_allocations = 0;          // live at time_ns
+  std::optional<DeviceMemoryPoint> at;     // the NVML sample at time_ns (its time_ns an offset too)
+  std::optional<DeviceMemoryRange> over_run;
+  std::vector<LibraryGroup> live, by_library;  // live at time_ns, and over the run: largest first, at most `top`
+  std::vector<OtherAllocation> largest;        // the run's largest, at most `top`
+};
+
+// `r` must be the replay of s's device; unset for a recording with neither CUPTI records nor NVML samples nor a
+// note on NVML.
+std::optional<DeviceMemoryStats> device_memory_stats(const Snapshot& s, const Replay& r, uint32_t step, size_t top);
 
 // "libnccl.so.2" for "/usr/lib/x86_64-linux-gnu/libnccl.so.2"; "unknown library" for an empty path.
 std::string library_name(const std::string& path);

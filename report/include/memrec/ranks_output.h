@@ -23,8 +23,4 @@ nlohmann::json ranks_json(const RankSet& set, size_t top);
 // The same as a table, a rank a row (m marks the median rank, * the furthest), then the groups that changed.
 std::string ranks_text(const RankSet& set, size_t top);
 
-// Adds "ranks": {"a": R, "b": S} to a diff of two recordings of different ranks of one run, so that it says so.
-void note_ranks(nlohmann::json& diff, const Snapshot& a, const std::string& path_a, const Snapshot& b,
-                const std::string& path_b);
-
 }  // namespace memrec

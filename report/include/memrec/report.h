@@ -1,6 +1,6 @@
 // `memrec report`: one self-contained HTML page (inline CSS, no scripts, the timeline as a data: URI) that a
-// user can attach to a pull request. Every number comes from stats_json / predict_checkpoint, so the page
-// shows exactly what `memrec stats` and `memrec whatif checkpoint` print.
+// user can attach to a pull request. Every number comes from stats() / predict_checkpoint, so the page shows
+// exactly what `memrec stats` and `memrec whatif checkpoint` print.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,43 @@
+// Small pieces the renderers (text, JSON, HTML) share.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "memrec/analysis.h"
+#include "memrec/units.h"
+
+namespace memrec {
+
+// |v| without overflow at INT64_MIN.
+inline uint64_t magnitude(int64_t v) { return v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); }
+
+// "-1.00 MiB" below zero, else `plus` and the bytes: "+1.00 MiB" with plus "+", "1.00 MiB" without.
+inline std::string signed_bytes(int64_t v, const char* plus = "") {
+  return (v < 0 ? "-" : plus) + format_bytes(magnitude(v));
+}
+
+// The value, or null when unset.
+template <class T>
+nlohmann::json or_null(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+// The parts of reserved - allocated the text and the HTML list, labelled alike.
+struct FragmentationPart {
+  const char* label;
+  uint64_t Fragmentation::*bytes;
+};
+inline constexpr FragmentationPart kFragmentationParts[] = {
+    {"block rounding (512-byte granularity)", &Fragmentation::rounding},
+    {"freed, waiting for other streams", &Fragmentation::pending_free},
+    {"free pieces of split segments", &Fragmentation::split_free},
+    {"free pieces of other streams' segments", &Fragmentation::other_stream},
+    {"cached, wholly free segments", &Fragmentation::cached_free},
+    {"largest contiguous free range", &Fragmentation::largest_free},
+};
+
+}  // namespace memrec
