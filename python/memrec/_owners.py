@@ -73,7 +73,10 @@ def _send(t, key, name, module, kind):
         device = _device_of(t)
         if device is None or t.layout != torch.strided:
             return
-        s = t.untyped_storage() if _untyped else t.storage()
+        try:
+            s = t.untyped_storage() if _untyped else t.storage()
+        except NotImplementedError:  # no storage of its own (torch.func's wrappers): it owns no block
+            return
         addr = s.data_ptr()
         last = _last.get(key)
         if not addr or last is not None and last[1] == addr and last[0]() is t:
