@@ -248,7 +248,8 @@ TEST(CliReport, SequentialLayersAreNamedAlikeEverywhere) {
   json all = json_of("whatif checkpoint " + run);
   ASSERT_FALSE(all["layers"].empty());
   std::vector<std::string> named = all["layers"];
-  for (const json& row : json_of("stats " + run + " --by layer --top 100000")["live"])
+  json stats = json_of("stats " + run + " --by layer --top 100000");
+  for (const json& row : stats["live"])
     if (row["key"] != "<none>") named.push_back(row["key"]);
   for (const std::string& layer : named)
     EXPECT_EQ(json_of("whatif checkpoint " + run + " --layers " + layer)["layers"], json::array({layer})) << layer;
