@@ -21,6 +21,7 @@ struct AnalysisOptions {
   bool json = false;
   bool kernels = false;
   bool full_stack = false;
+  RangeFlags part;
 
   StatsOptions stats() const {
     return {.at_ns = parse_at(at), .by = *group_by_from_string(by), .top = top, .device = device, .kernels = kernels,
@@ -38,6 +39,7 @@ void add_common(CLI::App* cmd, AnalysisOptions& o, bool ranks = false) {
   cmd->add_option("--top", o.top, "rows per table")->check(CLI::Range(1, 100000));
   add_device_option(cmd, o.device);
   add_internal_option(cmd);
+  add_range_options(cmd, o.part);
   cmd->add_flag("--json", o.json, "print JSON for scripts");
 }
 
@@ -57,9 +59,14 @@ void add_stats(CLI::App& app) {
   add_common(cmd, *o, true);
   cmd->callback([o, inputs] {
     if (o->full_stack && o->by != "stack") throw Error(fmt::format("--full-stack goes with --by stack, not --by {}", o->by));
-    if (o->by == "rank") return print_rank_stats(*inputs, o->at, o->kernels, o->device, o->top, o->json);
+    std::optional<Range> part = o->part.parsed();
+    if (o->by == "rank") {
+      if (part) throw Error(fmt::format("{} reads a part of one file; --by rank compares the ranks' whole runs", part->flag));
+      return print_rank_stats(*inputs, o->at, o->kernels, o->device, o->top, o->json);
+    }
     if (inputs->size() > 1) throw Error(fmt::format("stats reads one file ({} given); several only with --by rank", inputs->size()));
-    print(stats(load_snapshot(inputs->front(), stderr), o->stats()), o->json, stats_json, stats_text);
+    StatsOptions options = o->stats();
+    print(stats(load_snapshot(inputs->front(), stderr, part), options), o->json, stats_json, stats_text);
   });
 }
 
@@ -70,8 +77,10 @@ void add_diff(CLI::App& app) {
   cmd->add_option("b", o->b, "second run")->required()->check(CLI::ExistingFile);
   add_common(cmd, *o);
   cmd->callback([o] {
-    Snapshot a = load_snapshot(o->a, stderr), b = load_snapshot(o->b, stderr);
-    DiffResult d = diff(a, b, o->stats());
+    std::optional<Range> part = o->part.parsed();
+    StatsOptions options = o->stats();
+    Snapshot a = load_snapshot(o->a, stderr, part), b = load_snapshot(o->b, stderr, part);
+    DiffResult d = diff(a, b, options);
     d.ranks = different_ranks(a, o->a, b, o->b);
     print(d, o->json, diff_json, diff_text);
   });

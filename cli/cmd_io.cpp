@@ -16,6 +16,7 @@ namespace {
 
 struct Paths {
   std::string in, out, format;
+  RangeFlags part;
 };
 
 void add_import(CLI::App& app) {
@@ -42,10 +43,12 @@ void add_export(CLI::App& app) {
   cmd->add_option("-o,--output", p->out, "output file")->required();
   cmd->add_option("--format", p->format, "pickle (memory_viz) or perfetto (Chrome trace JSON); default: from -o's extension")
       ->check(CLI::IsMember({"pickle", "perfetto"}));
+  add_range_options(cmd, p->part);
   cmd->callback([p] {
     check_outputs({p->in}, {{"-o", p->out}});
     const std::string format = export_format(p->out, p->format);
-    Snapshot s = load_snapshot(p->in, stderr);
+    std::optional<Range> part = p->part.parsed();
+    Snapshot s = load_snapshot(p->in, stderr, part);
     export_file(s, format, p->out);
     fmt::print("exported {} events from {} to {} ({})\n", s.events.size(), p->in, p->out, format);
   });

@@ -39,6 +39,7 @@ struct ReportArgs {
   bool no_screenshot = false;
   std::optional<uint8_t> device;  // chosen from the file before the picture is drawn
   size_t top = 15;
+  RangeFlags part;
 };
 
 std::string read_bytes(const fs::path& path) {
@@ -126,6 +127,8 @@ Picture render_timeline([[maybe_unused]] const ReportArgs& a) {
   fs::path png = dir.path / "timeline.png", log = dir.path / "view.log";
   std::vector<std::string> args = {fs::read_symlink("/proc/self/exe").string(), "view", a.input, "--screenshot",
                                    png.string(), "--size", "1600x700", "--at", "peak", "--device", std::to_string(*a.device)};
+  if (!a.part.range.empty()) args.insert(args.end(), {"--range", a.part.range});
+  if (!a.part.steps.empty()) args.insert(args.end(), {"--steps", a.part.steps});
   auto xvfb = find_in_path("xvfb-run");
   if (!std::getenv("DISPLAY") && xvfb) args.insert(args.begin(), {*xvfb, "-a"});
   int rc = run_process(args, log, std::chrono::seconds(120));
@@ -147,7 +150,7 @@ Picture picture(const ReportArgs& a) {
 
 void write_report(ReportArgs a) {
   check_outputs({a.input, a.screenshot}, {{"-o", a.output}});
-  Snapshot s = load_snapshot(a.input, stderr);  // bad input fails here, before the viewer runs
+  Snapshot s = load_snapshot(a.input, stderr, a.part.parsed());  // bad input fails here, before the viewer runs
   a.device = choose_device(s, a.device);  // the picture and the tables show the same device
   Picture pic = picture(a);
   if (pic.png.empty() && !a.no_screenshot)
@@ -179,6 +182,7 @@ void add_report_command(CLI::App& app) {
   add_device_option(cmd, a->device);
   add_internal_option(cmd);
   cmd->add_option("--top", a->top, "rows per table")->check(CLI::Range(1, 100000));
+  add_range_options(cmd, a->part);
   cmd->callback([a] { write_report(*a); });
 }
 

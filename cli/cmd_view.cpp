@@ -1,5 +1,5 @@
-// `memrec view FILE... [--screenshot out.png] [--view timeline|flame|segments] [--at TIME|peak] [--range T1..T2]
-//  [--group-by KEY] [--size WxH] [--device N]`
+// `memrec view FILE... [--screenshot out.png] [--view timeline|flame|segments] [--at TIME|peak]
+//  [--range T1..T2 | --steps A..B] [--group-by KEY] [--size WxH] [--device N]`
 #include <memory>
 
 #include "commands.h"
@@ -19,7 +19,10 @@ void add_view_command(CLI::App& app) {
   cmd->add_option("--screenshot", opts->screenshot, "Render off-screen, write this PNG and exit");
   cmd->add_option("--at", opts->at, "Instant to analyze: 'peak' (default) or a time after the start, e.g. 12ms");
   cmd->add_option("--view", opts->view, "The view the screenshot shows: timeline (default), flame or segments");
-  cmd->add_option("--range", opts->range, "Flame graph of the bytes allocated in T1..T2, e.g. 10ms..25ms");
+  cmd->add_option("--range", opts->range,
+                  "Read only the times T1..T2 after the start, e.g. 10ms..25ms; without --view, the flame graph of "
+                  "the bytes allocated in them");
+  cmd->add_option("--steps", opts->steps, "Read only the training steps A..B (scopes named 'step N'), e.g. 3..5");
   cmd->add_option("--group-by", opts->group_by,
                   "stack, stack-bottom-up, op, module, phase, site, category, layer or pool (default: "
                   "site in the attribution panel, stack in the flame graph)");

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "memrec/range.h"
 #include "memrec/sites.h"
 
 namespace memrec::cli {
@@ -26,6 +27,16 @@ inline CLI::Option* add_internal_option(CLI::App* cmd) {
       "--internal", [](const std::vector<std::string>& p) { add_internal_patterns(p); },
       "treat frames as internal, not the user's code: a namespace prefix (mylib::detail::), or part of a file or "
       "library path (transformers/, libmyalloc.so); repeatable; adds to MEMREC_INTERNAL");
+}
+
+// --range T1..T2 and --steps A..B: read only that part of the recording (memrec/range.h).
+struct RangeFlags {
+  std::string range, steps;
+  std::optional<Range> parsed() const { return parse_range(range, steps); }
+};
+inline void add_range_options(CLI::App* cmd, RangeFlags& f) {
+  cmd->add_option("--range", f.range, "read only the times T1..T2 after the start, e.g. 10s..20s");
+  cmd->add_option("--steps", f.steps, "read only the training steps A..B (scopes named 'step N'), e.g. 3..5");
 }
 
 void add_io_commands(CLI::App& app);        // import, export, info (cmd_io.cpp)

@@ -17,6 +17,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/recorder/include/ DESTINATION ${CMAKE_IN
 install(FILES ${PROJECT_SOURCE_DIR}/format/include/memrec/snapshot.h ${PROJECT_SOURCE_DIR}/format/include/memrec/packed_vector.h
               ${PROJECT_SOURCE_DIR}/format/include/memrec/huge_pages.h ${PROJECT_SOURCE_DIR}/format/include/memrec/format.h
               ${PROJECT_SOURCE_DIR}/format/include/memrec/load.h ${PROJECT_SOURCE_DIR}/format/include/memrec/pickle.h
+              ${PROJECT_SOURCE_DIR}/format/include/memrec/range.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/memrec)
 install(EXPORT memrecTargets NAMESPACE memrec:: DESTINATION ${_memrec_cmake_dir})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/memrecConfig.cmake.in

@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <charconv>
-#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "memrec/attribution.h"
 #include "memrec/devices.h"
+#include "memrec/range.h"
 #include "memrec/ranks.h"
 #include "memrec/sites.h"
 
@@ -128,18 +127,7 @@ LiveAt live_at(const Replay& r, const StatsOptions& o) {
 
 std::optional<int64_t> parse_at(const std::string& text) {
   if (text == "peak") return std::nullopt;
-  double value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || !std::isfinite(value) || value < 0)
-    throw Error("--at wants 'peak' or a time after the start like 12ms, 1.5s, 300us: " + text);
-  std::string unit(end, text.data() + text.size());
-  static const std::map<std::string, double> scale = {{"", 1e9}, {"s", 1e9}, {"ms", 1e6}, {"us", 1e3}, {"ns", 1}};
-  auto it = scale.find(unit);
-  if (it == scale.end()) throw Error("--at " + text + ": unknown unit '" + unit + "' (use s, ms, us or ns)");
-  double ns = std::round(value * it->second);
-  // 2^63 is the first double past int64's range; converting it or more is undefined.
-  if (ns >= 0x1p63) throw Error("--at " + text + " is too large: times up to 292 years (9223372036 s) are counted");
-  return static_cast<int64_t>(ns);
+  return parse_duration(text, "--at", "'peak' or a time after the start like 12ms, 1.5s, 300us");
 }
 
 InstantShown find_instant(const Replay& r, std::optional<int64_t> at_ns) {

@@ -31,13 +31,14 @@ constexpr size_t kTableBytesPerChunk = 1 << 20; // the writer splits string tabl
 
 enum class ChunkType : uint32_t {
   strings = 1, frames, stacks, streams, scopes, scope_ends, events, kernels, metadata, end_state, footer,
-  event_contexts, device_memory, memory_samples, owners,
+  event_contexts, device_memory, memory_samples, owners, index, live_state,
 };
-constexpr uint32_t kChunkTypeCount = 15;
+constexpr uint32_t kChunkTypeCount = 17;
 constexpr std::array<std::string_view, kChunkTypeCount + 1> kChunkTypeNames = {
     "?",      "strings", "frames",  "stacks",   "streams",   "scopes",
     "scope_ends", "events", "kernels", "metadata", "end_state", "footer", "event_contexts",
-    "device_memory", "memory_samples", "owners"};
+    "device_memory", "memory_samples", "owners", "index", "live_state"};
+constexpr uint64_t kEventsPerLiveState = 1 << 20;  // the writer stores the live state about this often
 
 // ---- Bytes on disk ----
 

@@ -3,9 +3,11 @@
 // Private to the format library: the writer encodes, the reader decodes and checks every value.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -114,37 +116,63 @@ template <class T> void encode_rows(Out& out, ColumnEncoder& enc, const PackedVe
   for (size_t c = 0; c < enc.count(); ++c) out.blob(enc.column(c));
 }
 
+// The rows of one chunk, decoded in order on demand: first the row index and count (checked before any column is
+// read, so that a chunk out of order is reported as that), then the columns.
+template <class T> class RowReader {
+  static constexpr size_t kCols = Columns<T>::kCount;
+
+ public:
+  explicit RowReader(In& in) : in_(in) { in_(first_, rows_); }
+  uint64_t first() const { return first_; }
+  uint64_t rows() const { return rows_; }
+  // Reads the column sizes and checks that every column lies in the chunk. Call before next().
+  void open() {
+    std::array<uint64_t, kCols> sizes{};
+    for (uint64_t& size : sizes) in_(size);
+    // Every row takes at least one byte in each column.
+    if (rows_ > kMaxRowsPerChunk || rows_ > in_.remaining()) throw Error(fmt::format("row count {} too large", rows_));
+    std::array<typename ColumnDecoder<kCols>::Cursor, kCols> cursors;
+    for (size_t c = 0; c < kCols; ++c) {
+      auto b = in_.blob(sizes[c]);
+      auto p = reinterpret_cast<const uint8_t*>(b.data());
+      cursors[c] = {p, p + b.size()};
+    }
+    in_.expect_end();
+    dec_.emplace(cursors);
+  }
+  // Decodes the next rows into `out`, as many as fit and are left; returns how many.
+  size_t next(std::span<T> out) {
+    // Decoder and row in locals: stores into `out` (byte fields) could alias members and keep them off registers.
+    ColumnDecoder<kCols> dec = *dec_;
+    T row = row_;
+    size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), rows_ - done_));
+    for (size_t k = 0; k < n; ++k) {
+      Columns<T>::row(dec, row, T(row));
+      out[k] = row;
+    }
+    *dec_ = dec, row_ = row, done_ += n;
+    return n;
+  }
+  uint64_t left() const { return rows_ - done_; }
+  // Every row read and every column consumed.
+  void expect_end() const { dec_->expect_end(); }
+
+ private:
+  In& in_;
+  uint64_t first_ = 0, rows_ = 0, done_ = 0;
+  std::optional<ColumnDecoder<kCols>> dec_;
+  T row_{};
+};
+
 // Decodes a chunk of rows that must start at row `have` and hands them to take(std::span<const T>) in batches
 // small enough to stay in cache until they are packed.
 template <class T, class Take> void decode_rows(In& in, uint64_t have, std::string_view table, Take take) {
-  uint64_t first = 0, n = 0;
-  in(first, n);
-  check_first(first, have, table);
-  std::array<uint64_t, Columns<T>::kCount> sizes{};
-  for (uint64_t& size : sizes) in(size);
-  // Every row takes at least one byte in each column.
-  if (n > kMaxRowsPerChunk || n > in.remaining())
-    throw Error(fmt::format("row count {} too large", n));
-  using Decoder = ColumnDecoder<Columns<T>::kCount>;
-  std::array<typename Decoder::Cursor, Columns<T>::kCount> cursors;
-  for (size_t c = 0; c < sizes.size(); ++c) {
-    auto b = in.blob(sizes[c]);
-    auto p = reinterpret_cast<const uint8_t*>(b.data());
-    cursors[c] = {p, p + b.size()};
-  }
-  in.expect_end();
-  Decoder dec(cursors);
+  RowReader<T> r(in);
+  check_first(r.first(), have, table);
+  r.open();
   std::array<T, PackedVector<T>::kBlockRows> batch;
-  T row{};
-  for (uint64_t i = 0; i < n;) {
-    size_t k = 0;
-    for (; k < batch.size() && i < n; ++k, ++i) {
-      Columns<T>::row(dec, row, T(row));
-      batch[k] = row;
-    }
-    take(std::span<const T>(batch.data(), k));
-  }
-  dec.expect_end();
+  while (size_t k = r.next(batch)) take(std::span<const T>(batch.data(), k));
+  r.expect_end();
 }
 
 }  // namespace memrec::format_detail

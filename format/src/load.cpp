@@ -6,6 +6,7 @@
 
 #include "memrec/format.h"
 #include "memrec/pickle.h"
+#include "memrec/range.h"
 
 namespace memrec {
 namespace {
@@ -19,17 +20,18 @@ int first_byte(const std::string& path) {
 }
 
 // The recorder's notes (metadata keys notes.*, such as errors its hooks repaired) are the file's to print.
-Snapshot read_recording(const std::string& path) {
-  Snapshot s = read_file(path);
+Snapshot read_recording(const std::string& path, const std::optional<Range>& range) {
+  Snapshot s = range ? read_range(path, *range).snapshot : read_file(path);
   for (const auto& [key, value] : s.metadata)
     if (key.starts_with("notes.")) s.warnings.push_back(value);
   return s;
 }
 
-Snapshot read_any(const std::string& path) {
-  if (is_memrec_file(path)) return read_recording(path);
-  if (first_byte(path) == kPickleProto) return import_pickle_file(path);
-  throw Error(path + " is neither a .memrec file nor a pickle snapshot");
+Snapshot read_any(const std::string& path, const std::optional<Range>& range) {
+  if (is_memrec_file(path)) return read_recording(path, range);
+  if (first_byte(path) != kPickleProto) throw Error(path + " is neither a .memrec file nor a pickle snapshot");
+  Snapshot s = import_pickle_file(path);
+  return range ? cut_range(s, *range, path) : s;
 }
 
 }  // namespace
@@ -38,8 +40,8 @@ void print_warnings(const Snapshot& s, std::FILE* out) {
   for (const std::string& w : s.warnings) std::fprintf(out, "memrec: note: %s\n", w.c_str());
 }
 
-Snapshot load_snapshot(const std::string& path, std::FILE* notes) {
-  Snapshot s = read_any(path);
+Snapshot load_snapshot(const std::string& path, std::FILE* notes, const std::optional<Range>& range) {
+  Snapshot s = read_any(path, range);
   if (notes) print_warnings(s, notes);
   return s;
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <istream>
+#include <optional>
 #include <ostream>
 #include <streambuf>
 #include <string>
@@ -159,6 +160,54 @@ struct Totals {
 };
 template <class IO> void fields(IO& io, Totals& t) {
   io(t.strings, t.frames, t.stacks, t.streams, t.scopes, t.events, t.kernels);
+}
+
+// The index (docs/format.md, The index). An index chunk lists the chunks written since the index chunk before it;
+// row chunks with the rows they hold and the least and greatest time of those rows (events, device memory and
+// samples: time_ns; kernels and scopes: start_ns; owners: their event, the place among the events).
+struct IndexEntry {
+  uint64_t offset = 0;
+  uint32_t type = 0;
+  uint64_t first = 0, rows = 0;
+  int64_t min_ns = 0, max_ns = 0;
+};
+template <class IO> void fields(IO& io, IndexEntry& e) { io(e.offset, e.type, e.first, e.rows, e.min_ns, e.max_ns); }
+
+// A scope row with its id: the index's step scopes, a live state's open scopes.
+struct ScopeRow {
+  uint32_t id = 0;
+  Scope scope;
+};
+template <class IO> void fields(IO& io, ScopeRow& r) {
+  io(r.id, r.scope.start_ns, r.scope.end_ns, r.scope.name, r.scope.parent);
+  io.enumerated(r.scope.kind);
+  io(r.scope.device);
+}
+
+// The index's step scopes: scopes of kind step named "step N", with their number N.
+struct StepRow {
+  uint32_t id = 0;
+  uint64_t number = 0;
+  int64_t start_ns = 0, end_ns = -1;
+};
+template <class IO> void fields(IO& io, StepRow& r) { io(r.id, r.number, r.start_ns, r.end_ns); }
+
+// N of a step scope named "step N", as Python's hooks and the workloads name them.
+inline std::optional<uint64_t> step_number(std::string_view name) {
+  constexpr std::string_view kPrefix = "step ";
+  if (!name.starts_with(kPrefix) || name.size() == kPrefix.size() || name.size() > kPrefix.size() + 18) return {};
+  uint64_t n = 0;
+  for (char c : name.substr(kPrefix.size())) {
+    if (c < '0' || c > '9') return {};
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
+template <class IO> void fields(IO& io, Owner& o) {
+  io(o.time_ns, o.event, o.addr, o.size, o.name, o.module);
+  io.enumerated(o.kind);
+  io(o.device);
 }
 
 template <class T> void Out::list(const std::vector<T>& v) {

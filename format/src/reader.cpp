@@ -1,11 +1,8 @@
 // The .memrec reader (docs/format.md): validates every chunk, table id and count, and reads a file cut short by a
 // killed writer up to its last whole chunk.
-#include "memrec/format.h"
+#include "reader.h"
 
-#include "chunk.h"
-#include "columns.h"
 #include "memrec/huge_pages.h"
-#include "payload.h"
 
 #include <algorithm>
 #include <array>
@@ -15,74 +12,46 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <sys/stat.h>
 
-namespace memrec {
-
-using namespace format_detail;
-
-namespace {
-
-// Reads a whole .memrec image held in memory; `name` (the path, for a file) prefixes every error.
-class Reader {
- public:
-  Reader(std::string name, std::span<const uint8_t> bytes)
-      : name_(std::move(name)), bytes_(reinterpret_cast<const char*>(bytes.data()), bytes.size()) {}
-  Snapshot read();
-
- private:
-  [[noreturn]] void fail(std::string_view msg) const { throw Error(fmt::format("{}: {}", name_, msg)); }
-  void read_header();
-  void reserve_rows();
-  bool read_chunk();  // false at the end of the file or a truncated trailing chunk
-  void parse(ChunkType type, In& in);
-  void parse_strings(In& in);
-  void parse_frames(In& in);
-  void parse_stacks(In& in);
-  void parse_streams(In& in);
-  void parse_scopes(In& in);
-  void parse_scope_ends(In& in);
-  void parse_events(In& in);
-  void parse_kernels(In& in);
-  void parse_metadata(In& in);
-  void parse_event_contexts(In& in);
-  void parse_device_memory(In& in);
-  void parse_memory_samples(In& in);
-  void parse_owners(In& in);
-  void parse_end_state(In& in);
-  void parse_footer(In& in);
-  void check_id(uint64_t id, uint64_t size, std::string_view what) const;
-  void check_segments(const std::vector<Segment>& segments) const;
-  Totals totals() const;
-  void finish();
-
-  std::string name_;
-  std::string_view bytes_;
-  uint64_t offset_ = 0;
-  size_t chunk_index_ = 0;
-  Decompressor decompressor_;
-  // Tables as read so far (the Snapshot's own tables are assigned at the end).
-  std::vector<std::string> strings_;
-  std::vector<Frame> frames_;
-  std::vector<uint32_t> stack_offsets_{0};
-  std::vector<uint32_t> stack_frames_;
-  std::vector<uint64_t> streams_;
-  std::vector<Scope> scopes_;  // packed at the end: scope_ends chunks still close earlier ones
-  Snapshot s_;
-  bool end_state_seen_ = false;
-  bool footer_seen_ = false;
-};
+namespace memrec::format_detail {
 
 Snapshot Reader::read() {
   read_header();
-  reserve_rows();
-  while (read_chunk()) {
+  read_chunks(list_chunks());
+  return std::move(s_);
+}
+
+Reader::Part Reader::read_part(const ChunkList& plan) {
+  footer_seen_ = true;  // the index was found through the footer
+  read_chunks(plan);
+  return {std::move(s_), count(ChunkType::events).base, count(ChunkType::scopes).base, count(ChunkType::owners).base,
+          std::move(early_ends_)};
+}
+
+void Reader::read_chunks(const ChunkList& list) {
+  reserve_rows(list);
+  set_bases(list);
+  std::unique_ptr<ParallelRows> threads = start_threads(list);
+  threads_ = threads.get();
+  for (size_t i = 0; i < list.chunks.size(); ++i) read_chunk(i, list.chunks[i]);
+  if (!list.stop.empty()) fail(list.stop);
+  if (threads) {
+    threads->give_slabs(s_.events);
+    threads->give_slabs(s_.kernels);
   }
   finish();
-  return std::move(s_);
+}
+
+// Each row table holds its rows from the first chunk read.
+void Reader::set_bases(const ChunkList& list) {
+  std::array<bool, kChunkTypeCount + 1> seen{};
+  for (const ChunkRef& c : list.chunks)
+    if (!c.skip && !seen[c.type]) seen[c.type] = true, counts_[c.type].base = c.first;
 }
 
 void Reader::read_header() {
@@ -94,21 +63,47 @@ void Reader::read_header() {
     fail(fmt::format("unsupported .memrec version {} (this memrec reads {})", version, kFormatVersion));
   auto flags = get_le<uint32_t>(h + 12);
   if (flags != 0) fail(fmt::format("unsupported .memrec flags {:#x}", flags));
-  offset_ = kFileHeaderSize;
 }
 
-// Growing the row vectors chunk by chunk would copy and page-fault them several times over, so a first pass
-// over the chunk headers reserves room: every row takes at least one raw byte per column. Capped by the file
-// size so that a hostile file cannot reserve much more than it holds.
-void Reader::reserve_rows() {
-  uint64_t raw[kChunkTypeCount + 1] = {};
-  for (uint64_t off = kFileHeaderSize; off + kChunkHeaderSize <= bytes_.size();) {  // off may pass the end
+std::string Reader::where(const ChunkRef& c) const {
+  return fmt::format("chunk {} ({}) at offset {}", c.number,
+                     c.type >= 1 && c.type <= kChunkTypeCount ? kChunkTypeNames[c.type] : "?", c.offset);
+}
+
+// Checks every chunk header before any payload is read, so memory stays bounded by the chunk limits.
+ChunkList Reader::list_chunks() const {
+  ChunkList list;
+  for (uint64_t off = kFileHeaderSize; off < bytes_.size();) {
+    if (!list.chunks.empty() && list.chunks.back().type == static_cast<uint32_t>(ChunkType::footer)) {
+      list.stop = fmt::format("{} bytes after the footer at offset {}", bytes_.size() - off, off);
+      break;
+    }
+    uint64_t left = bytes_.size() - off;
+    if (left < kChunkHeaderSize) break;  // a chunk header cut short: the writer was killed
     const char* h = bytes_.data() + off;
-    auto type = get_le<uint32_t>(h);
-    if (type > kChunkTypeCount) break;  // reported when the chunks are read
-    raw[type] += get_le<uint32_t>(h + 4);
-    off += kChunkHeaderSize + get_le<uint32_t>(h + 8);
+    ChunkRef c{off, get_le<uint32_t>(h), get_le<uint32_t>(h + 4), get_le<uint32_t>(h + 8),
+               static_cast<uint32_t>(list.chunks.size())};
+    std::string at = where(c);
+    if (c.type < 1 || c.type > kChunkTypeCount) list.stop = fmt::format("{}: unknown chunk type {}", at, c.type);
+    else if (c.raw_size > kMaxRawSize)
+      list.stop = fmt::format("{}: raw size {} exceeds the limit of {}", at, c.raw_size, kMaxRawSize);
+    else if (c.comp_size > compress_bound(c.raw_size))
+      list.stop = fmt::format("{}: compressed size {} is impossible for raw size {}", at, c.comp_size, c.raw_size);
+    if (!list.stop.empty()) break;
+    // A chunk that runs past the end of the file is the one the writer was writing when it died.
+    if (c.comp_size > left - kChunkHeaderSize) break;
+    list.chunks.push_back(c);
+    off += kChunkHeaderSize + c.comp_size;
   }
+  return list;
+}
+
+// Growing the row vectors chunk by chunk would copy and page-fault them several times over, so room is reserved
+// from the chunk headers: every row takes at least one raw byte per column. Capped by the file size so that a
+// hostile file cannot reserve much more than it holds.
+void Reader::reserve_rows(const ChunkList& list) {
+  uint64_t raw[kChunkTypeCount + 1] = {};
+  for (const ChunkRef& c : list.chunks) raw[c.type] += c.raw_size;
   auto rows = [&](ChunkType t, size_t columns) {
     return std::min<uint64_t>(raw[static_cast<uint32_t>(t)] / columns, bytes_.size());
   };
@@ -117,37 +112,83 @@ void Reader::reserve_rows() {
   reserve_huge(scopes_, rows(ChunkType::scopes, Columns<Scope>::kCount));
 }
 
-bool Reader::read_chunk() {
-  if (offset_ == bytes_.size()) return false;
-  if (footer_seen_) fail(fmt::format("{} bytes after the footer at offset {}", bytes_.size() - offset_, offset_));
-  uint64_t left = bytes_.size() - offset_;
-  if (left < kChunkHeaderSize) return false;  // a chunk header cut short: the writer was killed
-  const char* h = bytes_.data() + offset_;
-  auto type = get_le<uint32_t>(h);
-  auto raw_size = get_le<uint32_t>(h + 4);
-  auto comp_size = get_le<uint32_t>(h + 8);
-  auto where = [&] {
-    return fmt::format("chunk {} ({}) at offset {}", chunk_index_,
-                       type >= 1 && type <= kChunkTypeCount ? kChunkTypeNames[type] : "?", offset_);
-  };
-  if (type < 1 || type > kChunkTypeCount) fail(fmt::format("{}: unknown chunk type {}", where(), type));
-  if (raw_size > kMaxRawSize)
-    fail(fmt::format("{}: raw size {} exceeds the limit of {}", where(), raw_size, kMaxRawSize));
-  if (comp_size > compress_bound(raw_size))
-    fail(fmt::format("{}: compressed size {} is impossible for raw size {}", where(), comp_size, raw_size));
-  // A chunk that runs past the end of the file is the one the writer was writing when it died.
-  if (comp_size > left - kChunkHeaderSize) return false;
+// Events and kernels chunks go to threads when there are several and more than one core to decode them on.
+std::unique_ptr<ParallelRows> Reader::start_threads(const ChunkList& list) {
+  unsigned threads = options_.threads ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<ParallelRows::Job> jobs;
+  row_chunk_of_.assign(list.chunks.size(), 0);
+  for (size_t i = 0; i < list.chunks.size(); ++i) {
+    const ChunkRef& c = list.chunks[i];
+    auto add = [&](auto& table, uint8_t which) {
+      row_chunk_of_[i] = static_cast<uint32_t>(table.frames.size());
+      jobs.push_back({which, row_chunk_of_[i]});
+      table.frames.push_back(bytes_.substr(c.offset + kChunkHeaderSize, c.comp_size));
+      table.raw_sizes.push_back(c.raw_size);
+    };
+    if (c.skip) continue;
+    if (c.type == static_cast<uint32_t>(ChunkType::events)) add(std::get<RowChunks<Event>>(row_chunks_), 0);
+    if (c.type == static_cast<uint32_t>(ChunkType::kernels)) add(std::get<RowChunks<Kernel>>(row_chunks_), 1);
+  }
+  std::get<RowChunks<Event>>(row_chunks_).base = count(ChunkType::events).base;
+  std::get<RowChunks<Kernel>>(row_chunks_).base = count(ChunkType::kernels).base;
+  if (threads < 2 || jobs.size() < 2) return nullptr;
+  return std::make_unique<ParallelRows>(row_chunks_, std::move(jobs), std::min<size_t>(threads, jobs.size()));
+}
+
+void Reader::read_chunk(size_t index, const ChunkRef& c) {
+  if (c.skip) return skip_chunk(c);
   try {
-    In in(decompressor_.decompress(bytes_.substr(offset_ + kChunkHeaderSize, comp_size), raw_size));
-    parse(static_cast<ChunkType>(type), in);
+    if (threads_ && c.type == static_cast<uint32_t>(ChunkType::events))
+      return take_decoded<Event>(c, row_chunk_of_[index]);
+    if (threads_ && c.type == static_cast<uint32_t>(ChunkType::kernels))
+      return take_decoded<Kernel>(c, row_chunk_of_[index]);
+    In in(decompressor_.decompress(bytes_.substr(c.offset + kChunkHeaderSize, c.comp_size), c.raw_size));
+    parse(static_cast<ChunkType>(c.type), in);
     in.expect_end();
   } catch (const std::exception& e) {  // memrec::Error, or cereal::Exception on a short payload
-    fail(fmt::format("{}: {}", where(), e.what()));
+    fail(fmt::format("{}: {}", where(c), e.what()));
   }
-  offset_ += kChunkHeaderSize + comp_size;
-  ++chunk_index_;
-  return true;
 }
+
+// A chunk a range read leaves out: its rows still count.
+void Reader::skip_chunk(const ChunkRef& c) { counts_[c.type].read += c.rows; }
+
+// Appends the rows of a chunk whose first row is `at`, leaving out those already there (an earlier chunk's last
+// block took them).
+template <class T> void Reader::append_rows(std::span<const T> rows, uint64_t at) {
+  PackedVector<T>& v = this->rows<T>();
+  uint64_t end = count(table_of<T>()).base + v.size();
+  if (end < at) throw Error("rows read out of order");  // a plan that leaves out a chunk between two it reads
+  v.append(rows.subspan(static_cast<size_t>(std::min<uint64_t>(rows.size(), end - at))));
+}
+
+// A chunk a thread decoded is appended as packed when it continues the rows read so far, refers only to rows of the
+// tables read so far, and its first block starts where the rows appended so far end. Else it is read the serial way.
+template <class T> void Reader::take_decoded(const ChunkRef& c, size_t j) {
+  DecodedChunk<T>& d = threads_->wait<T>(j);
+  PackedVector<T>& v = rows<T>();
+  uint64_t& read = count(table_of<T>()).read;
+  bool in_place = d.packed.size() == 0 ? count(table_of<T>()).base + v.size() >= read + d.rows : v.size() == d.start;
+  if (!d.ok || d.first != read || !fits(d.ids) || !in_place) {
+    In in(decompressor_.decompress(bytes_.substr(c.offset + kChunkHeaderSize, c.comp_size), c.raw_size));
+    parse(static_cast<ChunkType>(c.type), in);
+    in.expect_end();
+    return;
+  }
+  v.append(std::move(d.packed));
+  read += d.rows;
+}
+
+bool Reader::fits(const RowIds<Event>& ids) const {
+  return ids.stack < stack_offsets_.size() - 1 && ids.scope < count(ChunkType::scopes).read && ids.stream < streams_.size();
+}
+bool Reader::fits(const RowIds<Kernel>& ids) const {
+  return ids.name < strings_.size() && ids.stream < streams_.size();
+}
+template <> constexpr ChunkType Reader::table_of<Event>() { return ChunkType::events; }
+template <> constexpr ChunkType Reader::table_of<Kernel>() { return ChunkType::kernels; }
+template <> PackedVector<Event>& Reader::rows<Event>() { return s_.events; }
+template <> PackedVector<Kernel>& Reader::rows<Kernel>() { return s_.kernels; }
 
 void Reader::parse(ChunkType type, In& in) {
   switch (type) {
@@ -166,6 +207,8 @@ void Reader::parse(ChunkType type, In& in) {
     case ChunkType::device_memory: return parse_device_memory(in);
     case ChunkType::memory_samples: return parse_memory_samples(in);
     case ChunkType::owners: return parse_owners(in);
+    case ChunkType::index:
+    case ChunkType::live_state: in.blob(in.remaining()); return;  // for range reads (range.cpp); a whole read needs neither
   }
 }
 
@@ -219,49 +262,59 @@ void Reader::parse_streams(In& in) {
 }
 
 void Reader::parse_scopes(In& in) {
-  size_t base = scopes_.size();
-  decode_rows<Scope>(in, base, "scopes", [&](std::span<const Scope> rows) { scopes_.insert(scopes_.end(), rows.begin(), rows.end()); });
-  for (size_t id = base; id < scopes_.size(); ++id) {
-    const Scope& sc = scopes_[id];
+  size_t from = scopes_.size();
+  decode_rows<Scope>(in, count(ChunkType::scopes).read, "scopes", [&](std::span<const Scope> rows) { scopes_.insert(scopes_.end(), rows.begin(), rows.end()); });
+  for (size_t k = from; k < scopes_.size(); ++k) {
+    const Scope& sc = scopes_[k];
+    uint64_t id = count(ChunkType::scopes).read + (k - from);
     check_id(sc.name, strings_.size(), "scope name string");
     // Parents open before their children, so a parent id is smaller: no cycles.
     if (sc.parent != 0 && sc.parent >= id)
       throw Error(fmt::format("scope {} has parent {}, which is not an earlier scope", id, sc.parent));
   }
+  count(ChunkType::scopes).read += scopes_.size() - from;
 }
 
 void Reader::parse_scope_ends(In& in) {
   std::vector<ScopeEnd> ends;
   in.list(ends);
   for (const ScopeEnd& e : ends) {
-    check_id(e.id, scopes_.size(), "closed scope");
-    if (scopes_[e.id].end_ns != -1) throw Error(fmt::format("scope {} closed twice", e.id));
-    scopes_[e.id].end_ns = e.end_ns;
+    check_id(e.id, count(ChunkType::scopes).read, "closed scope");
+    if (e.id < count(ChunkType::scopes).base) {  // a range read did not read this scope's chunk
+      early_ends_.push_back(e);
+      continue;
+    }
+    Scope& sc = scopes_[e.id - count(ChunkType::scopes).base];
+    if (sc.end_ns != -1) throw Error(fmt::format("scope {} closed twice", e.id));
+    sc.end_ns = e.end_ns;
   }
 }
 
+// Rows already appended (taken by an earlier chunk's last block) are checked again but not appended twice.
 void Reader::parse_events(In& in) {
   uint64_t n_stacks = stack_offsets_.size() - 1;
-  decode_rows<Event>(in, s_.events.size(), "events", [&](std::span<const Event> rows) {
+  decode_rows<Event>(in, count(ChunkType::events).read, "events", [&](std::span<const Event> rows) {
     for (size_t k = 0; k < rows.size(); ++k) {
       const Event& e = rows[k];
-      if (e.stack >= n_stacks || e.scope >= scopes_.size() || e.stream >= streams_.size()) {
-        check_id(e.stack, n_stacks, fmt::format("event {} stack", s_.events.size() + k));
-        check_id(e.scope, scopes_.size(), fmt::format("event {} scope", s_.events.size() + k));
-        check_id(e.stream, streams_.size(), fmt::format("event {} stream", s_.events.size() + k));
+      if (e.stack >= n_stacks || e.scope >= count(ChunkType::scopes).read || e.stream >= streams_.size()) {
+        check_id(e.stack, n_stacks, fmt::format("event {} stack", count(ChunkType::events).read + k));
+        check_id(e.scope, count(ChunkType::scopes).read, fmt::format("event {} scope", count(ChunkType::events).read + k));
+        check_id(e.stream, streams_.size(), fmt::format("event {} stream", count(ChunkType::events).read + k));
       }
     }
-    s_.events.append(rows);
+    append_rows(rows, count(ChunkType::events).read);
+    count(ChunkType::events).read += rows.size();
   });
 }
 
 void Reader::parse_kernels(In& in) {
-  decode_rows<Kernel>(in, s_.kernels.size(), "kernels", [&](std::span<const Kernel> rows) {
+  decode_rows<Kernel>(in, count(ChunkType::kernels).read, "kernels", [&](std::span<const Kernel> rows) {
     for (const Kernel& k : rows) {
       check_id(k.name, strings_.size(), "kernel name string");
       check_id(k.stream, streams_.size(), "kernel stream");
     }
-    s_.kernels.append(rows);
+    append_rows(rows, count(ChunkType::kernels).read);
+    count(ChunkType::kernels).read += rows.size();
   });
 }
 
@@ -281,7 +334,7 @@ void Reader::parse_event_contexts(In& in) {
   std::vector<EventContext> rows;
   in.list(rows);
   for (const EventContext& c : rows) {
-    check_id(c.event, s_.events.size(), "event context's event");
+    check_id(c.event, count(ChunkType::events).read, "event context's event");
     if (!s_.event_contexts.empty() && c.event <= s_.event_contexts.back().event)
       throw Error(fmt::format("event context for event {} out of order", c.event));
     check_id(c.compile_context, strings_.size(), "compile_context string");
@@ -293,40 +346,43 @@ void Reader::parse_event_contexts(In& in) {
 
 void Reader::parse_device_memory(In& in) {
   uint64_t n_stacks = stack_offsets_.size() - 1;
-  decode_rows<DeviceMemoryRecord>(in, s_.device_memory.size(), "device_memory", [&](std::span<const DeviceMemoryRecord> rows) {
+  decode_rows<DeviceMemoryRecord>(in, count(ChunkType::device_memory).read, "device_memory", [&](std::span<const DeviceMemoryRecord> rows) {
     for (const DeviceMemoryRecord& r : rows) {
       check_id(r.source, strings_.size(), "device memory source string");
       check_id(r.stack, n_stacks, "device memory stack");
     }
     s_.device_memory.append(rows);
+    count(ChunkType::device_memory).read += rows.size();
   });
 }
 
 void Reader::parse_memory_samples(In& in) {
-  decode_rows<DeviceMemorySample>(in, s_.memory_samples.size(), "memory_samples",
+  decode_rows<DeviceMemorySample>(in, count(ChunkType::memory_samples).read, "memory_samples",
                                   [&](std::span<const DeviceMemorySample> rows) {
     for (const DeviceMemorySample& m : rows)
       if (m.used > m.total)
         throw Error(fmt::format("memory sample uses {} bytes of a device of {}", m.used, m.total));
     s_.memory_samples.append(rows);
+    count(ChunkType::memory_samples).read += rows.size();
   });
 }
 
 // Each row names strings that exist, and comes after events the file already holds, in order.
 void Reader::parse_owners(In& in) {
-  decode_rows<Owner>(in, s_.owners.size(), "owners", [&](std::span<const Owner> rows) {
+  decode_rows<Owner>(in, count(ChunkType::owners).read, "owners", [&](std::span<const Owner> rows) {
     uint64_t last = s_.owners.empty() ? 0 : s_.owners.back().event;
     for (size_t k = 0; k < rows.size(); ++k) {
       const Owner& o = rows[k];
       check_id(o.name, strings_.size(), "owner name string");
       check_id(o.module, strings_.size(), "owner module string");
-      uint64_t row = s_.owners.size() + k;
-      if (o.event > s_.events.size())
-        throw Error(fmt::format("owner row {} comes after event {} of {}", row, o.event, s_.events.size()));
+      uint64_t row = count(ChunkType::owners).read + k;
+      if (o.event > count(ChunkType::events).read)
+        throw Error(fmt::format("owner row {} comes after event {} of {}", row, o.event, count(ChunkType::events).read));
       if (o.event < last) throw Error(fmt::format("owner row {} comes before the row ahead of it", row));
       last = o.event;
     }
     s_.owners.append(rows);
+    count(ChunkType::owners).read += rows.size();
   });
 }
 
@@ -352,12 +408,14 @@ void Reader::parse_end_state(In& in) {
 
 Totals Reader::totals() const {
   return {strings_.size(), frames_.size(), stack_offsets_.size() - 1, streams_.size(),
-          scopes_.size(),  s_.events.size(), s_.kernels.size()};
+          count(ChunkType::scopes).read,    count(ChunkType::events).read,     count(ChunkType::kernels).read};
 }
 
 void Reader::parse_footer(In& in) {
   Totals t;
   fields(in, t);
+  uint64_t last_index = 0;  // where range reads start; files before the index end here
+  if (in.remaining() == sizeof last_index) in(last_index);
   Totals have = totals();
   if (!(t == have))
     throw Error(fmt::format(
@@ -382,12 +440,18 @@ void Reader::finish() {
                                       s_.events.size()));
 }
 
-}  // namespace
+}  // namespace memrec::format_detail
 
-Snapshot read_buffer(std::span<const uint8_t> bytes) { return Reader(".memrec buffer", bytes).read(); }
+namespace memrec {
+
+using namespace format_detail;
+
+Snapshot read_buffer(std::span<const uint8_t> bytes, const ReadOptions& options) {
+  return Reader(".memrec buffer", bytes, options).read();
+}
 
 // The whole file in memory: its compressed size is a fraction of the snapshot it decodes to.
-Snapshot read_file(const std::string& path) {
+Snapshot read_file(const std::string& path, const ReadOptions& options) {
   File f(std::fopen(path.c_str(), "rb"));
   auto fail = [&](std::string_view what) { throw Error(fmt::format("{}: {}: {}", path, what, errno_text())); };
   if (!f) fail("cannot open");
@@ -400,7 +464,7 @@ Snapshot read_file(const std::string& path) {
   auto bytes = std::make_unique_for_overwrite<uint8_t[]>(size);
   advise_huge(bytes.get(), size);
   if (std::fread(bytes.get(), 1, size, f.get()) != size) fail("read failed");
-  return Reader(path, {bytes.get(), size}).read();
+  return Reader(path, {bytes.get(), size}, options).read();
 }
 
 bool is_memrec_file(const std::string& path) {

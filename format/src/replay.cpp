@@ -2,12 +2,12 @@
 
 #include "memrec/huge_pages.h"
 
+#include "address_map.h"
+
 #include <algorithm>
-#include <bit>
 #include <array>
 #include <numeric>
 #include <set>
-#include <utility>
 
 namespace memrec {
 namespace {
@@ -24,72 +24,8 @@ uint64_t reserved_in(const std::vector<Segment>& segments, uint8_t device) {
 // Marks ids into pre_existing_ (in the address map) during the pass.
 constexpr uint32_t kPreExisting = uint32_t{1} << 31;
 
-// Block address -> allocation id and size. Open addressing with linear probing and backward-shift deletion:
-// the replay does one lookup per event, and std::unordered_map's node allocations dominated it. The size rides
-// along so that a free need not look up its alloc event.
-class Replay::AddressMap {
- public:
-  using Block = LiveBlock;
-  AddressMap() { rehash(1024); }
-
-  Block* find(uint64_t key) {
-    for (size_t i = slot(key);; i = (i + 1) & mask_) {
-      if (!used_[i]) return nullptr;
-      if (keys_[i] == key) return &values_[i];
-    }
-  }
-
-  // Returns the previous id, or kNoEvent when the key was new.
-  uint32_t put(uint64_t key, Block value) {
-    if (2 * (size_ + 1) > keys_.size()) rehash(keys_.size() * 2);
-    size_t i = slot(key);
-    for (; used_[i]; i = (i + 1) & mask_)
-      if (keys_[i] == key) return std::exchange(values_[i], value).id;
-    keys_[i] = key, values_[i] = value, used_[i] = 1, ++size_;
-    return kNoEvent;
-  }
-
-  void erase(uint64_t key) {
-    size_t i = slot(key);
-    while (used_[i] && keys_[i] != key) i = (i + 1) & mask_;
-    if (!used_[i]) return;
-    // Shift later members of the probe run back so lookups never cross a hole.
-    for (size_t j = (i + 1) & mask_; used_[j]; j = (j + 1) & mask_) {
-      size_t home = slot(keys_[j]);
-      bool movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
-      if (movable) keys_[i] = keys_[j], values_[i] = values_[j], i = j;
-    }
-    used_[i] = 0;
-    --size_;
-  }
-
-  template <class F>
-  void for_each(F f) const {
-    for (size_t i = 0; i < keys_.size(); ++i)
-      if (used_[i]) f(keys_[i], values_[i]);
-  }
-
- private:
-  size_t slot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ULL) >> shift_; }
-
-  void rehash(size_t capacity) {
-    std::vector<uint64_t> keys = std::move(keys_);
-    std::vector<Block> values = std::move(values_);
-    std::vector<uint8_t> used = std::move(used_);
-    keys_.assign(capacity, 0), values_.assign(capacity, Block{}), used_.assign(capacity, 0);
-    mask_ = capacity - 1;
-    shift_ = 64 - std::countr_zero(capacity);
-    size_ = 0;
-    for (size_t i = 0; i < keys.size(); ++i)
-      if (used[i]) put(keys[i], values[i]);
-  }
-
-  std::vector<uint64_t> keys_;
-  std::vector<Block> values_;
-  std::vector<uint8_t> used_;
-  size_t mask_ = 0, size_ = 0;
-  int shift_ = 0;
-};
+// Block address -> allocation id and size; the size rides along so that a free need not look up its alloc event.
+class Replay::AddressMap : public format_detail::AddressMap<LiveBlock> {};
 
 uint32_t Allocations::size() const { return static_cast<uint32_t>(r_->alloc_steps().size()); }
 Allocation Allocations::operator[](uint32_t id) const { return r_->allocation(id); }
@@ -127,7 +63,7 @@ void Replay::pass() {
                                static_cast<uint64_t>(reserved)});
     int64_t was_allocated = allocated, was_active = active;
     if (e.action == Action::alloc) {
-      if (live.put(e.addr, {static_cast<uint32_t>(alloc_step_.size()), e.size}) != kNoEvent) ++unmatched_frees_;
+      if (live.put(e.addr, {static_cast<uint32_t>(alloc_step_.size()), e.size})) ++unmatched_frees_;
       alloc_step_.push_back(step), free_step_.push_back(kNoEvent), completed_step_.push_back(kNoEvent);
       allocated += static_cast<int64_t>(e.size), active += static_cast<int64_t>(e.size);
     } else if (e.action == Action::free_requested || e.action == Action::free_completed) {

@@ -3,12 +3,15 @@
 
 #include "chunk.h"
 #include "columns.h"
+#include "live_state.h"
 #include "payload.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,64 @@
 namespace memrec {
 
 using namespace format_detail;
+
+namespace {
+
+// What the index gives a row chunk's range by: a time, and for owner rows their place among the events.
+int64_t row_time(const Event& e) { return e.time_ns; }
+int64_t row_time(const Kernel& k) { return k.start_ns; }
+int64_t row_time(const Scope& s) { return s.start_ns; }
+int64_t row_time(const DeviceMemoryRecord& r) { return r.time_ns; }
+int64_t row_time(const DeviceMemorySample& m) { return m.time_ns; }
+int64_t row_time(const Owner& o) { return static_cast<int64_t>(o.event); }
+
+// What the index needs as the chunks go out (docs/format.md, The index): an entry per chunk since the last index
+// chunk, and the live state after the events written so far, stored every kEventsPerLiveState events or so.
+struct Indexer {
+  std::vector<IndexEntry> entries;
+  uint64_t last_index = 0;  // offset of the last index chunk; 0 before the first
+  LiveState live;
+  uint64_t events = 0, owners = 0;  // rows applied to `live`
+  int64_t latest_ns = std::numeric_limits<int64_t>::min();  // the greatest time of those events
+  uint64_t state_events = 0;        // events at the last live state
+  std::vector<uint32_t> scopes;     // written scopes that may still be open at a later live state
+  std::set<uint32_t> steps;         // step scopes written or closed since the last index chunk
+
+  // Applies events [events, to), each after the owner rows placed before it.
+  void advance(const Snapshot& s, uint64_t to) {
+    for (; events < to; ++events) {
+      for (; owners < s.owners.size() && s.owners[owners].event <= events; ++owners) live.name(owners, s.owners[owners]);
+      Event e = s.events[events];
+      live.apply(e);
+      latest_ns = std::max(latest_ns, e.time_ns);
+    }
+  }
+  // A live state costs about its blocks: stored at most once per 8 events per live block.
+  bool state_due() const {
+    return events - state_events >= std::max<uint64_t>(kEventsPerLiveState, 8 * live.blocks());
+  }
+  // The written scopes that began by the latest event time and had not ended before it.
+  std::vector<ScopeRow> open_scopes(const Snapshot& s) {
+    std::vector<ScopeRow> open;
+    std::erase_if(scopes, [&](uint32_t id) {
+      Scope sc = s.scopes[id];
+      if (sc.end_ns != -1 && sc.end_ns < latest_ns) return true;  // ended: not open at any later live state either
+      if (sc.start_ns <= latest_ns) open.push_back({id, sc});
+      return false;
+    });
+    return open;
+  }
+  std::vector<StepRow> step_rows(const Snapshot& s) const {
+    std::vector<StepRow> rows;
+    for (uint32_t id : steps) {
+      Scope sc = s.scopes[id];
+      if (auto n = step_number(s.strings[sc.name])) rows.push_back({id, *n, sc.start_ns, sc.end_ns});
+    }
+    return rows;
+  }
+};
+
+}  // namespace
 
 struct Writer::State {
   std::string path;
@@ -31,6 +92,8 @@ struct Writer::State {
   uint64_t written_samples = 0;
   uint64_t written_owners = 0;
   std::vector<uint32_t> open_scopes;     // written while end_ns == -1; ascending
+  Indexer index;
+  bool started = false;                  // the live state holds the snapshot's start state
   std::map<std::string, std::string> metadata;
   bool metadata_written = false;
   bool closed = false;
@@ -45,6 +108,9 @@ struct Writer::State {
     bytes += n;
   }
   void write_chunk(ChunkType type, const std::string& raw);
+  template <class T> void index_rows(const PackedVector<T>& rows, uint64_t first, size_t n);
+  void write_live_state(const Snapshot& s);
+  void write_index(const Snapshot& s);
   template <class Fn> void chunk(ChunkType type, Fn&& fill) {
     Out out(payload);
     fill(out);
@@ -53,7 +119,9 @@ struct Writer::State {
   void write_strings(const Snapshot& s);
   void write_tables(const Snapshot& s);
   void write_scope_ends(const Snapshot& s);
-  template <class T> void write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows);
+  // Writes the new rows chunk by chunk, calling after_chunk() after each.
+  template <class T, class After = void (*)()>
+  void write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows, After after_chunk = [] {});
   void write_metadata(const Snapshot& s);
   void write_event_contexts(const Snapshot& s);
   void flush(const Snapshot& s);
@@ -64,6 +132,7 @@ void Writer::State::write_chunk(ChunkType type, const std::string& raw) {
     throw Error(fmt::format("{}: {} chunk of {} bytes exceeds the format's {} byte limit", path,
                             kChunkTypeNames[static_cast<uint32_t>(type)], raw.size(), kMaxRawSize));
   std::string_view frame = compressor.compress(raw, path);
+  if (type != ChunkType::index) index.entries.push_back({.offset = bytes, .type = static_cast<uint32_t>(type)});
   char header[kChunkHeaderSize];
   put_le(header, static_cast<uint32_t>(type));
   put_le(header + 4, static_cast<uint32_t>(raw.size()));
@@ -120,21 +189,59 @@ void Writer::State::write_tables(const Snapshot& s) {
 void Writer::State::write_scope_ends(const Snapshot& s) {
   std::vector<ScopeEnd> ends;
   std::erase_if(open_scopes, [&](uint32_t id) {
-    if (s.scopes[id].end_ns == -1) return false;
-    ends.push_back({id, s.scopes[id].end_ns});
+    Scope sc = s.scopes[id];
+    if (sc.end_ns == -1) return false;
+    ends.push_back({id, sc.end_ns});
+    if (sc.kind == ScopeKind::step) index.steps.insert(id);
     return true;
   });
   if (!ends.empty()) chunk(ChunkType::scope_ends, [&](Out& o) { o.list(ends); });
 }
 
-template <class T>
-void Writer::State::write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows) {
+// The index entry of the row chunk just written: its rows and their least and greatest time.
+template <class T> void Writer::State::index_rows(const PackedVector<T>& rows, uint64_t first, size_t n) {
+  IndexEntry& e = index.entries.back();
+  e.first = first, e.rows = n;
+  e.min_ns = std::numeric_limits<int64_t>::max(), e.max_ns = std::numeric_limits<int64_t>::min();
+  rows.for_each(first, first + n, [&](size_t, const T& r) {
+    e.min_ns = std::min(e.min_ns, row_time(r)), e.max_ns = std::max(e.max_ns, row_time(r));
+  });
+}
+
+template <class T, class After>
+void Writer::State::write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows, After after_chunk) {
   if (rows.size() < written_rows) throw Error(fmt::format("{}: the snapshot lost rows since the last flush", path));
   while (written_rows < rows.size()) {
     size_t n = std::min(kRowsPerChunk, rows.size() - written_rows);
     chunk(type, [&](Out& o) { encode_rows(o, columns, rows, written_rows, n); });
+    index_rows(rows, written_rows, n);
     written_rows += n;
+    after_chunk();
   }
+}
+
+void Writer::State::write_live_state(const Snapshot& s) {
+  chunk(ChunkType::live_state, [&](Out& o) {
+    o(index.events, index.latest_ns);
+    o.list(index.live.segment_rows());
+    o.list(index.live.block_rows());
+    o.list(index.live.owner_rows());
+    o.list(index.open_scopes(s));
+  });
+  index.entries.back().first = index.events;
+  index.state_events = index.events;
+}
+
+void Writer::State::write_index(const Snapshot& s) {
+  uint64_t at = bytes;
+  chunk(ChunkType::index, [&](Out& o) {
+    o(index.last_index);
+    o.list(index.entries);
+    o.list(index.step_rows(s));
+  });
+  index.last_index = at;
+  index.entries.clear();
+  index.steps.clear();
 }
 
 void Writer::State::write_metadata(const Snapshot& s) {
@@ -166,15 +273,26 @@ void Writer::State::write_event_contexts(const Snapshot& s) {
 void Writer::State::flush(const Snapshot& s) {
   if (closed) throw Error(fmt::format("{}: flush after close", path));
   if (failed) throw Error(fmt::format("{}: an earlier write failed; the file ends at its last whole chunk", path));
+  if (!started) index.live = LiveState(s), started = true;
   write_strings(s);
   write_tables(s);
   // Scopes already written that were open get their end first; then new scopes, some of them open.
   write_scope_ends(s);
   uint64_t first_new_scope = written.scopes;
   write_rows(ChunkType::scopes, s.scopes, written.scopes);
-  for (uint64_t id = first_new_scope; id < written.scopes; ++id)
-    if (s.scopes[id].end_ns == -1) open_scopes.push_back(static_cast<uint32_t>(id));
-  write_rows(ChunkType::events, s.events, written.events);
+  for (uint64_t id = first_new_scope; id < written.scopes; ++id) {
+    Scope sc = s.scopes[id];
+    if (sc.end_ns == -1) open_scopes.push_back(static_cast<uint32_t>(id));
+    if (id > 0) index.scopes.push_back(static_cast<uint32_t>(id));
+    if (sc.kind == ScopeKind::step && id > 0) index.steps.insert(static_cast<uint32_t>(id));
+  }
+  // Each events chunk is followed by the live state after it (and an index chunk) when one is due.
+  write_rows(ChunkType::events, s.events, written.events, [&] {
+    index.advance(s, written.events);
+    if (!index.state_due()) return;
+    write_live_state(s);
+    write_index(s);
+  });
   write_rows(ChunkType::kernels, s.kernels, written.kernels);
   write_event_contexts(s);
   write_rows(ChunkType::device_memory, s.device_memory, written_device_memory);
@@ -210,7 +328,11 @@ void Writer::close(const Snapshot& s) {
     o.flag(s.has_segments_start);
     o(s.dropped_events);
   });
-  st.chunk(ChunkType::footer, [&](Out& o) { fields(o, st.written); });
+  st.write_index(s);  // the last one: its chunks, end_state among them
+  st.chunk(ChunkType::footer, [&](Out& o) {
+    fields(o, st.written);
+    o(st.index.last_index);
+  });
   st.closed = true;
   if (std::fclose(st.file.release()) != 0) st.fail("write failed");
 }

@@ -105,6 +105,7 @@ INSTANTIATE_TEST_SUITE_P(Torch, FlameShot,
                                            FlameCase{"torch_2layer_all.pickle", "stack", true},
                                            FlameCase{"torch_compile_graph.pickle", "stack-bottom-up", false}));
 
+// Only the range is read, and the flame graph holds the bytes allocated in it.
 TEST(FlameShotRange, RootHoldsTheBytesAllocatedInTheRange) {
   test::TempDir dir;
   Shot shot = test::screenshot(test::data("torch_2layer_python.pickle"), "--range 15ms..25ms --size 1280x720", dir);
@@ -264,7 +265,8 @@ TEST(ViewFlags, BadValuesSayWhy) {
                         Case{"--range 10ms", "--range wants T1..T2"},
                         Case{"--range 20ms..10ms", "--range wants T1..T2"},
                         Case{"--range soon..later", "--range wants T1..T2"},
-                        Case{"--view segments --range 1ms..2ms", "--range is drawn by --view flame only"},
+                        Case{"--steps 3", "--steps wants A..B"},
+                        Case{"--range 1ms..2ms --steps 0..1", "--range and --steps both choose the part to read"},
                         Case{"--view flame --group-by category", "--view flame draws a tree"}}) {
     auto r = view(c.args);
     EXPECT_EQ(r.exit_code, 1) << c.args;

@@ -319,7 +319,7 @@ struct Aim {
   Focus focus = Focus::timeline;
   Grouping grouping = Grouping::stack_top_down;
   std::optional<GroupBy> flat = GroupBy::stack;  // the panel opens on the sites; the flame graph on the stack tree
-  std::optional<std::pair<int64_t, int64_t>> range;
+  std::optional<Range> part;
 };
 
 Aim parse_aim(const Options& o) {
@@ -341,25 +341,11 @@ Aim parse_aim(const Options& o) {
   if (!known)
     throw Error("--group-by wants stack, stack-bottom-up, op, module, phase, site, category, layer or pool, got '" +
                 o.group_by + "'");
-  if (!o.range.empty()) {
-    size_t dots = o.range.find("..");
-    std::string why = "--range wants T1..T2, two times after the start with T1 before T2 (e.g. 10ms..25ms), got '" +
-                      o.range + "'";
-    if (dots == std::string::npos) throw Error(why);
-    std::optional<int64_t> t1, t2;
-    try {
-      t1 = parse_at(o.range.substr(0, dots));
-      t2 = parse_at(o.range.substr(dots + 2));
-    } catch (const Error&) {
-      throw Error(why);
-    }
-    if (!t1 || !t2 || *t2 <= *t1) throw Error(why);
-    aim.range = {*t1, *t2};
-    if (o.view.empty()) aim.focus = Focus::flame;  // only the flame graph shows a range
-  }
+  aim.part = parse_range(o.range, o.steps);
+  if (aim.part && o.ranks.size() > 1) throw Error(aim.part->flag + " reads a part of one file, not of several ranks");
+  if (aim.part && o.view.empty()) aim.focus = Focus::flame;  // the bytes allocated in the part
   if (aim.focus == Focus::flame && aim.flat && !o.group_by.empty())
     throw Error("--view flame draws a tree: --group-by stack, stack-bottom-up, op, module or phase");
-  if (aim.range && aim.focus != Focus::flame) throw Error("--range is drawn by --view flame only");
   return aim;
 }
 
@@ -377,15 +363,17 @@ int run(const Options& options) {
   std::optional<int64_t> at = options.at.empty() ? std::nullopt : parse_at(options.at);  // checked before anything opens
   Aim aim = parse_aim(options);
   bool offscreen = !options.screenshot.empty();
-  auto loading = options.ranks.size() > 1 ? std::async(std::launch::async, open_ranks, options.ranks, options.device)
-                                          : std::async(std::launch::async, Document::open, options.path, options.device);
+  auto loading = options.ranks.size() > 1
+                     ? std::async(std::launch::async, open_ranks, options.ranks, options.device)
+                     : std::async(std::launch::async, Document::open, options.path, options.device, aim.part);
   App app(std::move(loading), options.width, options.height, offscreen);
   app.chrome = !offscreen;  // pictures show the views, not the search box and key hints
   ViewState& st = app.state();
   st.focus = aim.focus;
   st.grouping = aim.grouping;
   st.flat = aim.flat;
-  st.range = aim.range;
+  if (aim.part && aim.focus == Focus::flame)  // everything the part holds was allocated in it, or before
+    st.range = {0, app.doc().timeline->end_ns() - app.doc().timeline->begin_ns()};
   InstantShown found = find_instant(*app.doc().replay, at);
   if (std::string note = instant_note(found); !note.empty()) fmt::print(stderr, "memrec view: note: {}\n", note);
   uint32_t instant = found.step;

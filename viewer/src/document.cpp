@@ -7,10 +7,11 @@
 
 namespace memrec::viewer {
 
-std::unique_ptr<Document> Document::open(const std::string& path, std::optional<uint8_t> device) {
+std::unique_ptr<Document> Document::open(const std::string& path, std::optional<uint8_t> device,
+                                         std::optional<Range> part) {
   auto doc = std::make_unique<Document>();
   doc->path = path;
-  doc->snapshot = load_snapshot(path, stderr);
+  doc->snapshot = load_snapshot(path, stderr, part);
   doc->devices = devices_of(doc->snapshot);
   if (doc->devices.empty()) doc->devices.push_back(0);
   doc->analyze(choose_device(doc->snapshot, device));

@@ -10,6 +10,7 @@
 
 #include "memrec/analysis.h"
 #include "memrec/attribution.h"
+#include "memrec/range.h"
 #include "memrec/ranks.h"
 #include "memrec/replay.h"
 #include "memrec/snapshot.h"
@@ -30,8 +31,9 @@ struct Document {
   std::shared_ptr<const RankSet> ranks;
   size_t rank_index = 0;
 
-  // Loads the file and analyzes `device` (unset: choose_device's default).
-  static std::unique_ptr<Document> open(const std::string& path, std::optional<uint8_t> device);
+  // Loads the file (with `part`, only that part of it) and analyzes `device` (unset: choose_device's default).
+  static std::unique_ptr<Document> open(const std::string& path, std::optional<uint8_t> device,
+                                        std::optional<Range> part = {});
   // Builds the replay, timeline and lanes of one device.
   void analyze(uint8_t device);
   uint64_t device_events() const { return replay->steps(); }

@@ -34,11 +34,16 @@ class Writer {
 
 void write_file(const Snapshot& s, const std::string& path);
 
+struct ReadOptions {
+  unsigned threads = 0;  // threads that decode events and kernels: 0 = one per core; 1 = none besides the caller's
+};
+
 // Reads and validates a whole file; throws Error with a clear message on anything malformed.
 // A file without its footer (writer killed) reads up to its last complete chunk, with complete = false.
-Snapshot read_file(const std::string& path);
+// The result is the same whatever the number of threads.
+Snapshot read_file(const std::string& path, const ReadOptions& options = {});
 // The same reader over a file's bytes already in memory; errors name ".memrec buffer" instead of a path.
-Snapshot read_buffer(std::span<const uint8_t> bytes);
+Snapshot read_buffer(std::span<const uint8_t> bytes, const ReadOptions& options = {});
 
 // True when the file starts with the .memrec magic.
 bool is_memrec_file(const std::string& path);

@@ -79,6 +79,12 @@ class Slabs {
     return p;
   }
   void clear() { *this = Slabs(); }
+  // Keeps `other`'s slabs alive with these (blocks packed into them move here); new bytes still come from ours.
+  void adopt(Slabs&& other) {
+    for (auto& slab : other.slabs_) slabs_.push_back(std::move(slab));
+    reserved_ += other.reserved_;
+    other = Slabs();
+  }
 
  private:
   static constexpr size_t kHuge = size_t{2} << 20;
@@ -101,6 +107,7 @@ class Slabs {
 template <class T>
 class PackedVector {
   static constexpr size_t kCols = Columns<T>::kCount;
+  struct Block;
 
  public:
   static constexpr size_t kBlockRows = 1024;
@@ -144,6 +151,22 @@ class PackedVector {
     size_t i_ = 0;
   };
   using const_iterator = iterator;
+
+  // Rows packed apart from the vector, on another thread and into that thread's slabs, then appended in order
+  // (append(Packed&&)): reading a file packs its chunks on several threads at once.
+  class Packed {
+   public:
+    // Packs one whole block (kBlockRows rows) into bytes from `slabs`.
+    void add_block(std::span<const T> rows, packed_detail::Slabs& slabs) { blocks_.push_back(Block::pack(rows, slabs)); }
+    // The rows after the last whole block where they end the table: unpacked, as a vector's tail.
+    void set_tail(std::span<const T> rows) { tail_.assign(rows.begin(), rows.end()); }
+    size_t size() const { return blocks_.size() * kBlockRows + tail_.size(); }
+
+   private:
+    friend class PackedVector;
+    std::vector<Block> blocks_;
+    std::vector<T> tail_;
+  };
 
   PackedVector() = default;
   PackedVector(std::initializer_list<T> rows) { append(std::span<const T>(rows.begin(), rows.size())); }
@@ -204,6 +227,22 @@ class PackedVector {
     clear();
     append(rows);
   }
+  // Appends p's rows. On a block boundary its blocks move here as they are; their bytes stay in the slabs they were
+  // packed into, which adopt() must hand to this vector. Elsewhere they are unpacked and appended row by row.
+  void append(Packed&& p) {
+    if (tail_.empty()) {
+      blocks_.insert(blocks_.end(), p.blocks_.begin(), p.blocks_.end());
+      tail_ = std::move(p.tail_);
+      return;
+    }
+    std::vector<T> rows(kBlockRows);
+    for (const Block& b : p.blocks_) {
+      for (size_t j = 0; j < kBlockRows; ++j) rows[j] = b.row(j);
+      append(rows);
+    }
+    append(p.tail_);
+  }
+  void adopt(packed_detail::Slabs&& slabs) { slabs_.adopt(std::move(slabs)); }
   // Rewrites row i; a row in a packed block repacks that block (1024 rows), so this is for rare updates.
   // The block keeps its bytes when it fits in them (closing a scope narrows its end column), else takes new ones.
   void set(size_t i, const T& row) {

@@ -16,7 +16,8 @@ struct Options {
   std::string screenshot;  // write this PNG after a few frames and exit; empty: interactive window
   std::string at;          // instant to analyze: "peak" or a time after the start (memrec::parse_at)
   std::string view;        // the view a screenshot shows: "timeline" (default), "flame" or "segments"
-  std::string range;       // "T1..T2": the flame graph shows the bytes allocated in that time range
+  std::string range;       // "T1..T2": read only that time range (memrec::parse_range); without --view, the flame
+  std::string steps;       // "A..B": ... or those training steps       graph of the bytes allocated in it
   std::string group_by;    // stack|op|module|phase|category|layer|site|pool (default: stack)
   int width = 1600;
   int height = 900;

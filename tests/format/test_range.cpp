@@ -1,0 +1,337 @@
+// Reading a part of a recording through the file's index gives what the same part of a whole read gives, reads only
+// a few chunks for a short part of a long run, and falls back to a whole read, saying so, where the index cannot serve.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+
+#include "../../bench/synthetic_training.h"
+#include "common/fixtures.h"
+#include "memrec/format.h"
+#include "memrec/range.h"
+#include "memrec/replay.h"
+
+namespace memrec {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_bytes(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_bytes(const std::string& p, std::string_view bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+template <class Fn> std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The parts in which two snapshots differ ("" when none), for failures that say where.
+std::string differences(const Snapshot& a, const Snapshot& b) {
+  std::string out;
+  auto note = [&](bool same, const char* what) {
+    if (!same) out += std::string(out.empty() ? "" : ", ") + what;
+  };
+  note(a.metadata == b.metadata, "metadata");
+  note(a.strings == b.strings && a.frames == b.frames && a.stacks == b.stacks && a.streams == b.streams, "tables");
+  note(a.scopes == b.scopes, "scopes");
+  note(a.events == b.events, "events");
+  note(a.kernels == b.kernels, "kernels");
+  note(a.event_contexts == b.event_contexts, "event contexts");
+  note(a.device_memory == b.device_memory && a.memory_samples == b.memory_samples, "device memory");
+  note(a.owners == b.owners, "owners");
+  note(a.segments_start == b.segments_start, "start state");
+  note(a.segments_end == b.segments_end, "end state");
+  note(a.has_segments_start == b.has_segments_start && a.dropped_events == b.dropped_events &&
+           a.complete == b.complete, "flags");
+  note(a.warnings == b.warnings, "warnings");
+  return out;
+}
+
+// A long training run as the recorder would have it: step scopes named "step N", a known (empty) start state, and
+// owner rows naming some of the blocks allocated.
+Snapshot long_run(size_t events, uint32_t seed) {
+  Snapshot s = make_training_history(events, seed);
+  s.has_segments_start = true;
+  uint64_t step = 0;
+  for (uint32_t id = 1; id < s.scopes.size(); ++id)
+    if (s.scopes[id].kind == ScopeKind::step) {
+      uint32_t name = s.strings.intern("step " + std::to_string(step++));
+      s.scopes.update(id, [&](Scope& sc) { sc.name = name; });
+    }
+  uint32_t module = s.strings.intern("net.0");
+  for (size_t i = 0; i < s.events.size(); i += 997) {
+    Event e = s.events[i];
+    if (e.action != Action::alloc) continue;
+    s.owners.push_back(Owner{e.time_ns, i + 1, e.addr, e.size, s.strings.intern("net.0.w" + std::to_string(i % 7)),
+                             module, OwnerKind::parameter, 0});
+  }
+  return s;
+}
+
+// `full` written over flushes as a recorder writes it: each flush adds the events, kernels and owner rows up to a
+// point in time, the scopes begun by then (still open, if they end later), and closes the scopes that ended since.
+void write_as_recorded(const Snapshot& full, const std::string& path, size_t flushes) {
+  Snapshot s;
+  s.metadata = full.metadata, s.strings = full.strings, s.frames = full.frames, s.stacks = full.stacks;
+  s.streams = full.streams, s.has_segments_start = full.has_segments_start;
+  Writer w(path);
+  size_t scopes = 1, kernels = 0, owners = 0;
+  std::vector<uint32_t> open;
+  for (size_t f = 1; f <= flushes; ++f) {
+    size_t to = full.events.size() * f / flushes;
+    for (size_t i = s.events.size(); i < to; ++i) s.events.push_back(full.events[i]);
+    int64_t now = full.events[to - 1].time_ns;
+    std::erase_if(open, [&](uint32_t id) {
+      if (full.scopes[id].end_ns > now) return false;
+      s.scopes.update(id, [&](Scope& sc) { sc.end_ns = full.scopes[id].end_ns; });
+      return true;
+    });
+    for (; scopes < full.scopes.size() && full.scopes[scopes].start_ns <= now; ++scopes) {
+      Scope sc = full.scopes[scopes];
+      if (sc.end_ns > now || sc.end_ns == -1) sc.end_ns = -1, open.push_back(static_cast<uint32_t>(scopes));
+      s.scopes.push_back(sc);
+    }
+    for (; kernels < full.kernels.size() && full.kernels[kernels].start_ns <= now; ++kernels)
+      s.kernels.push_back(full.kernels[kernels]);
+    for (; owners < full.owners.size() && full.owners[owners].event <= to; ++owners) s.owners.push_back(full.owners[owners]);
+    w.flush(s);
+  }
+  for (uint32_t id : open) s.scopes.update(id, [&](Scope& sc) { sc.end_ns = full.scopes[id].end_ns; });
+  for (; scopes < full.scopes.size(); ++scopes) s.scopes.push_back(full.scopes[scopes]);
+  for (; kernels < full.kernels.size(); ++kernels) s.kernels.push_back(full.kernels[kernels]);
+  w.close(s);
+}
+
+class RangeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("memrec_range_test_" + std::to_string(getpid())));
+    fs::create_directories(*dir_);
+    run_ = new Snapshot(long_run(3'500'000, 21));
+    write_as_recorded(*run_, path("run.memrec"), 300);
+    whole_ = new Snapshot(read_file(path("run.memrec")));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete whole_;
+    delete run_;
+    delete dir_;
+  }
+  static std::string path(const std::string& name) { return (*dir_ / name).string(); }
+
+  static fs::path* dir_;
+  static Snapshot* run_;
+  static Snapshot* whole_;
+};
+fs::path* RangeTest::dir_ = nullptr;
+Snapshot* RangeTest::run_ = nullptr;
+Snapshot* RangeTest::whole_ = nullptr;
+
+TEST_F(RangeTest, TheRecordingReadsBackWhole) { EXPECT_EQ(differences(*whole_, *run_), ""); }
+
+// Random time ranges and step ranges through the index equal the same ranges cut from the whole read.
+TEST_F(RangeTest, RangesThroughTheIndexEqualRangesOfAWholeRead) {
+  int64_t duration = whole_->events.back().time_ns - whole_->events[0].time_ns;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 12; ++i) {
+    int64_t a = static_cast<int64_t>(rng() % static_cast<uint64_t>(duration)), b = a + 1 + static_cast<int64_t>(rng() % (duration / 8));
+    Range range{.kind = Range::Kind::time, .first = a, .last = b, .flag = fmt::format("--range {}ns..{}ns", a, b)};
+    RangeRead part = read_range(path("run.memrec"), range);
+    ASSERT_EQ(differences(part.snapshot, cut_range(*whole_, range, path("run.memrec"))), "") << range.flag;
+    EXPECT_LT(part.chunks_read, part.chunks_total) << range.flag;
+  }
+  for (auto [a, b] : {std::pair{0, 0}, std::pair{3, 40}, std::pair{500, 502}, std::pair{900, 950}}) {
+    Range range{.kind = Range::Kind::steps, .first = a, .last = b, .flag = fmt::format("--steps {}..{}", a, b)};
+    ASSERT_EQ(differences(read_range(path("run.memrec"), range).snapshot, cut_range(*whole_, range, path("run.memrec"))),
+              "")
+        << range.flag;
+  }
+}
+
+// A range of a real recording holds the events in it, starts from what was live before them (the replay's totals
+// then), and says what it is.
+TEST(RangeOfRealRecordings, ARangeStartsFromWhatWasLive) {
+  fs::path dir = fs::temp_directory_path() / ("memrec_range_live_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  Snapshot whole = read_file(test::data("alloc_default.memrec"));
+  std::string p = (dir / "run.memrec").string();
+  write_file(whole, p);
+  Snapshot part = read_range(p, *parse_range("", "4..5")).snapshot;
+  ASSERT_FALSE(part.events.empty());
+  size_t first = 0;
+  while (whole.events[first].time_ns < part.events[0].time_ns) ++first;
+  for (size_t k = 0; k < part.events.size(); ++k) {
+    Event want = whole.events[first + k], got = part.events[k];
+    want.scope = got.scope = 0;  // renumbered: the part keeps only its scopes
+    ASSERT_EQ(got, want) << k;
+  }
+  Replay from_start(whole, 0), from_part(part, 0);
+  EXPECT_EQ(from_part.initial(), from_start.after(static_cast<uint32_t>(first - 1)));
+  EXPECT_EQ(from_part.unmatched_frees(), 0u);
+  EXPECT_EQ(from_part.peak_allocated().bytes, [&] {
+    uint64_t peak = 0;
+    from_start.for_each_after(static_cast<uint32_t>(first - 1), static_cast<uint32_t>(first + part.events.size()),
+                              [&](uint32_t, const Totals& t) { peak = std::max(peak, t.allocated); });
+    return peak;
+  }());
+  ASSERT_FALSE(part.warnings.empty());
+  EXPECT_NE(part.warnings.back().find("only --steps 4..5 was read"), std::string::npos) << part.warnings.back();
+  fs::remove_all(dir);
+}
+
+// One step in the middle of a 3.5M-event run reads a handful of chunks: tables, one live state, the events from it.
+TEST_F(RangeTest, OneStepOfALongRunReadsFewChunks) {
+  RangeRead part = read_range(path("run.memrec"), *parse_range("", "600..600"));
+  EXPECT_GT(part.snapshot.events.size(), 1000u);
+  EXPECT_LT(part.chunks_read * 10, part.chunks_total) << part.chunks_read << " of " << part.chunks_total;
+  RecordProperty("chunks_read", std::to_string(part.chunks_read) + " of " + std::to_string(part.chunks_total));
+}
+
+TEST_F(RangeTest, AFileCutShortIsReadWholeWithANote) {
+  std::string bytes = read_bytes(path("run.memrec"));
+  write_bytes(path("cut.memrec"), std::string_view(bytes).substr(0, bytes.size() * 2 / 3));
+  Range range = *parse_range("", "10..12");
+  Snapshot part = read_range(path("cut.memrec"), range).snapshot;
+  Snapshot cut = read_file(path("cut.memrec"));
+  Snapshot want = cut_range(cut, range, path("cut.memrec"));
+  ASSERT_EQ(part.warnings.size(), want.warnings.size() + 1);
+  EXPECT_NE(part.warnings.back().find("was read whole for --steps 10..12: it has no index"), std::string::npos);
+  part.warnings.pop_back();
+  EXPECT_EQ(differences(part, want), "");
+}
+
+struct Chunk {
+  size_t offset;
+  uint32_t type, raw, compressed;
+};
+
+std::vector<Chunk> chunks_of(const std::string& bytes) {
+  std::vector<Chunk> out;
+  for (size_t off = 16; off + 12 <= bytes.size();) {
+    Chunk c{off, 0, 0, 0};
+    std::memcpy(&c.type, bytes.data() + off, 4);
+    std::memcpy(&c.raw, bytes.data() + off + 4, 4);
+    std::memcpy(&c.compressed, bytes.data() + off + 8, 4);
+    out.push_back(c);
+    off += 12 + c.compressed;
+  }
+  return out;
+}
+
+// The file with chunk c's raw payload edited and compressed again behind a valid checksum.
+std::string with_payload(const std::string& bytes, const Chunk& c, const std::function<void(std::string&)>& edit) {
+  std::string raw(c.raw, '\0');
+  ZSTD_decompress(raw.data(), raw.size(), bytes.data() + c.offset + 12, c.compressed);
+  edit(raw);
+  std::string frame(ZSTD_compressBound(raw.size()), '\0');
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+  frame.resize(ZSTD_compress2(cctx, frame.data(), frame.size(), raw.data(), raw.size()));
+  ZSTD_freeCCtx(cctx);
+  auto size = static_cast<uint32_t>(frame.size()), raw_size = static_cast<uint32_t>(raw.size());
+  std::string header = bytes.substr(c.offset, 12);
+  std::memcpy(header.data() + 4, &raw_size, 4);
+  std::memcpy(header.data() + 8, &size, 4);
+  return bytes.substr(0, c.offset) + header + frame + bytes.substr(c.offset + 12 + c.compressed);
+}
+
+// A damaged index or live state (behind valid checksums, so only the range read looks at them) is refused with one
+// sentence, and the range is read whole; a whole read does not need them.
+TEST_F(RangeTest, ADamagedIndexIsReadWholeWithOneSentence) {
+  std::string bytes = read_bytes(path("run.memrec"));
+  std::vector<Chunk> chunks = chunks_of(bytes);
+  auto middle = [&](uint32_t type) {
+    std::vector<Chunk> of;
+    for (const Chunk& c : chunks)
+      if (c.type == type) of.push_back(c);
+    return of.at(of.size() / 2);
+  };
+  // Every live state damaged alike, so that the range's is.
+  auto every_state = [&](const std::function<void(std::string&)>& edit) {
+    std::string b = bytes;
+    for (size_t k = chunks.size(); k-- > 0;)
+      if (chunks[k].type == 17) b = with_payload(b, chunks[k], edit);
+    return b;
+  };
+  const Chunk index = middle(16);
+  struct Case {
+    std::string file, says;
+  };
+  for (const Case& c : {
+           Case{with_payload(bytes, index, [](std::string& raw) { raw[8 + 8 + 3] ^= 0x40; }), "out of place"},
+           Case{with_payload(bytes, index, [](std::string& raw) { raw.resize(raw.size() - 3); }), ""},
+           Case{every_state([](std::string& raw) { raw[0] ^= 1; }), ""},
+           Case{every_state([](std::string& raw) { std::memset(raw.data() + 16, 0xff, 8); }), ""},
+       }) {
+    write_bytes(path("bad.memrec"), c.file);
+    Range range = *parse_range("", "400..700");
+    Snapshot whole = read_file(path("bad.memrec"));
+    EXPECT_EQ(differences(whole, *whole_), "");
+    Snapshot part = read_range(path("bad.memrec"), range).snapshot;
+    ASSERT_FALSE(part.warnings.empty());
+    const std::string& note = part.warnings.back();
+    EXPECT_NE(note.find("was read whole for --steps 400..700: its index could not be used ("), std::string::npos) << note;
+    EXPECT_NE(note.find(c.says), std::string::npos) << note;
+    part.warnings.pop_back();
+    EXPECT_EQ(differences(part, cut_range(whole, range, path("bad.memrec"))), "");
+  }
+}
+
+// Files written before the index read whole for a range; rewritten, a real recording's parts read through the index
+// and equal the parts of its whole read.
+TEST(RangeOfRealRecordings, OldFilesReadWholeAndNewOnesThroughTheIndex) {
+  fs::path dir = fs::temp_directory_path() / ("memrec_range_real_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  for (auto [name, steps] : {std::pair{"alloc_default.memrec", "2..3"}, {"transformer_2layer_cpu.memrec", "0..1"}}) {
+    std::string old = test::data(name), now = (dir / name).string();
+    Range range = *parse_range("", steps);
+    Snapshot part = read_range(old, range).snapshot;
+    EXPECT_NE(part.warnings.back().find("it has no index"), std::string::npos) << name;
+    Snapshot whole = read_file(old);
+    write_file(whole, now);
+    RangeRead indexed = read_range(now, range);
+    EXPECT_EQ(differences(indexed.snapshot, cut_range(whole, range, now)), "") << name;
+    EXPECT_GT(indexed.snapshot.events.size(), 100u) << name;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(ParseRange, OneSentenceForAnythingElse) {
+  EXPECT_EQ(parse_range("", ""), std::nullopt);
+  Range r = *parse_range("1.5s..2s", "");
+  EXPECT_EQ(r.kind, Range::Kind::time);
+  EXPECT_EQ(r.first, 1'500'000'000);
+  EXPECT_EQ(r.last, 2'000'000'000);
+  EXPECT_EQ(r.flag, "--range 1.5s..2s");
+  Range s = *parse_range("", "3..5");
+  EXPECT_EQ(s.kind, Range::Kind::steps);
+  EXPECT_EQ(s.first, 3);
+  EXPECT_EQ(s.last, 5);
+  for (const char* bad : {"10ms", "20ms..10ms", "soon..later", "1s..", "..2s", "5h..6h", "-1s..2s"})
+    EXPECT_EQ(error_of([&] { parse_range(bad, ""); }),
+              fmt::format("--range wants T1..T2, two times after the start with T1 before T2 (e.g. 10ms..25ms), got '{}'", bad));
+  for (const char* bad : {"3", "5..3", "a..b", "-1..2", "1.5..2"})
+    EXPECT_EQ(error_of([&] { parse_range("", bad); }),
+              fmt::format("--steps wants A..B, two step numbers with A at most B (e.g. 3..5), got '{}'", bad));
+  EXPECT_EQ(error_of([] { parse_range("1s..2s", "1..2"); }),
+            "--range and --steps both choose the part to read: give one of them");
+}
+
+}  // namespace
+}  // namespace memrec
