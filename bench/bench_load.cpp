@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "machine.h"
 #include "memrec/format.h"
 #include "memrec/replay.h"
 #include "memrec/timeline.h"
@@ -34,11 +35,12 @@ const std::string& recording(size_t events) {
   return paths.at(events);
 }
 
+// Arguments: events, and the threads that decode (0: one per core; 1: the serial reader).
 void BM_OpenForViewer(benchmark::State& state) {
   const std::string& path = recording(static_cast<size_t>(state.range(0)));
   size_t events = 0, packed = 0;
   for (auto _ : state) {
-    Snapshot s = read_file(path);
+    Snapshot s = read_file(path, {.threads = static_cast<unsigned>(state.range(1))});
     Replay r(s, 0);
     Timeline tl(s, r);
     auto kernels = kernel_lanes(s, 0);
@@ -50,9 +52,14 @@ void BM_OpenForViewer(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
   state.counters["rows_bytes_per_event"] = static_cast<double>(packed) / static_cast<double>(events);
 }
-BENCHMARK(BM_OpenForViewer)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_OpenForViewer)
+    ->Args({1'000'000, 0})
+    ->Args({10'000'000, 0})
+    ->Args({10'000'000, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace memrec
 
-BENCHMARK_MAIN();
+MEMREC_BENCHMARK_MAIN()

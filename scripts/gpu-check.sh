@@ -17,7 +17,7 @@ MEMREC=$BUILD/cli/memrec
 results=()
 
 # At most 8 files come back from the device machine: summary.txt, build.log, tests.log, run12.log,
-# checkpoint.txt, oom.log, bench.log, bench.json (zoo.txt and python_tests.log when those sections run).
+# checkpoint.txt, oom.log, bench.log, bench.json (zoo.txt, python_tests.log and bench_read.json when those sections run).
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 # section NAME FUNCTION: runs FUNCTION under set -e (not inside `if` or `||`, where bash would ignore -e).
@@ -332,12 +332,28 @@ analysis_bench() {
     grep -E "_median|^Benchmark" | tee -a "$OUT/summary.txt"
 }
 
+# The read path's and the analysis' benchmarks against the last recorded results (bench/recorded/gpu-host.json,
+# from an earlier run of this section): a benchmark more than 10% slower fails the section. bench_read.json holds this
+# run's results in one file; committing it as bench/recorded/gpu-host.json records them (docs/benchmarks.md).
+bench_compare() {
+  local runs=()
+  for b in bench_format bench_load bench_analysis; do
+    local filter=.
+    [ "$b" = bench_analysis ] && filter="/10000000$"
+    timeout 300 "$BUILD/bench/$b" --benchmark_filter="$filter" --benchmark_repetitions=3 \
+      --benchmark_out="/tmp/$b.json" --benchmark_out_format=json > "/tmp/$b.log" 2>&1 || { tail -20 "/tmp/$b.log"; return 1; }
+    runs+=("/tmp/$b.json")
+  done
+  python3 scripts/bench-compare.py bench/recorded/gpu-host.json "${runs[@]}" --save "$OUT/bench_read.json" |
+    tee -a "$OUT/summary.txt"
+}
+
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; g++ --version | head -1; } \
   >> "$OUT/summary.txt" 2>&1
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench ranks ranks_bench
-              example benchmarks analysis_bench)
+              example benchmarks analysis_bench bench_compare)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"

@@ -38,7 +38,6 @@ constexpr std::array<std::string_view, kChunkTypeCount + 1> kChunkTypeNames = {
     "?",      "strings", "frames",  "stacks",   "streams",   "scopes",
     "scope_ends", "events", "kernels", "metadata", "end_state", "footer", "event_contexts",
     "device_memory", "memory_samples", "owners", "index", "live_state"};
-constexpr uint64_t kEventsPerLiveState = 1 << 20;  // the writer stores the live state about this often
 
 // ---- Bytes on disk ----
 

@@ -89,6 +89,11 @@ constexpr int64_t kMaxTime = std::numeric_limits<int64_t>::max();
 
 int64_t add_clamped(int64_t t, int64_t d) { return t > kMaxTime - d ? kMaxTime : t + d; }
 
+// A range the recording does not have (a step it did not take): the same whether the index is used or not.
+struct NoSuchRange : Error {
+  using Error::Error;
+};
+
 // The range as times [t1, t2] on the recording's clock. Steps run from the start of the first to the end of the
 // last (a step still open runs to the end of the recording).
 std::pair<int64_t, int64_t> range_times(const Range& range, int64_t origin_ns, const std::vector<StepRow>& step_rows,
@@ -98,11 +103,11 @@ std::pair<int64_t, int64_t> range_times(const Range& range, int64_t origin_ns, c
   for (const StepRow& r : step_rows)
     if (auto [it, added] = steps.try_emplace(r.number, r); !added && r.id < it->second.id) it->second = r;
   if (steps.empty())
-    throw Error(fmt::format("{} has no scopes named 'step N' to take {} from (memrec record and the workloads name "
+    throw NoSuchRange(fmt::format("{} has no scopes named 'step N' to take {} from (memrec record and the workloads name "
                             "their training steps so)", name, range.flag));
   for (int64_t n : {range.first, range.last})
     if (!steps.count(static_cast<uint64_t>(n)))
-      throw Error(fmt::format("{}: {} asks for step {}, and the recording has steps {} to {}", name, range.flag, n,
+      throw NoSuchRange(fmt::format("{}: {} asks for step {}, and the recording has steps {} to {}", name, range.flag, n,
                               steps.begin()->first, steps.rbegin()->first));
   const StepRow& last = steps.at(static_cast<uint64_t>(range.last));
   return {steps.at(static_cast<uint64_t>(range.first)).start_ns, last.end_ns == -1 ? kMaxTime : last.end_ns};
@@ -157,25 +162,19 @@ template <class T> void keep_in(const PackedVector<T>& from, PackedVector<T>& to
     if (time(row) >= t1 && time(row) <= t2) to.push_back(row);
 }
 
-// The range [t1, t2] of src: events from the first at or after t1 to the last at or before t2; as start state
-// what was live before the first of them, as end state what was live after the last.
-Snapshot cut(Source src, int64_t t1, int64_t t2, const Range& range, const std::string& name) {
-  const Snapshot& s = src.s;
-  Snapshot r;
-  r.metadata = s.metadata, r.strings = s.strings, r.frames = s.frames, r.stacks = s.stacks, r.streams = s.streams;
-  r.has_segments_start = s.has_segments_start, r.dropped_events = s.dropped_events, r.complete = s.complete;
-  r.warnings = s.warnings;
-  size_t n = s.events.size(), k1 = 0, k2 = 0;
-  while (k1 < n && s.events[k1].time_ns < t1) ++k1;
-  for (size_t k = n; k > k1; --k)
-    if (s.events[k - 1].time_ns <= t2) {
-      k2 = k;
-      break;
-    }
-  k2 = std::max(k1, k2);
-  uint64_t i1 = src.events_base + k1, i2 = src.events_base + k2;
+// The events of the range, [k1, k2) of `events`: from the first at or after t1 to the last at or before t2.
+std::pair<size_t, size_t> events_in(const PackedVector<Event>& events, int64_t t1, int64_t t2) {
+  size_t n = events.size(), k1 = 0, k2 = 0;
+  while (k1 < n && events[k1].time_ns < t1) ++k1;
+  for (size_t k = n; k > k1 && k2 == 0; --k)
+    if (events[k - 1].time_ns <= t2) k2 = k;
+  return {k1, std::max(k1, k2)};
+}
 
-  // The state at the range's start: events before it, each after the owner rows placed before it.
+// Brings src's live state to the range's start (event k1 of src.s.events): the events before it, each after the
+// owner rows placed before it. Returns the first owner row not yet applied.
+size_t state_at(Source& src, size_t k1) {
+  const Snapshot& s = src.s;
   size_t row = 0;
   while (row < s.owners.size() && s.owners[row].event < src.events_base) ++row;
   auto name_until = [&](uint64_t event) {
@@ -186,10 +185,24 @@ Snapshot cut(Source src, int64_t t1, int64_t t2, const Range& range, const std::
     name_until(src.events_base + k);
     src.state.apply(s.events[k]);
   }
-  name_until(i1);
+  name_until(src.events_base + k1);
+  return row;
+}
+
+// The range [t1, t2] of src: its events; as start state what was live before the first of them, as end state what
+// was live after the last; the owner rows naming blocks live at its start (placed at event 0), then those placed
+// among its events; its scopes, renumbered; the kernels, device memory records and samples of its times.
+Snapshot cut(Source src, int64_t t1, int64_t t2, const Range& range, const std::string& name) {
+  const Snapshot& s = src.s;
+  Snapshot r;
+  r.metadata = s.metadata, r.strings = s.strings, r.frames = s.frames, r.stacks = s.stacks, r.streams = s.streams;
+  r.has_segments_start = s.has_segments_start, r.dropped_events = s.dropped_events, r.complete = s.complete;
+  r.warnings = s.warnings;
+  auto [k1, k2] = events_in(s.events, t1, t2);
+  uint64_t i1 = src.events_base + k1, i2 = src.events_base + k2;
+  size_t row = state_at(src, k1);
   if (s.has_segments_start) r.segments_start = src.state.segments(s);
-  for (const auto& named : src.state.owners()) {  // they name blocks live at the start
-    Owner o = named.second;
+  for (auto [_, o] : src.state.owners()) {
     o.event = 0;
     r.owners.push_back(o);
   }
@@ -198,7 +211,6 @@ Snapshot cut(Source src, int64_t t1, int64_t t2, const Range& range, const std::
     o.event -= i1;
     r.owners.push_back(o);
   }
-
   RangeScopes scopes = range_scopes(std::move(src.scopes), t1, t2);
   r.scopes.assign(scopes.rows);
   for (size_t k = k1; k < k2; ++k) {
@@ -209,10 +221,7 @@ Snapshot cut(Source src, int64_t t1, int64_t t2, const Range& range, const std::
   }
   if (s.has_segments_start) r.segments_end = src.state.segments(s);
   for (EventContext c : s.event_contexts)
-    if (c.event >= i1 && c.event < i2) {
-      c.event -= i1;
-      r.event_contexts.push_back(c);
-    }
+    if (c.event >= i1 && c.event < i2) r.event_contexts.push_back({c.event - i1, c.compile_context, c.user_metadata, c.extra});
   keep_in(s.kernels, r.kernels, t1, t2, [](const Kernel& k) { return k.start_ns; });
   keep_in(s.device_memory, r.device_memory, t1, t2, [](const DeviceMemoryRecord& d) { return d.time_ns; });
   keep_in(s.memory_samples, r.memory_samples, t1, t2, [](const DeviceMemorySample& m) { return m.time_ns; });
@@ -581,23 +590,38 @@ Snapshot cut_range(const Snapshot& s, const Range& range, const std::string& nam
   return cut(std::move(src), t1, t2, range, name);
 }
 
-RangeRead read_range(const std::string& path, const Range& range, const ReadOptions& options) {
+namespace {
+
+// Through the index where it serves, else cut from whole(), with a note why.
+template <class Whole>
+RangeRead read_part(const std::string& name, std::string_view bytes, const Range& range, const ReadOptions& options,
+                    Whole whole) {
   std::string why;
-  {
-    MappedFile file(path);
-    try {
-      return read_with_index(path, file.bytes(), range, options);
-    } catch (const NoIndex&) {
-      why = "it has no index (it was written before memrec kept one, or cut short)";
-    } catch (const std::exception& e) {  // memrec::Error, or cereal::Exception on a short payload
-      why = fmt::format("its index could not be used ({})", e.what());
-    }
+  try {
+    return read_with_index(name, bytes, range, options);
+  } catch (const NoSuchRange&) {
+    throw;
+  } catch (const NoIndex&) {
+    why = "it has no index (it was written before memrec kept one, or cut short)";
+  } catch (const std::exception& e) {  // memrec::Error, or cereal::Exception on a short payload
+    why = fmt::format("its index could not be used ({})", e.what());
   }
   RangeRead out;
-  Snapshot whole = read_file(path, options);  // a damaged chunk gives its error here
-  out.snapshot = cut_range(whole, range, path);
-  out.snapshot.warnings.push_back(fmt::format("{} was read whole for {}: {}", path, range.flag, why));
+  out.snapshot = cut_range(whole(), range, name);  // a damaged chunk gives its error here
+  out.snapshot.warnings.push_back(fmt::format("{} was read whole for {}: {}", name, range.flag, why));
   return out;
+}
+
+}  // namespace
+
+RangeRead read_range(const std::string& path, const Range& range, const ReadOptions& options) {
+  MappedFile file(path);
+  return read_part(path, file.bytes(), range, options, [&] { return read_file(path, options); });
+}
+
+RangeRead read_range(std::span<const uint8_t> bytes, const Range& range, const ReadOptions& options) {
+  std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return read_part(".memrec buffer", view, range, options, [&] { return read_buffer(bytes, options); });
 }
 
 }  // namespace memrec

@@ -31,8 +31,12 @@ int64_t row_time(const DeviceMemoryRecord& r) { return r.time_ns; }
 int64_t row_time(const DeviceMemorySample& m) { return m.time_ns; }
 int64_t row_time(const Owner& o) { return static_cast<int64_t>(o.event); }
 
+// An index chunk lists at most about this many chunks, so that the writer's memory stays bounded between live states.
+constexpr size_t kEntriesPerIndex = 4096;
+
 // What the index needs as the chunks go out (docs/format.md, The index): an entry per chunk since the last index
-// chunk, and the live state after the events written so far, stored every kEventsPerLiveState events or so.
+// chunk, and the live state after the events written so far, stored every WriterOptions::events_per_live_state
+// events or so.
 struct Indexer {
   std::vector<IndexEntry> entries;
   uint64_t last_index = 0;  // offset of the last index chunk; 0 before the first
@@ -40,6 +44,7 @@ struct Indexer {
   uint64_t events = 0, owners = 0;  // rows applied to `live`
   int64_t latest_ns = std::numeric_limits<int64_t>::min();  // the greatest time of those events
   uint64_t state_events = 0;        // events at the last live state
+  uint64_t state_every = 0;         // WriterOptions::events_per_live_state
   std::vector<uint32_t> scopes;     // written scopes that may still be open at a later live state
   std::set<uint32_t> steps;         // step scopes written or closed since the last index chunk
 
@@ -53,9 +58,7 @@ struct Indexer {
     }
   }
   // A live state costs about its blocks: stored at most once per 8 events per live block.
-  bool state_due() const {
-    return events - state_events >= std::max<uint64_t>(kEventsPerLiveState, 8 * live.blocks());
-  }
+  bool state_due() const { return events - state_events >= std::max<uint64_t>(state_every, 8 * live.blocks()); }
   // The written scopes that began by the latest event time and had not ended before it.
   std::vector<ScopeRow> open_scopes(const Snapshot& s) {
     std::vector<ScopeRow> open;
@@ -299,11 +302,13 @@ void Writer::State::flush(const Snapshot& s) {
   write_rows(ChunkType::memory_samples, s.memory_samples, written_samples);
   write_rows(ChunkType::owners, s.owners, written_owners);  // after the events that each row's `event` counts
   write_metadata(s);
+  if (index.entries.size() >= kEntriesPerIndex) write_index(s);  // a long run at a low rate of events
   if (std::fflush(file.get()) != 0) fail("write failed");
 }
 
-Writer::Writer(const std::string& path) : state_(std::make_unique<State>()) {
+Writer::Writer(const std::string& path, const WriterOptions& options) : state_(std::make_unique<State>()) {
   state_->path = path;
+  state_->index.state_every = std::max<uint64_t>(1, options.events_per_live_state);
   state_->file.reset(std::fopen(path.c_str(), "wbe"));  // close-on-exec: programs the recorded one starts get no copy
   if (!state_->file) state_->fail("cannot create");
   char header[kFileHeaderSize];
@@ -339,6 +344,8 @@ void Writer::close(const Snapshot& s) {
 
 uint64_t Writer::bytes_written() const { return state_->bytes; }
 
-void write_file(const Snapshot& s, const std::string& path) { Writer(path).close(s); }
+void write_file(const Snapshot& s, const std::string& path, const WriterOptions& options) {
+  Writer(path, options).close(s);
+}
 
 }  // namespace memrec

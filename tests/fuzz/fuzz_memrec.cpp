@@ -1,4 +1,4 @@
-// libFuzzer target: the .memrec reader must turn any bytes into a Snapshot or a memrec::Error.
+// libFuzzer target: the .memrec reader, whole and for ranges, must turn any bytes into a Snapshot or a memrec::Error.
 //
 // Every chunk is a zstd frame with a content checksum, so plain byte mutations of a payload end at "bad
 // checksum". The custom mutator below also mutates behind the checksum: it decompresses one chunk, lets
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "memrec/format.h"
+#include "memrec/range.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 
@@ -85,8 +86,20 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::span<const uint8_t> bytes(data, size);
   try {
-    memrec::read_buffer(std::span<const uint8_t>(data, size));
+    memrec::read_buffer(bytes);
+  } catch (const memrec::Error&) {
+  }
+  // Range reads go through the index and the live states, which a whole read does not look into.
+  for (const char* steps : {"0..0", "1..3"}) {
+    try {
+      memrec::read_range(bytes, *memrec::parse_range("", steps));
+    } catch (const memrec::Error&) {
+    }
+  }
+  try {
+    memrec::read_range(bytes, *memrec::parse_range("1ms..2ms", ""));
   } catch (const memrec::Error&) {
   }
   return 0;

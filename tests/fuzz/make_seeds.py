@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes small fuzzing seeds: a PyTorch-shaped memory snapshot in pickle protocols 2, 4 and 5, and one with the
 fields of newer PyTorch versions (line 2^64-1, forward_frames, an annotate entry, host traces) in protocol 4.
-The .memrec and exported seeds are made from these with `memrec import` / `memrec export`."""
+The .memrec and exported seeds are made from these with `memrec import` / `memrec export`; indexed.memrec, with index
+and live_state chunks, is tests/data/alloc_oom.memrec written in flushes of 128 events by a memrec::Writer with
+WriterOptions{.events_per_live_state = 64}."""
 import pickle
 import sys
 

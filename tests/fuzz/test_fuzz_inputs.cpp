@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "memrec/format.h"
+#include "memrec/range.h"
 
 namespace memrec {
 namespace {
@@ -52,6 +53,19 @@ TEST(FuzzSeeds, ReadBufferEqualsReadFile) {
   EXPECT_TRUE(from_file.complete);
   EXPECT_EQ(from_file.events.size(), 5u);
   EXPECT_EQ(read_buffer(read_bytes(path)), from_file);
+}
+
+// The seed with an index reads ranges through it, so the fuzzer starts from index and live_state chunks in use.
+TEST(FuzzSeeds, IndexedSeedReadsRangesThroughItsIndex) {
+  std::vector<uint8_t> bytes = read_bytes(kFuzzDir + "/seeds/indexed.memrec");
+  Snapshot whole = read_buffer(bytes);
+  int64_t duration = whole.events.back().time_ns - whole.events[0].time_ns;
+  for (int64_t from : {int64_t{0}, duration / 3, duration * 2 / 3}) {
+    Range range{.kind = Range::Kind::time, .first = from, .last = from + duration / 4, .flag = "--range (a quarter)"};
+    RangeRead part = read_range(bytes, range);
+    EXPECT_EQ(part.snapshot, cut_range(whole, range, ".memrec buffer")) << from;
+    EXPECT_LT(part.chunks_read, part.chunks_total) << from;
+  }
 }
 
 TEST(FuzzSeeds, ErrorsNameTheBufferOrThePath) {

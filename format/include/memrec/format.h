@@ -12,12 +12,19 @@ namespace memrec {
 
 inline constexpr uint32_t kFormatVersion = 1;
 
+struct WriterOptions {
+  // How often the index stores the allocator's live state, which a range read starts from (docs/format.md, The
+  // index): after this many events at least, and at least 8 events per live block.
+  uint64_t events_per_live_state = uint64_t{1} << 20;
+};
+
 // Streaming writer. Each flush() appends what the snapshot gained since the previous flush as self-contained
 // chunks, so a process killed mid-run leaves a file readable up to its last complete chunk.
 // Tables in `s` must only grow between calls; scopes may be closed (end_ns set) after they were flushed.
 class Writer {
  public:
-  explicit Writer(const std::string& path);  // throws Error when the file cannot be created
+  // Throws Error when the file cannot be created.
+  explicit Writer(const std::string& path, const WriterOptions& options = {});
   ~Writer();  // closes the file; without close() it has no footer and reads back with complete = false
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -32,7 +39,7 @@ class Writer {
   std::unique_ptr<State> state_;
 };
 
-void write_file(const Snapshot& s, const std::string& path);
+void write_file(const Snapshot& s, const std::string& path, const WriterOptions& options = {});
 
 struct ReadOptions {
   unsigned threads = 0;  // threads that decode events and kernels: 0 = one per core; 1 = none besides the caller's

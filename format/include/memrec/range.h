@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,8 @@ struct RangeRead {
 // needs are read (and a live state before it); a file without one, or whose index does not hold together, is
 // read whole, and the snapshot's warnings say so.
 RangeRead read_range(const std::string& path, const Range& range, const ReadOptions& options = {});
+// The same over a file's bytes already in memory; errors and notes name ".memrec buffer".
+RangeRead read_range(std::span<const uint8_t> bytes, const Range& range, const ReadOptions& options = {});
 // The same part of a snapshot read whole (any input: pickles too). `name` is the input's, for notes and errors.
 Snapshot cut_range(const Snapshot& s, const Range& range, const std::string& name);
 
