@@ -103,14 +103,16 @@ template <size_t N> class ColumnDecoder {
 };
 
 // Payload: first row index u64, row count u64, byte size of each column u64, then the columns.
-template <class T> void encode_rows(Out& out, ColumnEncoder& enc, const PackedVector<T>& rows, uint64_t first, size_t n) {
+// Calls each(row) for every row encoded: the writer's index notes their times on the way.
+template <class T, class Each>
+void encode_rows(Out& out, ColumnEncoder& enc, const PackedVector<T>& rows, uint64_t first, size_t n, Each each) {
   enc.reset(Columns<T>::kCount, n);
   T prev{};
-  for (size_t i = first; i < first + n; ++i) {
-    T r = rows[i];
+  rows.for_each(first, first + n, [&](size_t, const T& r) {
     Columns<T>::row(enc, r, prev);
+    each(r);
     prev = r;
-  }
+  });
   out(first, static_cast<uint64_t>(n));
   for (size_t c = 0; c < enc.count(); ++c) out(static_cast<uint64_t>(enc.column(c).size()));
   for (size_t c = 0; c < enc.count(); ++c) out.blob(enc.column(c));

@@ -33,34 +33,39 @@ LiveState::LiveState(const Snapshot& s) {
 }
 
 AddressMap<LiveState::Live>& LiveState::on(uint8_t device) {
-  if (!blocks_[device]) blocks_[device] = std::make_unique<AddressMap<Live>>();
-  return *blocks_[device];
+  std::unique_ptr<AddressMap<Live>>& blocks = blocks_[device];
+  if (!blocks) [[unlikely]] blocks = std::make_unique<AddressMap<Live>>();
+  return *blocks;
 }
 
 void LiveState::put_block(uint8_t device, uint64_t addr, const Live& b) { on(device).put(addr, b); }
 
+// Owner rows at an address name the block there until it goes.
+void LiveState::forget_owners(uint8_t device, uint64_t addr) {
+  if (!owners_.empty()) owners_.erase({device, addr});
+}
+
 void LiveState::apply(const Event& e) {
-  Key key{e.device, e.addr};
   switch (e.action) {
     case Action::alloc:
       put_block(e.device, e.addr, {e.size, e.block_size(), e.stack, false});
-      owners_.erase(key);  // rows at this address named a block before this one
+      forget_owners(e.device, e.addr);  // they named a block before this one
       return;
     case Action::free_requested:
       if (Live* b = on(e.device).find(e.addr)) b->pending = true;
       return;
     case Action::free_completed:
       on(e.device).erase(e.addr);
-      owners_.erase(key);
+      forget_owners(e.device, e.addr);
       return;
     default:
       if (is_segment_grow(e.action))
-        segments_[key] = {Segment{.addr = e.addr, .total_size = e.size, .stack = e.stack, .stream = e.stream,
+        segments_[{e.device, e.addr}] = {Segment{.addr = e.addr, .total_size = e.size, .stack = e.stack, .stream = e.stream,
                                   .device = e.device, .is_large = e.size != kSmallSegment,
                                   .is_expandable = e.action == Action::segment_map, .blocks = {}},
                           true};
       else if (is_segment_shrink(e.action))
-        segments_.erase(key);
+        segments_.erase({e.device, e.addr});
   }
 }
 

@@ -69,6 +69,7 @@ class LiveState {
   using Key = std::pair<uint8_t, uint64_t>;  // device, address
   AddressMap<Live>& on(uint8_t device);
   void put_block(uint8_t device, uint64_t addr, const Live& b);
+  void forget_owners(uint8_t device, uint64_t addr);
 
   std::map<Key, SegmentRow> segments_;
   std::array<std::unique_ptr<AddressMap<Live>>, 256> blocks_;  // by device, made on first use

@@ -42,21 +42,22 @@ struct Indexer {
   uint64_t last_index = 0;  // offset of the last index chunk; 0 before the first
   LiveState live;
   uint64_t events = 0, owners = 0;  // rows applied to `live`
+  uint64_t owner_at = UINT64_MAX;   // next_owner(), kept for the events of a flush
   int64_t latest_ns = std::numeric_limits<int64_t>::min();  // the greatest time of those events
   uint64_t state_events = 0;        // events at the last live state
   uint64_t state_every = 0;         // WriterOptions::events_per_live_state
   std::vector<uint32_t> scopes;     // written scopes that may still be open at a later live state
   std::set<uint32_t> steps;         // step scopes written or closed since the last index chunk
 
-  // Applies events [events, to), each after the owner rows placed before it.
-  void advance(const Snapshot& s, uint64_t to) {
-    for (; events < to; ++events) {
-      for (; owners < s.owners.size() && s.owners[owners].event <= events; ++owners) live.name(owners, s.owners[owners]);
-      Event e = s.events[events];
-      live.apply(e);
-      latest_ns = std::max(latest_ns, e.time_ns);
-    }
+  // Applies the next event, after the owner rows placed before it.
+  void take(const Snapshot& s, const Event& e) {
+    for (; owner_at <= events; owner_at = next_owner(s)) live.name(owners, s.owners[owners]), ++owners;
+    live.apply(e);
+    latest_ns = std::max(latest_ns, e.time_ns);
+    ++events;
   }
+  // The event count that the next owner row comes before (UINT64_MAX: none yet).
+  uint64_t next_owner(const Snapshot& s) const { return owners < s.owners.size() ? s.owners[owners].event : UINT64_MAX; }
   // A live state costs about its blocks: stored at most once per 8 events per live block.
   bool state_due() const { return events - state_events >= std::max<uint64_t>(state_every, 8 * live.blocks()); }
   // The written scopes that began by the latest event time and had not ended before it.
@@ -111,7 +112,6 @@ struct Writer::State {
     bytes += n;
   }
   void write_chunk(ChunkType type, const std::string& raw);
-  template <class T> void index_rows(const PackedVector<T>& rows, uint64_t first, size_t n);
   void write_live_state(const Snapshot& s);
   void write_index(const Snapshot& s);
   template <class Fn> void chunk(ChunkType type, Fn&& fill) {
@@ -122,9 +122,10 @@ struct Writer::State {
   void write_strings(const Snapshot& s);
   void write_tables(const Snapshot& s);
   void write_scope_ends(const Snapshot& s);
-  // Writes the new rows chunk by chunk, calling after_chunk() after each.
-  template <class T, class After = void (*)()>
-  void write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows, After after_chunk = [] {});
+  // Writes the new rows chunk by chunk, calling each(row) for every row and after_chunk() after each chunk.
+  template <class T, class Each = void (*)(const T&), class After = void (*)()>
+  void write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows, Each each = [](const T&) {},
+                  After after_chunk = [] {});
   void write_metadata(const Snapshot& s);
   void write_event_contexts(const Snapshot& s);
   void flush(const Snapshot& s);
@@ -201,23 +202,20 @@ void Writer::State::write_scope_ends(const Snapshot& s) {
   if (!ends.empty()) chunk(ChunkType::scope_ends, [&](Out& o) { o.list(ends); });
 }
 
-// The index entry of the row chunk just written: its rows and their least and greatest time.
-template <class T> void Writer::State::index_rows(const PackedVector<T>& rows, uint64_t first, size_t n) {
-  IndexEntry& e = index.entries.back();
-  e.first = first, e.rows = n;
-  e.min_ns = std::numeric_limits<int64_t>::max(), e.max_ns = std::numeric_limits<int64_t>::min();
-  rows.for_each(first, first + n, [&](size_t, const T& r) {
-    e.min_ns = std::min(e.min_ns, row_time(r)), e.max_ns = std::max(e.max_ns, row_time(r));
-  });
-}
-
-template <class T, class After>
-void Writer::State::write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows, After after_chunk) {
+// Each row chunk's index entry gives its rows and their least and greatest time.
+template <class T, class Each, class After>
+void Writer::State::write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows, Each each,
+                               After after_chunk) {
   if (rows.size() < written_rows) throw Error(fmt::format("{}: the snapshot lost rows since the last flush", path));
   while (written_rows < rows.size()) {
     size_t n = std::min(kRowsPerChunk, rows.size() - written_rows);
-    chunk(type, [&](Out& o) { encode_rows(o, columns, rows, written_rows, n); });
-    index_rows(rows, written_rows, n);
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    auto row = [&](const T& r) {
+      lo = std::min(lo, row_time(r)), hi = std::max(hi, row_time(r));
+      each(r);
+    };
+    chunk(type, [&](Out& o) { encode_rows(o, columns, rows, written_rows, n, row); });
+    index.entries.back() = {index.entries.back().offset, static_cast<uint32_t>(type), written_rows, n, lo, hi};
     written_rows += n;
     after_chunk();
   }
@@ -289,9 +287,10 @@ void Writer::State::flush(const Snapshot& s) {
     if (id > 0) index.scopes.push_back(static_cast<uint32_t>(id));
     if (sc.kind == ScopeKind::step && id > 0) index.steps.insert(static_cast<uint32_t>(id));
   }
-  // Each events chunk is followed by the live state after it (and an index chunk) when one is due.
-  write_rows(ChunkType::events, s.events, written.events, [&] {
-    index.advance(s, written.events);
+  // The live state follows the events as they are written; an events chunk is followed by it (and an index chunk)
+  // when one is due.
+  index.owner_at = index.next_owner(s);
+  write_rows(ChunkType::events, s.events, written.events, [&](const Event& e) { index.take(s, e); }, [&] {
     if (!index.state_due()) return;
     write_live_state(s);
     write_index(s);
