@@ -50,7 +50,8 @@ def times(runs):
 
 def machine(context):
     return "{} CPUs at {} MHz, {} build, {}".format(context.get("num_cpus", "?"), context.get("mhz_per_cpu", "?"),
-                                                   context.get("library_build_type", "?"), context.get("host_name", "?"))
+                                                   context.get("library_build_type", "?"),
+                                                   context.get("host_name", "?"))
 
 
 def compare(recorded, now, threshold):
@@ -68,7 +69,8 @@ def compare(recorded, now, threshold):
         flag = "  SLOWER" if change > threshold else ""
         if flag:
             slower.append(name)
-        lines.append(f"{name:<{width}}  {recorded[name] / 1e6:12.3f} ms  {now[name] / 1e6:12.3f} ms  {change:+7.1%}{flag}")
+        lines.append(f"{name:<{width}}  {recorded[name] / 1e6:12.3f} ms  {now[name] / 1e6:12.3f} ms  "
+                     f"{change:+7.1%}{flag}")
     return lines, slower
 
 

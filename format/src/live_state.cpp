@@ -60,10 +60,10 @@ void LiveState::apply(const Event& e) {
       return;
     default:
       if (is_segment_grow(e.action))
-        segments_[{e.device, e.addr}] = {Segment{.addr = e.addr, .total_size = e.size, .stack = e.stack, .stream = e.stream,
-                                  .device = e.device, .is_large = e.size != kSmallSegment,
-                                  .is_expandable = e.action == Action::segment_map, .blocks = {}},
-                          true};
+        segments_[{e.device, e.addr}] = {
+            Segment{.addr = e.addr, .total_size = e.size, .stack = e.stack, .stream = e.stream, .device = e.device,
+                    .is_large = e.size != kSmallSegment, .is_expandable = e.action == Action::segment_map, .blocks = {}},
+            true};
       else if (is_segment_shrink(e.action))
         segments_.erase({e.device, e.addr});
   }

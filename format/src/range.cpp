@@ -26,14 +26,16 @@ using namespace format_detail;
 int64_t parse_duration(const std::string& text, std::string_view flag, std::string_view wants) {
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || !std::isfinite(value) || value < 0) throw Error(fmt::format("{} wants {}: {}", flag, wants, text));
+  if (ec != std::errc() || !std::isfinite(value) || value < 0)
+    throw Error(fmt::format("{} wants {}: {}", flag, wants, text));
   std::string unit(end, text.data() + text.size());
   static const std::map<std::string, double> scale = {{"", 1e9}, {"s", 1e9}, {"ms", 1e6}, {"us", 1e3}, {"ns", 1}};
   auto it = scale.find(unit);
   if (it == scale.end()) throw Error(fmt::format("{} {}: unknown unit '{}' (use s, ms, us or ns)", flag, text, unit));
   double ns = std::round(value * it->second);
   // 2^63 is the first double past int64's range; converting it or more is undefined.
-  if (ns >= 0x1p63) throw Error(fmt::format("{} {} is too large: times up to 292 years (9223372036 s) are counted", flag, text));
+  if (ns >= 0x1p63)
+    throw Error(fmt::format("{} {} is too large: times up to 292 years (9223372036 s) are counted", flag, text));
   return static_cast<int64_t>(ns);
 }
 
@@ -56,7 +58,8 @@ std::optional<int64_t> step_of(const std::string& text) {
 }  // namespace
 
 std::optional<Range> parse_range(const std::string& range, const std::string& steps) {
-  if (!range.empty() && !steps.empty()) throw Error("--range and --steps both choose the part to read: give one of them");
+  if (!range.empty() && !steps.empty())
+    throw Error("--range and --steps both choose the part to read: give one of them");
   if (!range.empty()) {
     std::string why = fmt::format(
         "--range wants T1..T2, two times after the start with T1 before T2 (e.g. 10ms..25ms), got '{}'", range);
@@ -103,12 +106,12 @@ std::pair<int64_t, int64_t> range_times(const Range& range, int64_t origin_ns, c
   for (const StepRow& r : step_rows)
     if (auto [it, added] = steps.try_emplace(r.number, r); !added && r.id < it->second.id) it->second = r;
   if (steps.empty())
-    throw NoSuchRange(fmt::format("{} has no scopes named 'step N' to take {} from (memrec record and the workloads name "
-                            "their training steps so)", name, range.flag));
+    throw NoSuchRange(fmt::format("{} has no scopes named 'step N' to take {} from (memrec record and the workloads "
+                                  "name their training steps so)", name, range.flag));
   for (int64_t n : {range.first, range.last})
     if (!steps.count(static_cast<uint64_t>(n)))
-      throw NoSuchRange(fmt::format("{}: {} asks for step {}, and the recording has steps {} to {}", name, range.flag, n,
-                              steps.begin()->first, steps.rbegin()->first));
+      throw NoSuchRange(fmt::format("{}: {} asks for step {}, and the recording has steps {} to {}", name, range.flag,
+                                    n, steps.begin()->first, steps.rbegin()->first));
   const StepRow& last = steps.at(static_cast<uint64_t>(range.last));
   return {steps.at(static_cast<uint64_t>(range.first)).start_ns, last.end_ns == -1 ? kMaxTime : last.end_ns};
 }
@@ -221,7 +224,8 @@ Snapshot cut(Source src, int64_t t1, int64_t t2, const Range& range, const std::
   }
   if (s.has_segments_start) r.segments_end = src.state.segments(s);
   for (EventContext c : s.event_contexts)
-    if (c.event >= i1 && c.event < i2) r.event_contexts.push_back({c.event - i1, c.compile_context, c.user_metadata, c.extra});
+    if (c.event >= i1 && c.event < i2)
+      r.event_contexts.push_back({c.event - i1, c.compile_context, c.user_metadata, c.extra});
   keep_in(s.kernels, r.kernels, t1, t2, [](const Kernel& k) { return k.start_ns; });
   keep_in(s.device_memory, r.device_memory, t1, t2, [](const DeviceMemoryRecord& d) { return d.time_ns; });
   keep_in(s.memory_samples, r.memory_samples, t1, t2, [](const DeviceMemorySample& m) { return m.time_ns; });
@@ -306,7 +310,8 @@ class IndexReader {
     for (auto [type, total] : {std::pair{ChunkType::events, index.totals.events},
                                {ChunkType::kernels, index.totals.kernels}, {ChunkType::scopes, index.totals.scopes}})
       if (uint64_t rows = rows_of(index, type); rows != total)
-        throw Error(fmt::format("it counts {} {} rows, the footer {}", rows, kChunkTypeNames[static_cast<uint32_t>(type)], total));
+        throw Error(fmt::format("it counts {} {} rows, the footer {}", rows,
+                                kChunkTypeNames[static_cast<uint32_t>(type)], total));
     index.owners = rows_of(index, ChunkType::owners);
     rows_of(index, ChunkType::device_memory);
     rows_of(index, ChunkType::memory_samples);

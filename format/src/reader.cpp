@@ -180,7 +180,8 @@ template <class T> void Reader::take_decoded(const ChunkRef& c, size_t j) {
 }
 
 bool Reader::fits(const RowIds<Event>& ids) const {
-  return ids.stack < stack_offsets_.size() - 1 && ids.scope < count(ChunkType::scopes).read && ids.stream < streams_.size();
+  return ids.stack < stack_offsets_.size() - 1 && ids.scope < count(ChunkType::scopes).read &&
+         ids.stream < streams_.size();
 }
 bool Reader::fits(const RowIds<Kernel>& ids) const {
   return ids.name < strings_.size() && ids.stream < streams_.size();
@@ -208,7 +209,7 @@ void Reader::parse(ChunkType type, In& in) {
     case ChunkType::memory_samples: return parse_memory_samples(in);
     case ChunkType::owners: return parse_owners(in);
     case ChunkType::index:
-    case ChunkType::live_state: in.blob(in.remaining()); return;  // for range reads (range.cpp); a whole read needs neither
+    case ChunkType::live_state: in.blob(in.remaining()); return;  // range reads' (range.cpp); a whole read needs neither
   }
 }
 
@@ -263,7 +264,8 @@ void Reader::parse_streams(In& in) {
 
 void Reader::parse_scopes(In& in) {
   size_t from = scopes_.size();
-  decode_rows<Scope>(in, count(ChunkType::scopes).read, "scopes", [&](std::span<const Scope> rows) { scopes_.insert(scopes_.end(), rows.begin(), rows.end()); });
+  decode_rows<Scope>(in, count(ChunkType::scopes).read, "scopes",
+                     [&](std::span<const Scope> rows) { scopes_.insert(scopes_.end(), rows.begin(), rows.end()); });
   for (size_t k = from; k < scopes_.size(); ++k) {
     const Scope& sc = scopes_[k];
     uint64_t id = count(ChunkType::scopes).read + (k - from);
@@ -292,18 +294,19 @@ void Reader::parse_scope_ends(In& in) {
 
 // Rows already appended (taken by an earlier chunk's last block) are checked again but not appended twice.
 void Reader::parse_events(In& in) {
-  uint64_t n_stacks = stack_offsets_.size() - 1;
-  decode_rows<Event>(in, count(ChunkType::events).read, "events", [&](std::span<const Event> rows) {
+  uint64_t n_stacks = stack_offsets_.size() - 1, n_scopes = count(ChunkType::scopes).read;
+  uint64_t& read = count(ChunkType::events).read;
+  decode_rows<Event>(in, read, "events", [&](std::span<const Event> rows) {
     for (size_t k = 0; k < rows.size(); ++k) {
       const Event& e = rows[k];
-      if (e.stack >= n_stacks || e.scope >= count(ChunkType::scopes).read || e.stream >= streams_.size()) {
-        check_id(e.stack, n_stacks, fmt::format("event {} stack", count(ChunkType::events).read + k));
-        check_id(e.scope, count(ChunkType::scopes).read, fmt::format("event {} scope", count(ChunkType::events).read + k));
-        check_id(e.stream, streams_.size(), fmt::format("event {} stream", count(ChunkType::events).read + k));
+      if (e.stack >= n_stacks || e.scope >= n_scopes || e.stream >= streams_.size()) {
+        check_id(e.stack, n_stacks, fmt::format("event {} stack", read + k));
+        check_id(e.scope, n_scopes, fmt::format("event {} scope", read + k));
+        check_id(e.stream, streams_.size(), fmt::format("event {} stream", read + k));
       }
     }
-    append_rows(rows, count(ChunkType::events).read);
-    count(ChunkType::events).read += rows.size();
+    append_rows(rows, read);
+    read += rows.size();
   });
 }
 
@@ -346,7 +349,8 @@ void Reader::parse_event_contexts(In& in) {
 
 void Reader::parse_device_memory(In& in) {
   uint64_t n_stacks = stack_offsets_.size() - 1;
-  decode_rows<DeviceMemoryRecord>(in, count(ChunkType::device_memory).read, "device_memory", [&](std::span<const DeviceMemoryRecord> rows) {
+  decode_rows<DeviceMemoryRecord>(in, count(ChunkType::device_memory).read, "device_memory",
+                                  [&](std::span<const DeviceMemoryRecord> rows) {
     for (const DeviceMemoryRecord& r : rows) {
       check_id(r.source, strings_.size(), "device memory source string");
       check_id(r.stack, n_stacks, "device memory stack");
@@ -375,9 +379,8 @@ void Reader::parse_owners(In& in) {
       const Owner& o = rows[k];
       check_id(o.name, strings_.size(), "owner name string");
       check_id(o.module, strings_.size(), "owner module string");
-      uint64_t row = count(ChunkType::owners).read + k;
-      if (o.event > count(ChunkType::events).read)
-        throw Error(fmt::format("owner row {} comes after event {} of {}", row, o.event, count(ChunkType::events).read));
+      uint64_t row = count(ChunkType::owners).read + k, events = count(ChunkType::events).read;
+      if (o.event > events) throw Error(fmt::format("owner row {} comes after event {} of {}", row, o.event, events));
       if (o.event < last) throw Error(fmt::format("owner row {} comes before the row ahead of it", row));
       last = o.event;
     }

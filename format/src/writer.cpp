@@ -57,7 +57,9 @@ struct Indexer {
     ++events;
   }
   // The event count that the next owner row comes before (UINT64_MAX: none yet).
-  uint64_t next_owner(const Snapshot& s) const { return owners < s.owners.size() ? s.owners[owners].event : UINT64_MAX; }
+  uint64_t next_owner(const Snapshot& s) const {
+    return owners < s.owners.size() ? s.owners[owners].event : UINT64_MAX;
+  }
   // A live state costs about its blocks: stored at most once per 8 events per live block.
   bool state_due() const { return events - state_events >= std::max<uint64_t>(state_every, 8 * live.blocks()); }
   // The written scopes that began by the latest event time and had not ended before it.

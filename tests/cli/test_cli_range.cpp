@@ -62,7 +62,8 @@ TEST(CliRange, ExportWritesAPickleOfThePart) {
 import pickle, sys
 d = pickle.load(open(sys.argv[1], 'rb'))
 allocated = {{e['addr'] for e in d['device_traces'][0] if e['action'] == 'alloc'}}
-before = [b for s in d['segments'] for b in s['blocks'] if b['state'] == 'active_allocated' and b['address'] not in allocated]
+before = [b for s in d['segments'] for b in s['blocks']
+          if b['state'] == 'active_allocated' and b['address'] not in allocated]
 print(len(d['device_traces'][0]), len(before))
 " {})", quote(out)));
   ASSERT_EQ(facts.exit_code, 0) << facts.output;

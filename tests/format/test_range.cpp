@@ -108,7 +108,8 @@ void write_as_recorded(const Snapshot& full, const std::string& path, size_t flu
     }
     for (; kernels < full.kernels.size() && full.kernels[kernels].start_ns <= now; ++kernels)
       s.kernels.push_back(full.kernels[kernels]);
-    for (; owners < full.owners.size() && full.owners[owners].event <= to; ++owners) s.owners.push_back(full.owners[owners]);
+    for (; owners < full.owners.size() && full.owners[owners].event <= to; ++owners)
+      s.owners.push_back(full.owners[owners]);
     w.flush(s);
   }
   for (uint32_t id : open) s.scopes.update(id, [&](Scope& sc) { sc.end_ns = full.scopes[id].end_ns; });
@@ -149,7 +150,8 @@ TEST_F(RangeTest, RangesThroughTheIndexEqualRangesOfAWholeRead) {
   int64_t duration = whole_->events.back().time_ns - whole_->events[0].time_ns;
   std::mt19937_64 rng(5);
   for (int i = 0; i < 12; ++i) {
-    int64_t a = static_cast<int64_t>(rng() % static_cast<uint64_t>(duration)), b = a + 1 + static_cast<int64_t>(rng() % (duration / 8));
+    int64_t a = static_cast<int64_t>(rng() % static_cast<uint64_t>(duration));
+    int64_t b = a + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(duration / 8));
     Range range{.kind = Range::Kind::time, .first = a, .last = b, .flag = fmt::format("--range {}ns..{}ns", a, b)};
     RangeRead part = read_range(path("run.memrec"), range);
     ASSERT_EQ(differences(part.snapshot, cut_range(*whole_, range, path("run.memrec"))), "") << range.flag;
@@ -157,9 +159,8 @@ TEST_F(RangeTest, RangesThroughTheIndexEqualRangesOfAWholeRead) {
   }
   for (auto [a, b] : {std::pair{0, 0}, std::pair{3, 40}, std::pair{500, 502}, std::pair{900, 950}}) {
     Range range{.kind = Range::Kind::steps, .first = a, .last = b, .flag = fmt::format("--steps {}..{}", a, b)};
-    ASSERT_EQ(differences(read_range(path("run.memrec"), range).snapshot, cut_range(*whole_, range, path("run.memrec"))),
-              "")
-        << range.flag;
+    Snapshot part = read_range(path("run.memrec"), range).snapshot;
+    ASSERT_EQ(differences(part, cut_range(*whole_, range, path("run.memrec"))), "") << range.flag;
   }
 }
 
@@ -286,7 +287,8 @@ TEST_F(RangeTest, ADamagedIndexIsReadWholeWithOneSentence) {
     Snapshot part = read_range(path("bad.memrec"), range).snapshot;
     ASSERT_FALSE(part.warnings.empty());
     const std::string& note = part.warnings.back();
-    EXPECT_NE(note.find("was read whole for --steps 400..700: its index could not be used ("), std::string::npos) << note;
+    EXPECT_NE(note.find("was read whole for --steps 400..700: its index could not be used ("), std::string::npos)
+        << note;
     EXPECT_NE(note.find(c.says), std::string::npos) << note;
     part.warnings.pop_back();
     EXPECT_EQ(differences(part, cut_range(whole, range, path("bad.memrec"))), "");
@@ -325,7 +327,8 @@ TEST(ParseRange, OneSentenceForAnythingElse) {
   EXPECT_EQ(s.last, 5);
   for (const char* bad : {"10ms", "20ms..10ms", "soon..later", "1s..", "..2s", "5h..6h", "-1s..2s"})
     EXPECT_EQ(error_of([&] { parse_range(bad, ""); }),
-              fmt::format("--range wants T1..T2, two times after the start with T1 before T2 (e.g. 10ms..25ms), got '{}'", bad));
+              fmt::format("--range wants T1..T2, two times after the start with T1 before T2 (e.g. 10ms..25ms), "
+                          "got '{}'", bad));
   for (const char* bad : {"3", "5..3", "a..b", "-1..2", "1.5..2"})
     EXPECT_EQ(error_of([&] { parse_range("", bad); }),
               fmt::format("--steps wants A..B, two step numbers with A at most B (e.g. 3..5), got '{}'", bad));

@@ -157,7 +157,9 @@ class PackedVector {
   class Packed {
    public:
     // Packs one whole block (kBlockRows rows) into bytes from `slabs`.
-    void add_block(std::span<const T> rows, packed_detail::Slabs& slabs) { blocks_.push_back(Block::pack(rows, slabs)); }
+    void add_block(std::span<const T> rows, packed_detail::Slabs& slabs) {
+      blocks_.push_back(Block::pack(rows, slabs));
+    }
     // The rows after the last whole block where they end the table: unpacked, as a vector's tail.
     void set_tail(std::span<const T> rows) { tail_.assign(rows.begin(), rows.end()); }
     size_t size() const { return blocks_.size() * kBlockRows + tail_.size(); }
