@@ -1,0 +1,304 @@
+// `memrec whatif scale`: predictions at other sizes, replayed from the base run's history rewritten with the fitted
+// sizes, and the largest size that fits (memrec/scale.h).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "memrec/analysis.h"
+#include "memrec/device_memory.h"
+#include "memrec/scale.h"
+#include "memrec/sites.h"
+
+namespace memrec {
+namespace {
+
+constexpr size_t kGrowthRows = 5;
+
+bool is_cpu(const Snapshot& s, uint8_t device) {
+  auto type = s.metadata.find(fmt::format("device.{}.type", device));
+  return type != s.metadata.end() && type->second == "cpu";
+}
+
+bool is_block_event(Action a) { return a == Action::alloc || a == Action::free_requested || a == Action::free_completed; }
+
+// The base run's allocations and frees as plain events, to be given other sizes and replayed. Blocks live before the
+// recording began become allocations at its start, so that the replay needs no start state; segment events and OOMs
+// are left out: the allocator model makes its own. Allocation ids of the rewritten history are the base run's.
+class ScaledHistory {
+ public:
+  ScaledHistory(const ScaleRun& base, const Replay& r) {
+    const Snapshot& s = *base.snapshot;
+    snapshot_.metadata = s.metadata;
+    snapshot_.strings = s.strings;
+    snapshot_.frames = s.frames;
+    snapshot_.stacks = s.stacks;
+    snapshot_.streams = s.streams;
+    snapshot_.scopes = s.scopes;
+    std::vector<uint32_t> id_at_step(r.steps(), kNoEvent);
+    for (uint32_t id = 0; id < r.alloc_steps().size(); ++id)
+      for (uint32_t step : {r.alloc_steps()[id], r.free_steps()[id], r.completed_steps()[id]})
+        if (step < r.steps()) id_at_step[step] = id;
+    for (uint32_t id = 0; id < r.alloc_steps().size() && r.alloc_steps()[id] == kNoEvent; ++id) {
+      Allocation a = r.allocation(id);
+      Event e{.time_ns = r.time_of(0), .addr = a.addr, .size = a.size, .stack = a.stack, .stream = a.stream,
+              .action = Action::alloc, .device = base.device};
+      add(e, id);
+      if (a.free_step == kBeforeStart) add(with_action(e, Action::free_requested), id);
+    }
+    r.for_each_step(0, r.steps(), [&](uint32_t step, const Event& e) {
+      if (is_block_event(e.action)) add(e, id_at_step[step]);
+    });
+  }
+
+  // The history with bytes[id] for each allocation id.
+  const Snapshot& with(const std::vector<uint64_t>& bytes) {
+    for (size_t i = 0; i < events_.size(); ++i)
+      if (ids_[i] != kNoEvent) events_[i].size = bytes[ids_[i]];
+    snapshot_.events.assign(events_);
+    return snapshot_;
+  }
+
+ private:
+  static Event with_action(Event e, Action a) {
+    e.action = a;
+    return e;
+  }
+  void add(Event e, uint32_t id) {
+    e.rounding = 0;  // the allocator's rounding of the recorded size says nothing of another
+    events_.push_back(e);
+    ids_.push_back(id);
+  }
+
+  Snapshot snapshot_;
+  std::vector<Event> events_;
+  std::vector<uint32_t> ids_;  // per event: the allocation it allocates or frees; kNoEvent for a free of no block
+};
+
+// Predictions at given sizes: the fitted bytes, the rewritten history replayed, the allocator model over it.
+class Predictor {
+ public:
+  Predictor(const ScaleFit& fit, const ScaleRun& base, std::optional<AllocConf> conf, const ScaleMemory& memory)
+      : fit_(fit), base_(base), history_(base, fit.base_replay()), phases_(*base.snapshot, base.device),
+        conf_(std::move(conf)), memory_(memory) {
+    if (memory.bytes) limits_.limit = *memory.bytes;
+    limits_.total = memory.given ? *memory.bytes : memory.total ? memory.total : limits_.limit;
+    limits_.given = memory.given;
+    limits_.recorded_total = !memory.given && memory.total;
+  }
+
+  ScalePrediction at(uint64_t size, std::vector<uint32_t>* below) {
+    std::vector<uint64_t> bytes = fit_.bytes_at(size, below);
+    const Snapshot& s = history_.with(bytes);
+    Replay r(s, base_.device);
+    ScalePrediction p;
+    p.size = size;
+    p.peak_allocated = r.peak_allocated().bytes;
+    uint64_t peak = p.peak_allocated;
+    if (conf_) {
+      AllocatorPrediction a = predict_allocator(s, r, *conf_, limits_);
+      p.peak_reserved = peak = a.reserved_peak;
+      p.ooms = a.ooms;
+    }
+    if (memory_.bytes) p.oom = conf_ ? p.ooms > 0 : peak > *memory_.bytes;
+    place(p, r);
+    p.growth = growth(r, bytes);
+    return p;
+  }
+
+ private:
+  // The step and phase holding the allocated peak, on the base run's clock.
+  void place(ScalePrediction& p, const Replay& r) {
+    const Peak& peak = r.peak_allocated();
+    if (peak.step == kNoEvent) return;
+    const Snapshot& s = *base_.snapshot;
+    p.peak_ns = peak.time_ns - r.time_of(0);
+    if (uint32_t step = scope_at(s, ScopeKind::step, base_.device, peak.time_ns)) p.step = s.strings[s.scopes[step].name];
+    if (uint32_t phase = phases_.at(peak.time_ns)) p.phase = to_string(phases_.kind(phase));
+  }
+
+  // The live blocks at the allocated peak by owner, else site: what they weigh and what they weighed in the base run.
+  std::vector<ScaleGrowth> growth(const Replay& r, const std::vector<uint64_t>& bytes) {
+    if (r.peak_allocated().step == kNoEvent) return {};
+    std::map<std::string, ScaleGrowth> by_key;
+    for (uint32_t id : r.live_after(r.peak_allocated().step)) {
+      ScaleGrowth& g = by_key[label(id)];
+      g.bytes += bytes[id];
+      g.recorded += fit_.base_replay().size_of(id);
+    }
+    std::vector<ScaleGrowth> out;
+    for (auto& [key, g] : by_key) {
+      g.key = key;
+      out.push_back(g);
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.growth() > b.growth(); });
+    if (out.size() > kGrowthRows) out.resize(kGrowthRows);
+    return out;
+  }
+
+  std::string label(uint32_t id) {
+    const Replay& r = fit_.base_replay();
+    if (std::string owner = owner_label(*base_.snapshot, r, id); !owner.empty()) return owner;
+    auto [it, fresh] = sites_.try_emplace(r.stack_of(id));
+    if (fresh) it->second = allocation_site(*base_.snapshot, r.stack_of(id));
+    return it->second;
+  }
+
+  const ScaleFit& fit_;
+  const ScaleRun& base_;
+  ScaledHistory history_;
+  PhaseIndex phases_;
+  std::optional<AllocConf> conf_;  // unset on a CPU: no caching allocator to model
+  ScaleMemory memory_;
+  DeviceLimits limits_;
+  std::unordered_map<uint32_t, std::string> sites_;  // by stack
+};
+
+void check_sizes(std::span<const ScaleRun> runs) {
+  if (runs.size() < 2 || runs.size() > kMaxScaleRuns)
+    throw Error(fmt::format("memrec whatif scale takes two or three runs of one program at different sizes, got {}",
+                            runs.size()));
+  bool up = true, down = true;
+  for (size_t j = 1; j < runs.size(); ++j) {
+    up &= runs[j].size > runs[j - 1].size;
+    down &= runs[j].size < runs[j - 1].size;
+  }
+  if (up || down) return;
+  std::vector<uint64_t> sizes;
+  for (const ScaleRun& run : runs) sizes.push_back(run.size);
+  throw Error(fmt::format("--sizes must be all different and in order, rising or falling, got {}: give the runs in the "
+                          "order of their sizes", fmt::join(sizes, ",")));
+}
+
+// The device's memory: --device-memory, else the recording's total less the most NVML saw outside the allocator.
+ScaleMemory scale_memory(const ScaleRun& base, const Replay& r, std::optional<uint64_t> given) {
+  const Snapshot& s = *base.snapshot;
+  ScaleMemory m;
+  if (auto it = s.metadata.find(fmt::format("device.{}.total_memory", base.device)); it != s.metadata.end()) {
+    try {
+      m.total = std::stoull(it->second);
+    } catch (const std::exception&) {
+    }
+  }
+  if (given) {
+    m.bytes = *given;
+    m.given = true;
+    return m;
+  }
+  if (m.total == 0) return m;
+  DeviceMemory dm = device_memory(s, r);
+  for (const DeviceMemoryPoint& p : dm.points) m.outside = std::max(m.outside.value_or(0), p.used - std::min(p.used, p.reserved));
+  m.bytes = m.total - std::min(m.total, m.outside.value_or(0));
+  return m;
+}
+
+void add_notes(ScaleWhatif& w, bool cpu) {
+  if (cpu) w.notes.push_back(ScaleNote::cpu);
+  if (!w.memory.bytes) w.notes.push_back(ScaleNote::memory_unknown);
+  else if (!w.memory.given && !w.memory.outside) w.notes.push_back(ScaleNote::outside_unmeasured);
+  if (!cpu && w.source == SettingsSource::assumed) w.notes.push_back(ScaleNote::assumed_defaults);
+}
+
+// Predictions by size, each computed once.
+class Predictions {
+ public:
+  explicit Predictions(Predictor& p) : p_(p) {}
+  const ScalePrediction& at(uint64_t size) {
+    auto it = seen_.find(size);
+    if (it == seen_.end()) it = seen_.emplace(size, p_.at(size, &below_[size])).first;
+    return it->second;
+  }
+  bool fits(uint64_t size) { return !at(size).oom.value_or(false); }
+  const std::map<uint64_t, std::vector<uint32_t>>& below() const { return below_; }
+
+ private:
+  Predictor& p_;
+  std::map<uint64_t, ScalePrediction> seen_;
+  std::map<uint64_t, std::vector<uint32_t>> below_;  // by size: allocations whose fit falls below zero there
+};
+
+// The largest size that does not run out of memory, doubling from `start` until one does, then bisecting: a larger
+// size is taken never to need less. Unset when none up to kLargestFitted runs out.
+std::optional<uint64_t> largest_fitting(Predictions& p, uint64_t start) {
+  uint64_t fits = 0, fails = start;
+  while (p.fits(fails)) {
+    fits = fails;
+    if (fails >= kLargestFitted) return std::nullopt;
+    fails *= 2;
+  }
+  while (fails - fits > 1) {
+    uint64_t mid = fits + (fails - fits) / 2;
+    (p.fits(mid) ? fits : fails) = mid;
+  }
+  return fits;
+}
+
+void add_fit(ScaleWhatif& w, Predictions& p, uint64_t start) {
+  std::optional<uint64_t> largest = largest_fitting(p, start);
+  if (!largest) {
+    w.notes.push_back(ScaleNote::no_limit_found);
+    return;
+  }
+  const ScalePrediction& edge = p.at(std::max<uint64_t>(*largest, 1));
+  uint64_t peak = edge.peak_reserved.value_or(edge.peak_allocated);
+  w.fit = ScaleWhatif::Fit{*largest, *w.memory.bytes, static_cast<int64_t>(*w.memory.bytes) - static_cast<int64_t>(peak)};
+  for (uint64_t size : {*largest, *largest + 1}) {
+    bool shown = std::any_of(w.predictions.begin(), w.predictions.end(), [&](const auto& q) { return q.size == size; });
+    if (size > 0 && !shown) w.predictions.push_back(p.at(size));
+  }
+}
+
+// Allocations whose fit falls below zero at a predicted size, by site: the first such size each.
+void add_below_zero(ScaleWhatif& w, const ScaleFit& fit, const ScaleRun& base, const Predictions& p) {
+  std::map<std::string, UnmatchedAllocations> rows;
+  std::set<uint32_t> seen;  // ids already counted at a smaller size
+  for (const auto& [size, ids] : p.below()) {
+    for (uint32_t id : ids) {
+      if (!seen.insert(id).second) continue;
+      std::string site = allocation_site(*base.snapshot, fit.base_replay().stack_of(id));
+      auto [it, fresh] = rows.try_emplace(site, UnmatchedAllocations{.run = fit.base(), .reason = UnmatchedAllocations::Reason::below_zero,
+                                                                      .at_size = size, .site = site});
+      it->second.count += 1;
+      it->second.bytes += fit.base_replay().size_of(id);
+    }
+  }
+  for (auto& [site, row] : rows) w.unmatched.push_back(std::move(row));
+}
+
+}  // namespace
+
+ScaleWhatif scale_whatif(std::span<const ScaleRun> runs, const ScaleWhatifOptions& o) {
+  check_sizes(runs);
+  ScaleFit fit(runs);
+  const ScaleRun& base = runs[fit.base()];
+  bool cpu = is_cpu(*base.snapshot, base.device);
+  ScaleWhatif w;
+  w.device = base.device;
+  w.base = fit.base();
+  for (size_t j = 0; j < runs.size(); ++j) {
+    w.runs.push_back({runs[j].name, runs[j].size, fit.peak_allocated(j), fit.allocations(j), fit.matched(j)});
+    const auto& notes = runs[j].snapshot->warnings;
+    w.warnings.insert(w.warnings.end(), notes.begin(), notes.end());
+  }
+  auto [conf, source] = choose_settings(o.conf, recorded_alloc_conf(*base.snapshot));
+  w.settings = to_string(conf);
+  w.source = source;
+  w.memory = scale_memory(base, fit.base_replay(), o.device_memory);
+  if (o.fit && !w.memory.bytes)
+    throw Error(fmt::format("--fit needs the device's memory, which {} does not record ({}): give it with --device-memory",
+                            base.name, cpu ? "a CPU run" : "no device.total_memory"));
+  add_notes(w, cpu);
+  Predictor predictor(fit, base, cpu ? std::nullopt : std::optional(conf), w.memory);
+  Predictions predictions(predictor);
+  for (uint64_t size : o.predict) w.predictions.push_back(predictions.at(size));
+  if (o.fit) add_fit(w, predictions, base.size);
+  w.unmatched = fit.unmatched();
+  add_below_zero(w, fit, base, predictions);
+  return w;
+}
+
+}  // namespace memrec
