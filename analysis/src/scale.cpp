@@ -91,6 +91,13 @@ class Predictor {
     limits_.recorded_total = !memory.given && memory.total;
   }
 
+  bool caching() const { return conf_.has_value(); }
+
+  // The allocated peak alone: a replay, without the allocator model.
+  uint64_t peak_allocated(uint64_t size) {
+    return Replay(history_.with(fit_.bytes_at(size)), base_.device).peak_allocated().bytes;
+  }
+
   ScalePrediction at(uint64_t size, std::vector<uint32_t>* below) {
     std::vector<uint64_t> bytes = fit_.bytes_at(size, below);
     const Snapshot& s = history_.with(bytes);
@@ -212,52 +219,106 @@ class Predictions {
     if (it == seen_.end()) it = seen_.emplace(size, p_.at(size, &below_[size])).first;
     return it->second;
   }
-  bool fits(uint64_t size) { return !at(size).oom.value_or(false); }
-  const std::map<uint64_t, std::vector<uint32_t>>& below() const { return below_; }
+  uint64_t peak_allocated(uint64_t size) {
+    if (auto done = seen_.find(size); done != seen_.end()) return done->second.peak_allocated;
+    auto it = allocated_.find(size);
+    if (it == allocated_.end()) it = allocated_.emplace(size, p_.peak_allocated(size)).first;
+    return it->second;
+  }
+  bool caching() const { return p_.caching(); }
+  // The allocations whose fit falls below zero at `size`, once predicted there.
+  const std::vector<uint32_t>& below(uint64_t size) const { return below_.at(size); }
 
  private:
   Predictor& p_;
   std::map<uint64_t, ScalePrediction> seen_;
-  std::map<uint64_t, std::vector<uint32_t>> below_;  // by size: allocations whose fit falls below zero there
+  std::map<uint64_t, std::vector<uint32_t>> below_;
+  std::map<uint64_t, uint64_t> allocated_;  // peak allocated by size
 };
 
-// The largest size that does not run out of memory, doubling from `start` until one does, then bisecting: a larger
-// size is taken never to need less. Unset when none up to kLargestFitted runs out.
-std::optional<uint64_t> largest_fitting(Predictions& p, uint64_t start) {
-  uint64_t fits = 0, fails = start;
-  while (p.fits(fails)) {
-    fits = fails;
-    if (fails >= kLargestFitted) return std::nullopt;
-    fails *= 2;
-  }
-  while (fails - fits > 1) {
-    uint64_t mid = fits + (fails - fits) / 2;
-    (p.fits(mid) ? fits : fails) = mid;
-  }
-  return fits;
-}
+// The largest size whose value is at most `limit`, for a value that grows with the size (a peak: close to linear or
+// quadratic in it). `fails_at`: a size known to be over the limit; without one, none beyond kLargestFitted is looked
+// for (unset). Each guess is where the line through the last two sizes tried meets the limit, inside the bracket
+// found so far; without such a line it doubles up, or steps down from the bracket's top by doubling strides; when
+// two guesses have not halved the bracket, the next is its middle. Each try is a replay, so the guesses count.
+class LimitSearch {
+ public:
+  LimitSearch(uint64_t limit, std::optional<uint64_t> fails_at) : limit_(limit), fails_(fails_at) {}
 
+  template <class V> std::optional<uint64_t> largest(V value, uint64_t start) {
+    for (uint64_t size = start;; size = guess()) {
+      uint64_t v = value(size);
+      if (v <= limit_) fits_ = size;
+      else fails_ = size;
+      if (fails_ && *fails_ - fits_ <= 1) return fits_;
+      if (!fails_ && fits_ >= kLargestFitted) return std::nullopt;
+      before_ = last_;
+      last_ = {{static_cast<double>(size), static_cast<double>(v)}};
+    }
+  }
+
+ private:
+  uint64_t guess() {
+    double line = NAN;  // where the line through the last two tries meets the limit
+    if (before_ && (*before_)[1] != (*last_)[1])
+      line = (*last_)[0] + (static_cast<double>(limit_) - (*last_)[1]) * ((*last_)[0] - (*before_)[0]) / ((*last_)[1] - (*before_)[1]);
+    if (!fails_) {
+      double up = line > static_cast<double>(fits_) ? line : 2.0 * static_cast<double>(fits_);
+      return std::max(fits_ + 1, static_cast<uint64_t>(std::min(up, static_cast<double>(kLargestFitted))));
+    }
+    uint64_t width = *fails_ - fits_;
+    bool slow = width > widths_[0] / 2;
+    widths_ = {widths_[1], width};
+    if (!slow && line > static_cast<double>(fits_) && line < static_cast<double>(*fails_))
+      return std::clamp(static_cast<uint64_t>(line), fits_ + 1, *fails_ - 1);
+    if (slow || fits_ > 0) return fits_ + width / 2;
+    stride_ *= 2;  // nothing fits yet and no line to follow
+    return *fails_ > stride_ ? *fails_ - stride_ : *fails_ / 2;
+  }
+
+  uint64_t limit_;
+  uint64_t fits_ = 0;  // the largest size known to fit (0: none yet, nothing runs at size 0)
+  std::optional<uint64_t> fails_;  // the smallest known not to
+  std::optional<std::array<double, 2>> last_, before_;  // (size, value) of the last two tries
+  std::array<uint64_t, 2> widths_{UINT64_MAX, UINT64_MAX};  // the bracket's width at the last two guesses
+  uint64_t stride_ = 1;
+};
+
+// --fit: the allocated peak bounds the answer with replays alone (reserved memory holds every allocated byte); on a
+// caching allocator the model then searches below the bound for the largest size whose reserved memory fits.
 void add_fit(ScaleWhatif& w, Predictions& p, uint64_t start) {
-  std::optional<uint64_t> largest = largest_fitting(p, start);
+  uint64_t memory = *w.memory.bytes;
+  std::optional<uint64_t> largest =
+      LimitSearch(memory, std::nullopt).largest([&](uint64_t n) { return p.peak_allocated(n); }, start);
   if (!largest) {
     w.notes.push_back(ScaleNote::no_limit_found);
     return;
   }
+  if (p.caching() && *largest > 0) {
+    auto reserved = [&](uint64_t n) {  // over the memory exactly when the model ran out of it
+      const ScalePrediction& q = p.at(n);
+      return *q.oom ? std::max(*q.peak_reserved, memory + 1) : std::min(*q.peak_reserved, memory);
+    };
+    largest = LimitSearch(memory, *largest + 1).largest(reserved, *largest);
+  }
   const ScalePrediction& edge = p.at(std::max<uint64_t>(*largest, 1));
   uint64_t peak = edge.peak_reserved.value_or(edge.peak_allocated);
-  w.fit = ScaleWhatif::Fit{*largest, *w.memory.bytes, static_cast<int64_t>(*w.memory.bytes) - static_cast<int64_t>(peak)};
+  w.fit = ScaleWhatif::Fit{*largest, memory, static_cast<int64_t>(memory) - static_cast<int64_t>(peak)};
   for (uint64_t size : {*largest, *largest + 1}) {
     bool shown = std::any_of(w.predictions.begin(), w.predictions.end(), [&](const auto& q) { return q.size == size; });
     if (size > 0 && !shown) w.predictions.push_back(p.at(size));
   }
 }
 
-// Allocations whose fit falls below zero at a predicted size, by site: the first such size each.
+// Allocations whose fit falls below zero at a predicted size, by site: the smallest such size each.
 void add_below_zero(ScaleWhatif& w, const ScaleFit& fit, const ScaleRun& base, const Predictions& p) {
+  std::vector<uint64_t> sizes;
+  for (const ScalePrediction& q : w.predictions) sizes.push_back(q.size);
+  std::sort(sizes.begin(), sizes.end());
   std::map<std::string, UnmatchedAllocations> rows;
   std::set<uint32_t> seen;  // ids already counted at a smaller size
-  for (const auto& [size, ids] : p.below()) {
-    for (uint32_t id : ids) {
+  for (uint64_t size : sizes) {
+    for (uint32_t id : p.below(size)) {
       if (!seen.insert(id).second) continue;
       std::string site = allocation_site(*base.snapshot, fit.base_replay().stack_of(id));
       auto [it, fresh] = rows.try_emplace(site, UnmatchedAllocations{.run = fit.base(), .reason = UnmatchedAllocations::Reason::below_zero,
