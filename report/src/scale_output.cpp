@@ -1,6 +1,8 @@
 // `memrec whatif scale` as JSON and text.
 #include "memrec/scale_output.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "memrec/units.h"
@@ -100,22 +102,30 @@ void render_predictions(std::string& out, const ScaleWhatif& w) {
                      reserved ? fmt::format(" (allocator settings {})", w.settings.empty() ? "(defaults)" : w.settings) : "",
                      m.bytes ? fmt::format("{} ({})", format_bytes(*m.bytes), memory_source(m)) : "unknown");
   out += fmt::format("  {:>8} {:>15} {:>14} {:>5}  {}\n", "size", "peak allocated", "peak reserved", "fits", "allocated peak in");
-  for (const ScalePrediction& p : w.predictions) {
+  for (const ScalePrediction& p : w.predictions)
     out += fmt::format("  {:>8} {:>15} {:>14} {:>5}  {}\n", p.size, format_bytes(p.peak_allocated),
                        p.peak_reserved ? format_bytes(*p.peak_reserved) : "-", fits_text(p), where_text(p));
+}
+
+void render_growth(std::string& out, const ScaleWhatif& w) {
+  out += fmt::format("\nwhat grows most, live at each predicted peak (bytes, and growth over {}):\n", w.runs[w.base].name);
+  for (const ScalePrediction& p : w.predictions) {
+    out += fmt::format("  size {}:\n", p.size);
     for (const ScaleGrowth& g : p.growth)
-      out += fmt::format("  {:>8} {:>15} {:>14}         {}\n", "", signed_bytes(g.growth(), "+"), format_bytes(g.bytes), g.key);
+      out += fmt::format("  {:>12} {:>12}  {}\n", format_bytes(g.bytes), signed_bytes(g.growth(), "+"), g.key);
   }
 }
 
 void render_unmatched(std::string& out, const ScaleWhatif& w) {
   constexpr size_t kShown = 10;
+  size_t name = 3;
+  for (const ScaleWhatif::Run& r : w.runs) name = std::max(name, r.name.size());
   out += fmt::format("\nallocations not matched across the runs ({} groups):\n", w.unmatched.size());
-  out += fmt::format("  {:>8} {:>12}  {:<34}  {}\n", "count", "bytes", "", "site");
+  out += fmt::format("  {:>8} {:>12}  {:<{}}  {}\n", "count", "bytes", "run", name, "site");
   for (size_t i = 0; i < w.unmatched.size() && i < kShown; ++i) {
     const UnmatchedAllocations& u = w.unmatched[i];
-    out += fmt::format("  {:>8} {:>12}  {:<34}  {}\n", u.count, format_bytes(u.bytes),
-                       fmt::format("{}, {}", w.runs[u.run].name, reason_text(u, w)), u.site);
+    out += fmt::format("  {:>8} {:>12}  {:<{}}  {} ({})\n", u.count, format_bytes(u.bytes), w.runs[u.run].name, name,
+                       u.site, reason_text(u, w));
   }
   if (w.unmatched.size() > kShown) out += fmt::format("  ... {} more (--json lists all)\n", w.unmatched.size() - kShown);
 }
@@ -156,6 +166,7 @@ std::string scale_whatif_text(const ScaleWhatif& w) {
   if (w.fit)
     out += fmt::format("\nlargest size that fits: {} ({} to spare of {})\n", w.fit->largest,
                        signed_bytes(w.fit->margin), format_bytes(w.fit->device_memory));
+  if (!w.predictions.empty()) render_growth(out, w);
   if (!w.unmatched.empty()) render_unmatched(out, w);
   return out;
 }
