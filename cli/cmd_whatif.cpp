@@ -142,8 +142,8 @@ void add_scale(CLI::App* cmd) {
   scale->callback([o] {
     std::vector<uint64_t> sizes = parse_sizes(o->sizes, "--sizes");
     if (sizes.size() != o->files.size())
-      throw Error(fmt::format("--sizes gives {} sizes for {} runs: give one size per run, in the runs' order",
-                              sizes.size(), o->files.size()));
+      throw Error(fmt::format("--sizes gives {} size{} for {} runs: give one size per run, in the runs' order",
+                              sizes.size(), sizes.size() == 1 ? "" : "s", o->files.size()));
     if (o->predict.empty() && !o->fit) throw Error("give the sizes to predict with --predict 8,16, or --fit for the largest size that fits");
     ScaleWhatifOptions w{.predict = {}, .fit = o->fit, .conf = o->conf, .device_memory = std::nullopt};
     if (!o->predict.empty()) w.predict = parse_sizes(o->predict, "--predict");

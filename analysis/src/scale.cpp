@@ -128,7 +128,10 @@ class Predictor {
     if (uint32_t phase = phases_.at(peak.time_ns)) p.phase = to_string(phases_.kind(phase));
   }
 
-  // The live blocks at the allocated peak by owner, else site: what they weigh and what they weighed in the base run.
+  static uint64_t change(const ScaleGrowth& g) { return g.bytes > g.recorded ? g.bytes - g.recorded : g.recorded - g.bytes; }
+
+  // The live blocks at the allocated peak by owner, else site: what they weigh and what they weighed in the base run,
+  // most changed first (below the base run's size, what shrinks most).
   std::vector<ScaleGrowth> growth(const Replay& r, const std::vector<uint64_t>& bytes) {
     if (r.peak_allocated().step == kNoEvent) return {};
     std::map<std::string, ScaleGrowth> by_key;
@@ -142,7 +145,7 @@ class Predictor {
       g.key = key;
       out.push_back(g);
     }
-    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.growth() > b.growth(); });
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return change(a) > change(b); });
     if (out.size() > kGrowthRows) out.resize(kGrowthRows);
     return out;
   }

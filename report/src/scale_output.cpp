@@ -108,7 +108,7 @@ void render_predictions(std::string& out, const ScaleWhatif& w) {
 }
 
 void render_growth(std::string& out, const ScaleWhatif& w) {
-  out += fmt::format("\nwhat grows most, live at each predicted peak (bytes, and growth over {}):\n", w.runs[w.base].name);
+  out += fmt::format("\nwhat grows most, live at each predicted peak (bytes, and change from {}):\n", w.runs[w.base].name);
   for (const ScalePrediction& p : w.predictions) {
     out += fmt::format("  size {}:\n", p.size);
     for (const ScaleGrowth& g : p.growth)

@@ -96,7 +96,7 @@ TEST(ScaleOutput, TextShowsTheRunsThePredictionsTheFitWhatGrowsAndTheUnmatched) 
             "\n"
             "largest size that fits: 17 (1.00 GiB to spare of 76.00 GiB)\n"
             "\n"
-            "what grows most, live at each predicted peak (bytes, and growth over b4.memrec):\n"
+            "what grows most, live at each predicted peak (bytes, and change from b4.memrec):\n"
             "  size 8:\n"
             "     16.00 GiB   +12.00 GiB  Attention.forward (train.py:34) via aten::bmm\n"
             "      1.00 MiB         +0 B  h.0.attn.c_attn.weight\n"

@@ -83,7 +83,8 @@ class ScaleFit {
   std::vector<UnmatchedAllocations> unmatched_;
 };
 
-// What grows most at the predicted peak: the live blocks grouped by owner name, else by site.
+// What grows most at the predicted peak: the live blocks grouped by owner name, else by site. Sorted by the size of
+// the change from the base run, so a size below the base run's shows what shrinks most.
 struct ScaleGrowth {
   std::string key;
   uint64_t bytes = 0;     // predicted, live at the peak
@@ -99,7 +100,7 @@ struct ScalePrediction {
   uint64_t ooms = 0;                      // requests the allocator model could not serve
   int64_t peak_ns = 0;                    // of the allocated peak, since the base run's first event
   std::string step, phase;                // the step scope and the phase holding the allocated peak ("" if none)
-  std::vector<ScaleGrowth> growth;        // largest growth first
+  std::vector<ScaleGrowth> growth;        // largest change first
 };
 
 // The device's memory a prediction must fit in, and where the number comes from.
