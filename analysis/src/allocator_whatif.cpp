@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/analysis.h"
 #include "memrec/sites.h"
 
 namespace memrec {
@@ -294,7 +295,7 @@ ChosenSettings choose_settings(const std::optional<std::string>& given, const st
 }
 
 AllocatorWhatif allocator_whatif(const Snapshot& s, uint8_t device, const AllocatorWhatifOptions& o) {
-  if (auto type = s.metadata.find(fmt::format("device.{}.type", device)); type != s.metadata.end() && type->second == "cpu")
+  if (is_cpu_device(s, device))
     throw Error(fmt::format("device {} is a CPU recording: libtorch's CPU allocator keeps no cache, so there is no "
                             "caching allocator to replay", device));
   Replay r(s, device);

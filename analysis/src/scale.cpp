@@ -19,11 +19,6 @@ namespace {
 
 constexpr size_t kGrowthRows = 5;
 
-bool is_cpu(const Snapshot& s, uint8_t device) {
-  auto type = s.metadata.find(fmt::format("device.{}.type", device));
-  return type != s.metadata.end() && type->second == "cpu";
-}
-
 bool is_block_event(Action a) { return a == Action::alloc || a == Action::free_requested || a == Action::free_completed; }
 
 // The base run's allocations and frees as plain events, to be given other sizes and replayed. Blocks live before the
@@ -339,7 +334,7 @@ ScaleWhatif scale_whatif(std::span<const ScaleRun> runs, const ScaleWhatifOption
   check_sizes(runs);
   ScaleFit fit(runs);
   const ScaleRun& base = runs[fit.base()];
-  bool cpu = is_cpu(*base.snapshot, base.device);
+  bool cpu = is_cpu_device(*base.snapshot, base.device);
   ScaleWhatif w;
   w.device = base.device;
   w.base = fit.base();
@@ -349,7 +344,7 @@ ScaleWhatif scale_whatif(std::span<const ScaleRun> runs, const ScaleWhatifOption
     w.warnings.insert(w.warnings.end(), notes.begin(), notes.end());
   }
   auto [conf, source] = choose_settings(o.conf, recorded_alloc_conf(*base.snapshot));
-  w.settings = to_string(conf);
+  if (!cpu) w.settings = to_string(conf);
   w.source = source;
   w.memory = scale_memory(base, fit.base_replay(), o.device_memory);
   if (o.fit && !w.memory.bytes)

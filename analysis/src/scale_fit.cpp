@@ -173,7 +173,7 @@ std::vector<uint64_t> ScaleFit::bytes_at(uint64_t size, std::vector<uint32_t>* b
     for (size_t j = 0; j < runs_.size(); ++j) bytes += w[j] * static_cast<double>(p.bytes[j]);
     bytes = std::round(bytes);
     if (bytes < 0 && below) below->push_back(id);
-    out[id] = bytes < 0 ? 0 : static_cast<uint64_t>(bytes);
+    out[id] = bytes < 0 ? 0 : static_cast<uint64_t>(std::min(bytes, 0x1p62));  // far past any device, yet summable
   }
   return out;
 }

@@ -96,10 +96,9 @@ void render_runs(std::string& out, const ScaleWhatif& w) {
 }
 
 void render_predictions(std::string& out, const ScaleWhatif& w) {
-  bool reserved = !w.predictions.empty() && w.predictions.front().peak_reserved;
   const ScaleMemory& m = w.memory;
   out += fmt::format("\npredicted{}; device memory {}:\n",
-                     reserved ? fmt::format(" (allocator settings {})", w.settings.empty() ? "(defaults)" : w.settings) : "",
+                     w.settings ? fmt::format(" (allocator settings {})", w.settings->empty() ? "(defaults)" : *w.settings) : "",
                      m.bytes ? fmt::format("{} ({})", format_bytes(*m.bytes), memory_source(m)) : "unknown");
   out += fmt::format("  {:>8} {:>15} {:>14} {:>5}  {}\n", "size", "peak allocated", "peak reserved", "fits", "allocated peak in");
   for (const ScalePrediction& p : w.predictions)
@@ -147,8 +146,8 @@ json scale_whatif_json(const ScaleWhatif& w) {
   const ScaleMemory& m = w.memory;
   return {{"device", w.device},
           {"runs", runs},
-          {"settings", w.settings},
-          {"settings_source", to_string(w.source)},
+          {"settings", or_null(w.settings)},
+          {"settings_source", w.settings ? json(to_string(w.source)) : json(nullptr)},
           {"device_memory", {{"bytes", or_null(m.bytes)}, {"source", memory_source(m)},
                              {"total", m.total ? json(m.total) : json(nullptr)}, {"outside_allocator", or_null(m.outside)}}},
           {"predictions", predictions},

@@ -110,6 +110,7 @@ TEST(Scale, CpuRunsPredictNoReservedPeakAndNeedTheMemoryForFit) {
   EXPECT_FALSE(w.predictions[0].peak_reserved);
   EXPECT_FALSE(w.predictions[0].oom);
   EXPECT_FALSE(w.memory.bytes);
+  EXPECT_FALSE(w.settings);
   EXPECT_NE(std::find(w.notes.begin(), w.notes.end(), ScaleNote::cpu), w.notes.end());
   EXPECT_NE(std::find(w.notes.begin(), w.notes.end(), ScaleNote::memory_unknown), w.notes.end());
   try {
@@ -154,6 +155,7 @@ TEST(Scale, CudaRunsPredictTheReservedPeakThroughTheAllocatorModel) {
     EXPECT_EQ(p.peak_allocated, measured_peak(name)) << name;
     EXPECT_EQ(p.oom, false) << name;
     EXPECT_EQ(w.source, SettingsSource::recorded);
+    EXPECT_EQ(w.settings, a.prediction.settings) << name;
     EXPECT_EQ(w.memory.total, 85017493504u);  // the H100's, recorded
     EXPECT_EQ(w.memory.bytes, w.memory.total);  // no NVML samples: the whole device
     EXPECT_NE(std::find(w.notes.begin(), w.notes.end(), ScaleNote::outside_unmeasured), w.notes.end());

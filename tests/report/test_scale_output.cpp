@@ -69,8 +69,11 @@ TEST(ScaleOutput, UnknownsAreNullInJson) {
   w.fit.reset();
   w.predictions[0].peak_reserved.reset();
   w.predictions[0].oom.reset();
+  w.settings.reset();
   w.notes = {ScaleNote::cpu, ScaleNote::memory_unknown};
   nlohmann::json j = scale_whatif_json(w);
+  EXPECT_TRUE(j["settings"].is_null());
+  EXPECT_TRUE(j["settings_source"].is_null());
   EXPECT_TRUE(j["fit"].is_null());
   EXPECT_TRUE(j["predictions"][0]["peak_reserved"].is_null());
   EXPECT_TRUE(j["predictions"][0]["oom"].is_null());
@@ -121,6 +124,7 @@ TEST(ScaleOutput, TextOfACpuRunSaysWhatIsNotKnown) {
   w.predictions.resize(1);
   w.predictions[0].peak_reserved.reset();
   w.predictions[0].oom.reset();
+  w.settings.reset();
   w.notes = {ScaleNote::cpu, ScaleNote::memory_unknown};
   std::string text = scale_whatif_text(w);
   EXPECT_EQ(text.substr(0, text.find('\n')),

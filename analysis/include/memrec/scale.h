@@ -134,7 +134,7 @@ struct ScaleWhatif {
   };
   std::vector<Run> runs;  // in the order given
   size_t base = 0;        // the run whose history predictions rewrite
-  std::string settings;   // the allocator settings the reserved peaks are predicted under
+  std::optional<std::string> settings;  // the allocator settings reserved peaks are predicted under; unset on a CPU
   SettingsSource source = SettingsSource::assumed;
   ScaleMemory memory;
   std::vector<ScalePrediction> predictions;  // --predict's sizes, then --fit's largest and the size after it
