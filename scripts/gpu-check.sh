@@ -285,6 +285,20 @@ alloc_bench() {
   timeout 120 "$BUILD/bench/bench_allocator" --benchmark_filter="/10000000$" 2>&1 | grep -E "^BM_" | tee -a "$OUT/summary.txt"
 }
 
+# memrec whatif scale against measured runs (bench/scale_check.py): Hugging Face GPT-2 (124M from a config, eager
+# attention) recorded at batch 2 and 4 predicts 8, 12 and 16, at sequence 256, 512 and 1024 predicts 2048, each within
+# 5% of a recorded run; --fit's largest batch and sequence must run and the next must not (or come within 2% of the
+# device). scale_bench: bench_scale's two histories of 1M events (target: fit and predict in 3 s).
+scale() {
+  python3 bench/scale_check.py "$MEMREC" /tmp/scale | tee "$OUT/scale.md" | tee -a "$OUT/summary.txt"
+}
+
+scale_bench() {
+  ninja -C "$BUILD" bench_scale > /dev/null
+  timeout 120 "$BUILD/bench/bench_scale" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
+    grep -E "_median|^Benchmark" | tee -a "$OUT/summary.txt"
+}
+
 # Ranks side by side: torchrun with 2 ranks on CUDA, rank 1 given a larger batch, each rank's counts and peaks
 # against its own memory_stats (torchrun --tee prefixes each rank's lines with [defaultR]:), then `stats --by rank`.
 # One GPU: the ranks share it on gloo (DDP). Two GPUs (nvidia-h200-x2): DDP and FSDP2 on NCCL, a GPU each.
@@ -336,8 +350,8 @@ analysis_bench() {
   >> "$OUT/summary.txt" 2>&1
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
-              gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench ranks ranks_bench
-              example benchmarks analysis_bench)
+              gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
+              ranks ranks_bench example benchmarks analysis_bench)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"
