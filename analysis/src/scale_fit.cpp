@@ -104,6 +104,28 @@ std::array<double, kMaxScaleRuns> lagrange(std::span<const ScaleRun> runs, uint8
   return w;
 }
 
+// Allocation ids without a match, by run, reason and stack.
+using Lone = std::map<std::tuple<size_t, UnmatchedAllocations::Reason, uint32_t>, std::vector<uint32_t>>;
+
+// One row per run, reason and site (stacks that differ only below the program's frames read as one site), most
+// bytes first.
+std::vector<UnmatchedAllocations> unmatched_rows(std::span<const ScaleRun> runs,
+                                                 const std::vector<std::unique_ptr<Replay>>& replays, const Lone& lone) {
+  std::map<std::tuple<size_t, UnmatchedAllocations::Reason, std::string>, UnmatchedAllocations> rows;
+  for (const auto& [where, ids] : lone) {
+    auto [run, reason, stack] = where;
+    std::string site = allocation_site(*runs[run].snapshot, stack);
+    UnmatchedAllocations& row = rows[{run, reason, site}];
+    row.run = run, row.reason = reason, row.site = site;
+    row.count += ids.size();
+    for (uint32_t id : ids) row.bytes += replays[run]->size_of(id);
+  }
+  std::vector<UnmatchedAllocations> out;
+  for (auto& [key, row] : rows) out.push_back(std::move(row));
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
 }  // namespace
 
 ScaleFit::ScaleFit(std::span<const ScaleRun> runs) : runs_(runs.begin(), runs.end()) {
@@ -111,12 +133,13 @@ ScaleFit::ScaleFit(std::span<const ScaleRun> runs) : runs_(runs.begin(), runs.en
     replays_.push_back(std::make_unique<Replay>(*runs[j].snapshot, runs[j].device));
     if (runs[j].size > runs[base_].size) base_ = j;
   }
-  match(runs);
+  match();
 }
 
 ScaleFit::~ScaleFit() = default;
 
-void ScaleFit::match(std::span<const ScaleRun> runs) {
+void ScaleFit::match() {
+  std::span<const ScaleRun> runs = runs_;
   KeyTable keys;
   std::vector<std::vector<uint64_t>> key_of;
   for (size_t j = 0; j < runs.size(); ++j) key_of.push_back(allocation_keys(*runs[j].snapshot, *replays_[j], keys));
@@ -128,7 +151,7 @@ void ScaleFit::match(std::span<const ScaleRun> runs) {
     points_[id].runs = static_cast<uint8_t>(1 << base_);
     points_[id].bytes[base_] = base.size_of(id);
   }
-  std::map<std::tuple<size_t, UnmatchedAllocations::Reason, uint32_t>, std::vector<uint32_t>> lone;  // by run, reason, stack
+  Lone lone;
   for (size_t j = 0; j < runs.size(); ++j) {
     if (j == base_) continue;
     for (uint32_t id = 0; id < key_of[j].size(); ++id) {
@@ -147,18 +170,7 @@ void ScaleFit::match(std::span<const ScaleRun> runs) {
     if (points_[id].runs != 1 << base_) ++matched_[base_];
     else lone[{base_, UnmatchedAllocations::Reason::base_only, base.stack_of(id)}].push_back(id);
   }
-  // Stacks that differ only below the program's frames read as one site: one row each.
-  std::map<std::tuple<size_t, UnmatchedAllocations::Reason, std::string>, UnmatchedAllocations> rows;
-  for (const auto& [where, ids] : lone) {
-    auto [run, reason, stack] = where;
-    std::string site = allocation_site(*runs[run].snapshot, stack);
-    UnmatchedAllocations& row = rows[{run, reason, site}];
-    row.run = run, row.reason = reason, row.site = site;
-    row.count += ids.size();
-    for (uint32_t id : ids) row.bytes += replays_[run]->size_of(id);
-  }
-  for (auto& [key, row] : rows) unmatched_.push_back(std::move(row));
-  std::stable_sort(unmatched_.begin(), unmatched_.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  unmatched_ = unmatched_rows(runs_, replays_, lone);
 }
 
 std::vector<uint64_t> ScaleFit::bytes_at(uint64_t size, std::vector<uint32_t>* below) const {

@@ -73,7 +73,7 @@ class ScaleFit {
     uint8_t runs = 0;  // bit per run holding the allocation
     std::array<uint64_t, kMaxScaleRuns> bytes{};
   };
-  void match(std::span<const ScaleRun> runs);
+  void match();
 
   std::vector<ScaleRun> runs_;
   std::vector<std::unique_ptr<Replay>> replays_;
