@@ -29,13 +29,15 @@ std::vector<uint32_t> brute_live(const Replay& r, uint32_t step) {
   return ids;
 }
 
-// Bytes per outermost (top-down) or innermost (bottom-up) frame label, "<no stack>" for blocks without one.
+// Bytes per outermost (top-down) or innermost (bottom-up) frame label, "<no stack>" for blocks without one; of
+// every frame, or of the user's frames and the site (the viewer's default).
 std::map<std::string, uint64_t> by_first_frame(const Snapshot& s, const Replay& r, const std::vector<uint32_t>& ids,
-                                               bool top_down) {
+                                               bool top_down, bool every) {
   std::map<std::string, uint64_t> out;
   for (uint32_t id : ids) {
     Allocation a = r.allocations()[id];
-    auto frames = s.stacks[a.stack];
+    auto all = s.stacks[a.stack];
+    std::vector<uint32_t> frames = every ? std::vector<uint32_t>(all.begin(), all.end()) : user_frames(s, a.stack);
     std::string key = frames.empty() ? "<no stack>" : frame_label(s, top_down ? frames.back() : frames.front());
     out[key] += a.size;
   }
@@ -45,6 +47,7 @@ std::map<std::string, uint64_t> by_first_frame(const Snapshot& s, const Replay& 
 struct FlameCase {
   std::string fixture, group_by;
   bool top_down;
+  bool every = false;  // --every-frame
 };
 
 class FlameShot : public ::testing::TestWithParam<FlameCase> {};
@@ -52,14 +55,15 @@ class FlameShot : public ::testing::TestWithParam<FlameCase> {};
 TEST_P(FlameShot, TopBoxesHoldTheLiveBytesOfTheirFrame) {
   const FlameCase& c = GetParam();
   test::TempDir dir;
-  Shot shot = test::screenshot(test::data(c.fixture), "--view flame --size 1280x720 --group-by " + c.group_by, dir);
+  Shot shot = test::screenshot(test::data(c.fixture), "--view flame --size 1280x720 --group-by " + c.group_by +
+                                                         (c.every ? " --every-frame" : ""), dir);
   ASSERT_TRUE(shot.layout.contains("flame")) << shot.output;
   Snapshot s = load_snapshot(test::data(c.fixture));
   Replay r(s, 0);
   auto live = brute_live(r, r.peak_allocated().step);
   uint64_t live_bytes = 0;
   for (uint32_t id : live) live_bytes += r.allocations()[id].size;
-  auto want = by_first_frame(s, r, live, c.top_down);
+  auto want = by_first_frame(s, r, live, c.top_down, c.every);
 
   const auto& F = shot.layout["flame"];
   double fx = F["x"].get<double>(), fy = F["y"].get<double>(), w = F["w"].get<double>(), row = F["row_h"].get<double>();
@@ -95,7 +99,7 @@ TEST_P(FlameShot, TopBoxesHoldTheLiveBytesOfTheirFrame) {
   EXPECT_EQ(got.size(), std::count_if(want.begin(), want.end(), [&](const auto& kv) {
               return w * static_cast<double>(kv.second) / static_cast<double>(live_bytes) >= 1;
             }));
-  if (c.fixture == "torch_2layer_python.pickle")
+  if (c.fixture == "torch_2layer_python.pickle" && !c.every)
     keep_for_readme(dir, std::string("viewer_flame_") + (c.top_down ? "top_down" : "bottom_up") + ".png");
 }
 
@@ -103,6 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Torch, FlameShot,
                          ::testing::Values(FlameCase{"torch_2layer_python.pickle", "stack", true},
                                            FlameCase{"torch_2layer_python.pickle", "stack-bottom-up", false},
                                            FlameCase{"torch_2layer_all.pickle", "stack", true},
+                                           FlameCase{"torch_2layer_all.pickle", "stack", true, true},
                                            FlameCase{"torch_compile_graph.pickle", "stack-bottom-up", false}));
 
 TEST(FlameShotRange, RootHoldsTheBytesAllocatedInTheRange) {
@@ -206,9 +211,22 @@ TEST(AttributionShot, EveryKeySumsToTheLiveMemory) {
   }
 }
 
+// --view timeline --range: the plot spans the range (its columns cover T1..T2 to within a column).
+TEST(TimelineShotRange, TheTimelineSpansTheRange) {
+  test::TempDir dir;
+  Shot shot = test::screenshot(test::data("torch_2layer_python.pickle"),
+                               "--view timeline --range 15ms..25ms --size 1280x720", dir);
+  ASSERT_FALSE(shot.layout.is_null()) << shot.output;
+  EXPECT_EQ(shot.layout["view"], "timeline");
+  double t0 = shot.layout["t0_ns"].get<double>(), dt = shot.layout["dt_ns"].get<double>();
+  double w = shot.layout["plot"]["w"].get<double>();
+  EXPECT_NEAR(t0, 15e6, dt);
+  EXPECT_NEAR(t0 + w * dt, 25e6, 2 * dt);
+}
+
 // The status bar is inside the window for every view, and shows the recording's warnings.
 TEST(StatusBar, IsDrawnInsideTheWindow) {
-  for (const char* view : {"timeline", "flame", "segments"}) {
+  for (const char* view : {"timeline", "flame", "segments", "modules"}) {
     test::TempDir dir;
     Shot shot = test::screenshot(test::data("torch_2layer_all.pickle"), std::string("--size 1024x600 --view ") + view, dir);
     ASSERT_FALSE(shot.layout.is_null()) << shot.output;
@@ -259,12 +277,12 @@ TEST(ViewFlags, BadValuesSayWhy) {
   struct Case {
     std::string args, says;
   };
-  for (const Case& c : {Case{"--view map", "--view wants timeline, flame or segments, got 'map'"},
+  for (const Case& c : {Case{"--view map", "--view wants timeline, flame, segments or modules, got 'map'"},
                         Case{"--group-by file", "--group-by wants stack, stack-bottom-up, op, module, phase, site, category, layer or pool, got 'file'"},
                         Case{"--range 10ms", "--range wants T1..T2"},
                         Case{"--range 20ms..10ms", "--range wants T1..T2"},
                         Case{"--range soon..later", "--range wants T1..T2"},
-                        Case{"--view segments --range 1ms..2ms", "--range is drawn by --view flame only"},
+                        Case{"--view segments --range 1ms..2ms", "--range is drawn by --view timeline, flame or modules"},
                         Case{"--view flame --group-by category", "--view flame draws a tree"}}) {
     auto r = view(c.args);
     EXPECT_EQ(r.exit_code, 1) << c.args;
