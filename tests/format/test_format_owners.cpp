@@ -79,7 +79,7 @@ TEST(FormatOwners, OnlySnapshotsWithOwnersGetTheChunkAndOlderFilesHaveNone) {
   auto size = [&](const char* name) { return std::filesystem::file_size(tmp / name); };
   EXPECT_GT(size("o.memrec"), size("plain.memrec") + 12);
   EXPECT_TRUE(read_file(tmp / "plain.memrec").owners.empty());
-  for (const char* old : {"alloc_default.memrec", "mlp_sequential_cpu.memrec", "transformer_2layer_cpu.memrec"})
+  for (const char* old : {"alloc_default.memrec", "alloc_run12.memrec", "transformer_2layer_cpu.memrec"})
     EXPECT_TRUE(read_file(test::data(old)).owners.empty()) << old;
 }
 

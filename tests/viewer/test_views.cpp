@@ -211,6 +211,39 @@ TEST(AttributionShot, EveryKeySumsToTheLiveMemory) {
   }
 }
 
+// tests/data/mlp_sequential_cpu.memrec (an nn.Sequential trained with Adam, its parameters, gradients and Adam
+// state owned): the module view at the peak holds every live byte, its category split sums to each box, and what it
+// files under no module is exactly `stats --by module`'s <none>: owned blocks sit under their module in both.
+TEST(ModulesShot, BoxesSplitByCategoryAndAgreeWithStats) {
+  test::TempDir dir;
+  std::string fixture = test::data("mlp_sequential_cpu.memrec");
+  Shot shot = test::screenshot(fixture, "--view modules --size 1280x720", dir);
+  ASSERT_TRUE(shot.layout.contains("modules")) << shot.output;
+  EXPECT_EQ(shot.layout["view"], "modules");
+  auto stats = test::run_command(quote(MEMREC_BINARY) + " stats " + quote(fixture) + " --by module --json --top 1000");
+  ASSERT_EQ(stats.exit_code, 0) << stats.output;
+  nlohmann::json S = nlohmann::json::parse(stats.output);
+  uint64_t none = 0, live = 0;
+  for (const auto& g : S["live"]) {
+    live += g["bytes"].get<uint64_t>();
+    if (g["key"] == "<none>") none = g["bytes"].get<uint64_t>();
+  }
+  std::map<std::string, uint64_t> top;
+  uint64_t parameters = 0;
+  for (const auto& b : shot.layout["modules"]["boxes"]) {
+    uint64_t split = 0;
+    for (const auto& [category, bytes] : b["by_category"].items()) split += bytes.get<uint64_t>();
+    EXPECT_EQ(split, b["bytes"].get<uint64_t>()) << b["label"];
+    if (b["depth"] == 0) EXPECT_EQ(b["bytes"].get<uint64_t>(), live);
+    if (b["depth"] == 1) top[b["label"].get<std::string>()] = b["bytes"].get<uint64_t>();
+    if (b["depth"] == 2 && b["by_category"].contains("parameter")) parameters += b["by_category"]["parameter"].get<uint64_t>();
+  }
+  EXPECT_EQ(top["<no module>"], none);
+  ASSERT_TRUE(top.count("Sequential")) << shot.layout["modules"].dump();
+  EXPECT_GT(parameters, 0u) << "the layers' boxes hold their parameters";
+  keep_for_readme(dir, "viewer_modules.png");
+}
+
 // --view timeline --range: the plot spans the range (its columns cover T1..T2 to within a column).
 TEST(TimelineShotRange, TheTimelineSpansTheRange) {
   test::TempDir dir;

@@ -76,7 +76,9 @@ App::App(std::future<std::unique_ptr<Document>> loading, int width, int height, 
     fb.gen(1, &framebuffer_);
     fb.bind(GL_FRAMEBUFFER, framebuffer_);
     fb.texture(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_TEXTURE_2D, color_, 0);
-    if (fb.status(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE) throw Error("cannot render off-screen");
+    if (GLenum status = fb.status(GL_FRAMEBUFFER); status != GL_FRAMEBUFFER_COMPLETE)
+      throw Error(fmt::format("cannot render off-screen: a {}x{} framebuffer is incomplete (status 0x{:x}, {})", width,
+                              height, status, reinterpret_cast<const char*>(glGetString(GL_RENDERER))));
   }
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
