@@ -104,7 +104,7 @@ void draw_flat(const Document& doc, ViewState& state) {
       else highlight_key(doc, state, *state.flat, g);
     }
     ImGui::PopID();
-    draw_row_values(GroupNode{.bytes = g.bytes, .blocks = g.count}, total);
+    draw_row_values(GroupNode{.bytes = g.bytes, .blocks = g.count, .children = {}}, total);
   }
 }
 

@@ -181,6 +181,8 @@ class FlameView {
   uint64_t built_version_ = 0;
 };
 void draw_inspector(const Document& doc, ViewState& state);
+// "0.weight.exp_avg (optimizer_state)" for an owned block, "" otherwise: the inspector's and the hover's owner line.
+std::string owner_text(const Document& doc, uint32_t id);
 
 class SegmentsView {
  public:
