@@ -312,6 +312,11 @@ ranks_bench() {
   timeout 300 "$BUILD/bench/bench_ranks" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
 }
 
+# Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py).
+step_modes() {
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py | tee -a "$OUT/summary.txt"
+}
+
 # Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer.
 owners() {
   mkdir -p /tmp/owners
@@ -343,7 +348,7 @@ analysis_bench() {
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench ranks ranks_bench
-              owners example benchmarks analysis_bench)
+              owners step_modes example benchmarks analysis_bench)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"
