@@ -380,12 +380,16 @@ uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t) 
   return best;
 }
 
+bool is_cpu_device(const Snapshot& s, uint8_t device) {
+  auto type = s.metadata.find(fmt::format("device.{}.type", device));
+  return type != s.metadata.end() && type->second == "cpu";
+}
+
 Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t step) {
   RangeSet set = segments_after(s, r, step);
   const auto& ranges = set.ranges();
   Fragmentation f;
-  auto type = s.metadata.find(fmt::format("device.{}.type", r.device()));
-  f.cpu = type != s.metadata.end() && type->second == "cpu";
+  f.cpu = is_cpu_device(s, r.device());
   std::map<uint64_t, std::vector<Piece>> pieces;  // segment addr -> blocks inside it
   for (uint32_t id = 0; id < r.alloc_steps().size(); ++id) {
     // Decided on the step arrays: most blocks are long gone, and only the others need their event.

@@ -133,6 +133,9 @@ std::vector<std::string> run_layers(const Snapshot& s, uint8_t device);
 // the one layer whose last component it is ("3" for "layers.3"). Throws Error when none does, or several.
 std::string find_layer(const std::vector<std::string>& layers, const std::string& given);
 
+// Whether the recording says the device is the CPU (metadata device.N.type), whose allocator keeps no cache.
+bool is_cpu_device(const Snapshot& s, uint8_t device);
+
 // Reserved bytes minus allocated bytes, split into the causes the caching allocator's rules explain.
 // Each free byte of every segment lands in exactly one field, so the fields sum to reserved - allocated.
 struct Fragmentation {
