@@ -100,9 +100,10 @@ class Recording:
 
     def _repr_html_(self):
         peak_bytes, peak_text = self.peak()
-        rows = "".join(f"<tr><td title='{o['bytes']} bytes'>{format_bytes(o['bytes'])}</td>"
-                       f"<td>{100 * o['share']:.1f}%</td><td>{o['count']}</td><td>{html.escape(o['key'])}</td></tr>"
-                       for o in self.owners())
+        right = "style='text-align:right;padding-right:1em'"
+        rows = "".join(f"<tr><td {right} title='{o['bytes']} bytes'>{format_bytes(o['bytes'])}</td>"
+                       f"<td {right}>{100 * o['share']:.1f}%</td><td {right}>{o['count']}</td>"
+                       f"<td style='text-align:left'>{html.escape(o['key'])}</td></tr>" for o in self.owners())
         return (f"<div class='memrec'><p><code>{html.escape(self.path)}</code>: peak allocated "
                 f"<b class='memrec-peak' title='{peak_bytes} bytes'>{peak_text}</b></p>"
                 f"{timeline_svg(self.samples, peak_bytes)}"
@@ -169,20 +170,22 @@ def timeline_svg(samples, peak_bytes):
     peak_x = _MARGIN + next(c for c, (a, _) in enumerate(tops) if a >= peak_bytes)
     base = y(0)
     duration = format_duration(round((samples[-1][0] - samples[0][0]) * 1000))
+    legend = "<tspan fill='#4c78a8'>allocated</tspan>"
+    reserved_line = ""
+    if any(r for _, r in tops):  # a CPU recording reserves nothing
+        legend += "  <tspan fill='#e45756'>reserved</tspan>"
+        reserved_line = f"<polyline points='{reserved}' fill='none' stroke='#e45756' stroke-width='1.5'/>"
     return (f"<svg xmlns='http://www.w3.org/2000/svg' class='memrec-timeline' width='{_WIDTH}' height='{_HEIGHT}' "
             f"font-family='sans-serif' font-size='11'>"
             f"<polygon points='{_MARGIN},{base} {allocated} {_WIDTH - 1},{base}' fill='#4c78a8' fill-opacity='0.6'/>"
-            + (f"<polyline points='{reserved}' fill='none' stroke='#e45756' stroke-width='1.5'/>"
-               if any(r for _, r in tops) else "")
-            + f"<line x1='{peak_x}' y1='10' x2='{peak_x}' y2='{base}' stroke='black' stroke-dasharray='3,3'/>"
+            f"{reserved_line}<line x1='{peak_x}' y1='10' x2='{peak_x}' y2='{base}' stroke='black' stroke-dasharray='3,3'/>"
             f"<text x='{peak_x + 4}' y='20'>peak {format_bytes(peak_bytes)}</text>"
             f"<line x1='{_MARGIN}' y1='{base}' x2='{_WIDTH}' y2='{base}' stroke='#888'/>"
             f"<text x='{_MARGIN - 4}' y='{y(high) + 4}' text-anchor='end'>{format_bytes(high)}</text>"
             f"<text x='{_MARGIN - 4}' y='{base}' text-anchor='end'>0</text>"
             f"<text x='{_MARGIN}' y='{_HEIGHT - 4}'>0</text>"
             f"<text x='{_WIDTH}' y='{_HEIGHT - 4}' text-anchor='end'>+{duration}</text>"
-            f"<text x='{_MARGIN + plot // 2}' y='{_HEIGHT - 4}' text-anchor='middle'>"
-            f"<tspan fill='#4c78a8'>allocated</tspan>  <tspan fill='#e45756'>reserved</tspan></text></svg>")
+            f"<text x='{_MARGIN + plot // 2}' y='{_HEIGHT - 4}' text-anchor='middle'>{legend}</text></svg>")
 
 
 # The CLI's units (report/src/units.cpp), so the bytes read the same here as in `memrec stats`; the notebook test

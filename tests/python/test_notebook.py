@@ -60,7 +60,7 @@ def check_recording(shown):
         fail("no timeline picture in the cell's output")
     owners = json.loads(memrec("stats", path, "--by", "owner", "--json"))["live"]
     for owner in owners[:3]:
-        if f"<td>{html.escape(owner['key'])}</td>" not in shown:
+        if f">{html.escape(owner['key'])}</td>" not in shown:
             fail(f"owner {owner['key']} of memrec stats --by owner is not shown")
     if not any(o["key"] == "0.weight" for o in owners):
         fail(f"the model's parameters have no owner rows: {[o['key'] for o in owners]}")

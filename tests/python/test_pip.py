@@ -59,25 +59,25 @@ def check_entry_points(source, venv, cwd, env):
     if not out.startswith(venv) or not out.strip().endswith("False"):
         fail(f"import memrec should load the venv's package without torch: {out}")
     _, err = run("memrec", "record", "-o", "x.memrec", "--", "python", *train, cwd=cwd, env=env)
-    if "wrote x.memrec" not in err:
+    if "x.memrec (" not in err:
         fail(f"memrec record did not write x.memrec: {err}")
     out, _ = run("python", "-m", "memrec", "info", "x.memrec", cwd=cwd, env=env)
     if "alloc" not in out:
         fail(f"python -m memrec info printed no events: {out}")
     _, err = run("python", "-m", "memrec", "record", "-o", "y.memrec", *train, cwd=cwd, env=env)
-    if "wrote y.memrec" not in err or peak("y.memrec", cwd, env) != peak("x.memrec", cwd, env):
+    if "y.memrec (" not in err or peak("y.memrec", cwd, env) != peak("x.memrec", cwd, env):
         fail(f"python -m memrec record train.py should record what memrec record -- python train.py does: {err}")
     out, _ = run("python", "-m", "memrec", "info", "y.memrec", cwd=cwd, env=env)
     if os.path.join(venv, "bin", "python") not in out:
         fail(f"python -m memrec record should run the script with {venv}/bin/python: {out}")
-    _, err = run("memrec", "run", "mlp", "--steps", "1", "-o", "run.memrec", cwd=cwd, env=env)
-    if "wrote run.memrec" not in err + _:
-        fail(f"memrec run (memrec-run in the package) wrote nothing: {err}")
+    out, err = run("memrec", "run", "mlp", "--steps", "1", "-o", "run.memrec", cwd=cwd, env=env)
+    if "wrote run.memrec" not in out:
+        fail(f"memrec run (memrec-run in the package) wrote nothing: {out}{err}")
 
 
 def check_cpp_program(program, cwd, env):
     _, err = run("memrec", "record", "-o", "cpp.memrec", "--", program, cwd=cwd, env=env)
-    if "wrote cpp.memrec" not in err:
+    if "cpp.memrec (" not in err:
         fail(f"the packaged preload library did not record {program}: {err}")
 
 
