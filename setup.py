@@ -47,7 +47,7 @@ def cmake_arguments(torch):
 
 
 def viewer_libraries():
-    return subprocess.run(["pkg-config", "--exists", "imgui", "glfw3", "gl"]).returncode == 0
+    return shutil.which("pkg-config") and subprocess.run(["pkg-config", "--exists", "imgui", "glfw3", "gl"]).returncode == 0
 
 
 def torch_requirement(torch):
@@ -74,6 +74,7 @@ class CMakeBuild(build_ext):
 
 
 TORCH = import_torch()
+os.makedirs(os.path.join(HERE, "build-pip"), exist_ok=True)  # setuptools' own build and egg-info stay out of build/
 setup(
     version=version(),
     install_requires=[torch_requirement(TORCH)],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Executes a notebook that uses memrec's magics in a real IPython kernel (nbclient) and checks what it shows.
 
-The kernel is this interpreter, which must import memrec (the build tree's python/ on PYTHONPATH, or a pip install).
+The kernel runs this interpreter, which must import memrec (the build tree's python/ on PYTHONPATH, or a pip install).
 A %%memrec cell trains a small model; its output must show the timeline picture, the peak that `memrec stats --json`
 and `memrec stats` give for the file it wrote, and the owners; %memrec_report must show the report of that file.
 """
@@ -73,10 +73,22 @@ def check_report(shown, path, peak_text):
         fail(f"%memrec_report does not show the report of {path} with its peak {peak_text}")
 
 
+def this_python_kernel(folder):
+    """A kernel spec running this interpreter (Debian's python3 spec names /usr/bin/python3, not a venv's)."""
+    spec = os.path.join(folder, "kernels", "this-python")
+    os.makedirs(spec)
+    with open(os.path.join(spec, "kernel.json"), "w") as f:
+        json.dump({"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                   "display_name": "this Python", "language": "python"}, f)
+    os.environ["JUPYTER_PATH"] = folder
+    return "this-python"
+
+
 def main():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
     with tempfile.TemporaryDirectory(prefix="memrec-notebook-") as folder:
-        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}}).execute()
+        kernel = this_python_kernel(folder)
+        NotebookClient(nb, timeout=300, kernel_name=kernel, resources={"metadata": {"path": folder}}).execute()
         recorded = nb.cells[1]
         text = [o["data"]["text/plain"] for o in recorded["outputs"] if "text/plain" in o.get("data", {})]
         if not text or "peak allocated" not in text[0]:

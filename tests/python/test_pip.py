@@ -87,15 +87,16 @@ def main():
     p.add_argument("--python", default="/usr/bin/python3")
     p.add_argument("--cpp-program")
     a = p.parse_args()
+    source = os.path.abspath(a.source)
     with tempfile.TemporaryDirectory(prefix="memrec-pip-") as folder:
-        venv = build_and_install(os.path.abspath(a.source), a.python, folder)
+        venv = build_and_install(source, a.python, folder)
         work = os.path.join(folder, "work")
         os.mkdir(work)
         env = user_environment(venv)
-        check_entry_points(os.path.abspath(a.source), venv, work, env)
+        check_entry_points(source, venv, work, env)
         if a.cpp_program:
-            check_cpp_program(a.cpp_program, work, env)
-        run("python", os.path.join(a.source, "tests", "python", "test_notebook.py"), cwd=work, env=env)
+            check_cpp_program(os.path.abspath(a.cpp_program), work, env)
+        run("python", os.path.join(source, "tests", "python", "test_notebook.py"), cwd=work, env=env)
     print("pip ok: memrec record, python -m memrec, import memrec, memrec run and the magics work from the venv")
 
 
