@@ -34,8 +34,8 @@ def version():
 
 
 def cmake_arguments(torch):
-    args = ["-DCMAKE_BUILD_TYPE=RelWithDebInfo", f"-DMEMREC_PYTHON={sys.executable}", "-DMEMREC_BUILD_TESTS=OFF",
-            "-DMEMREC_BUILD_BENCH=OFF", "-DMEMREC_INSTALL=OFF",
+    args = ["-DCMAKE_BUILD_TYPE=RelWithDebInfo", f"-DMEMREC_PYTHON={sys.executable}", "-DMEMREC_WITH_PYTHON=ON",
+            "-DMEMREC_BUILD_TESTS=OFF", "-DMEMREC_BUILD_BENCH=OFF", "-DMEMREC_INSTALL=OFF",
             "-DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON",  # the installed binaries find this torch's libraries
             f"-DMEMREC_WITH_CUDA={'ON' if torch.version.cuda else 'OFF'}",
             f"-DMEMREC_WITH_VIEWER={'ON' if viewer_libraries() else 'OFF'}"]
@@ -47,7 +47,8 @@ def cmake_arguments(torch):
 
 
 def viewer_libraries():
-    return shutil.which("pkg-config") and subprocess.run(["pkg-config", "--exists", "imgui", "glfw3", "gl"]).returncode == 0
+    check = ["pkg-config", "--exists", "imgui", "glfw3", "gl"]
+    return shutil.which("pkg-config") and subprocess.run(check).returncode == 0
 
 
 def torch_requirement(torch):
