@@ -38,7 +38,10 @@ def run_memrec(*args):
 
 @magics_class
 class MemrecMagics(Magics):
-    last = None  # the last recording's path
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.last = None    # the last recording's path
+        self.folder = None  # where cells' recordings go unless the magic names a file
 
     @cell_magic
     def memrec(self, line, cell):
@@ -50,22 +53,21 @@ class MemrecMagics(Magics):
             self.shell.run_cell(cell)
         finally:
             _recording.stop()
-        MemrecMagics.last = path
+        self.last = path
         show(lambda: Recording(path))
 
     @line_magic
     def memrec_report(self, line):
         """%memrec_report [PATH]: the `memrec report` page of PATH (default: the last %%memrec cell's recording)."""
-        path = line.strip() or MemrecMagics.last
+        path = line.strip() or self.last
         if not path:
             print("memrec: no recording yet: record a cell with %%memrec first, or name a file")
             return
         show(lambda: Report(path))
 
     def _cell_path(self):
-        if not hasattr(MemrecMagics, "_folder"):
-            MemrecMagics._folder = tempfile.mkdtemp(prefix="memrec-")
-        return os.path.join(MemrecMagics._folder, f"cell{self.shell.execution_count}.memrec")
+        self.folder = self.folder or tempfile.mkdtemp(prefix="memrec-")
+        return os.path.join(self.folder, f"cell{self.shell.execution_count}.memrec")
 
 
 def show(make):
