@@ -48,6 +48,12 @@ std::string read_bytes(const fs::path& path) {
   return out.str();
 }
 
+struct Picture {
+  std::string png;
+  std::string missing;  // why there is none
+};
+
+#ifdef MEMREC_HAS_VIEW
 std::optional<std::string> find_in_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::istringstream dirs(path ? path : "");
@@ -110,11 +116,7 @@ std::string last_line(const std::string& text) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   return last.empty() ? "no output" : last;
 }
-
-struct Picture {
-  std::string png;
-  std::string missing;  // why there is none
-};
+#endif
 
 // Renders the timeline with this same binary's `memrec view --screenshot`, under a virtual X server when
 // there is no display, since the viewer needs one.

@@ -326,6 +326,30 @@ ranks_bench() {
   timeout 300 "$BUILD/bench/bench_ranks" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
 }
 
+# Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py).
+step_modes() {
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py | tee -a "$OUT/summary.txt"
+}
+
+# Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer.
+owners() {
+  mkdir -p /tmp/owners
+  python3 bench/owners_models.py "$MEMREC" /tmp/owners | tee -a "$OUT/summary.txt"
+}
+
+# pip install from this clone into the Python whose torch CUDA trains with (no registry here: --no-index), then the
+# entry points as a user of that venv runs them, from outside the clone.
+pip_install() {
+  MEMREC_CMAKE_ARGS="-DMEMREC_EXTRA_INCLUDE=$PWD/.deps/usr/include" python3 -m pip install --no-index \
+    --no-build-isolation . > /tmp/pip.log 2>&1 || { tail -40 /tmp/pip.log; return 1; }
+  local train=$PWD/examples/train.py
+  (cd /tmp && memrec record --force -o /tmp/pip.memrec -- python3 "$train" --steps 2 --layers 2) > /tmp/pip-record.log 2>&1 ||
+    { tail -30 /tmp/pip-record.log; return 1; }
+  grep wrote /tmp/pip-record.log
+  (cd /tmp && python3 -m memrec info /tmp/pip.memrec) | grep -E "device.0.type|peak allocated"
+  (cd /tmp && python3 -c "import memrec; print(memrec.__file__)")
+}
+
 example() {
   "$BUILD/recorder/example/memrec_example" /tmp/example.memrec 2>&1 | tee -a "$OUT/summary.txt"
 }
@@ -351,7 +375,7 @@ analysis_bench() {
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
-              ranks ranks_bench example benchmarks analysis_bench)
+              ranks ranks_bench owners step_modes example benchmarks analysis_bench pip_install)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"
