@@ -1,5 +1,6 @@
 #include "sqlite.h"
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -22,7 +23,10 @@ void Database::exec(const std::string& sql) { check(sqlite3_exec(db_, sql.c_str(
 void Database::check(int rc) {
   if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return;
   const char* what = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-  int system = db_ ? sqlite3_system_errno(db_) : 0;
+  // SQLite keeps the system's reason for a failed write only until it rolls back (a failed COMMIT loses it), while
+  // errno still holds it then.
+  bool io = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL;
+  int system = !io ? 0 : db_ && sqlite3_system_errno(db_) ? sqlite3_system_errno(db_) : errno;
   if (system) throw Error(fmt::format("cannot write {}: {} ({})", path_, std::strerror(system), what));
   throw Error(fmt::format("cannot write {}: {}", path_, what));
 }

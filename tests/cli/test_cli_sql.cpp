@@ -22,7 +22,8 @@ using test::quote;
 using test::TempDir;
 
 // A recording of each kind: memrec's own (with owners, and with the CUDA allocator's segments) and PyTorch's pickle.
-const std::vector<std::string> kRuns = {test::data("transformer_2layer_cpu.memrec"), test::data("alloc_default.memrec"),
+// adam_mlp_cpu.memrec is `memrec record` of tests/scripts/adam_mlp.py on the CPU (Debian's torch 1.13, at 469f2e6).
+const std::vector<std::string> kRuns = {test::data("adam_mlp_cpu.memrec"), test::data("alloc_default.memrec"),
                                         test::data("torch_2layer_all.pickle")};
 
 json stats_json(const std::string& run, const std::string& args) {
@@ -31,9 +32,16 @@ json stats_json(const std::string& run, const std::string& args) {
   return json::parse(r.output);
 }
 
+// `text` as one shell word, whatever quotes it holds.
+std::string shell_word(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 // The rows sqlite3 prints for `sql`, as JSON objects.
 json query(const std::string& db, const std::string& sql) {
-  auto r = test::run_command("sqlite3 -json " + quote(db) + " " + quote(sql));
+  auto r = test::run_command("sqlite3 -json " + quote(db) + " " + shell_word(sql));
   EXPECT_EQ(r.exit_code, 0) << sql << "\n" << r.output;
   return r.output.empty() ? json::array() : json::parse(r.output);
 }
