@@ -30,25 +30,15 @@ void add_stats(CLI::App& app) {
   auto* cmd = app.add_subcommand("stats", "Peaks, what was live then, top sites, sizes, fragmentation, OOMs");
   struct Options {
     StatsQuery q;
-    std::vector<std::string> inputs;
     bool json = false;
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("input", o->inputs, ".memrec file or PyTorch pickle (one per rank with --by rank)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("input", o->q.files, ".memrec file or PyTorch pickle (one per rank with --by rank)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--at", o->q.at, "'peak' (default) or a time since the start: 1.5s, 250ms, 40us");
   cmd->add_flag("--kernels", o->q.kernels, "add the top kernels by GPU time");
   cmd->add_flag("--full-stack", o->q.full_stack, "with --by stack: print each row's whole stack, frames marked site, user or internal");
   add_common(cmd, o->q.by, o->q.top, o->q.device, o->json, true);
-  cmd->callback([o] {
-    const StatsQuery& q = o->q;
-    if (q.by == "rank") {
-      if (q.at != "peak" || q.kernels) throw Error("--by rank compares the ranks at their peaks: --at and --kernels take one file");
-      return print_answer(ranks_answer({.files = o->inputs, .top = q.top, .device = q.device}), o->json);
-    }
-    if (o->inputs.size() > 1) throw Error(fmt::format("stats reads one file ({} given); several only with --by rank", o->inputs.size()));
-    o->q.file = o->inputs.front();
-    print_answer(stats_answer(q), o->json);
-  });
+  cmd->callback([o] { print_answer(stats_answer(o->q), o->json); });
 }
 
 void add_diff(CLI::App& app) {

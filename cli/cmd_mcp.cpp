@@ -1,5 +1,6 @@
 // memrec mcp: the analysis commands as Model Context Protocol tools over stdio. Each tool fills the query its
 // command fills from flags and returns the JSON the command prints with --json (queries.h).
+#include <csignal>
 #include <iostream>
 
 #include "commands.h"
@@ -72,7 +73,8 @@ mcp::Tool stats_tool() {
               "fragmentation, OOMs (memrec stats --json)",
               object_schema(std::move(properties), {"file"}), [](const json& a) {
                 StatsQuery q;
-                read(a, "file", q.file), read(a, "at", q.at), read(a, "by", q.by), read(a, "top", q.top);
+                q.files = {a["file"].get<std::string>()};
+                read(a, "at", q.at), read(a, "by", q.by), read(a, "top", q.top);
                 read(a, "device", q.device), read(a, "kernels", q.kernels), read(a, "full_stack", q.full_stack);
                 return stats_answer(q);
               });
@@ -134,6 +136,7 @@ void add_mcp_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("mcp", "Serve info, stats, diff, ranks and the what-ifs to agents: the Model Context "
                                         "Protocol over stdin/stdout");
   cmd->callback([] {
+    std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up ends the session at the next read, not by a signal
     mcp::Server server("memrec", "0.1.0",
                        {info_tool(), stats_tool(), diff_tool(), ranks_tool(), checkpoint_tool(), allocator_tool()});
     server.serve(std::cin, std::cout);

@@ -56,9 +56,14 @@ uint64_t parse_memory(const std::string& text) {
 
 Answer stats_answer(const StatsQuery& q) {
   if (q.full_stack && q.by != "stack") throw Error(fmt::format("--full-stack goes with --by stack, not --by {}", q.by));
+  if (q.by == "rank") {
+    if (q.at != "peak" || q.kernels) throw Error("--by rank compares the ranks at their peaks: --at and --kernels take one file");
+    return ranks_answer({.files = q.files, .top = q.top, .device = q.device});
+  }
+  if (q.files.size() != 1) throw Error(fmt::format("stats reads one file ({} given); several only with --by rank", q.files.size()));
   StatsOptions o{.at_ns = parse_at(q.at), .by = group_by(q.by), .top = q.top, .device = q.device,
                  .kernels = q.kernels, .full_stack = q.full_stack};
-  StatsResult r = stats(load_snapshot(q.file, stderr), o);
+  StatsResult r = stats(load_snapshot(q.files.front(), stderr), o);
   return {stats_json(r), stats_text(r)};
 }
 

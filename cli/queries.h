@@ -20,8 +20,10 @@ struct Answer {
 
 inline constexpr size_t kMaxTop = 100000;  // --top's range is 1..kMaxTop
 
+// One file; with by "rank", the files of a run's ranks (ranks_answer).
 struct StatsQuery {
-  std::string file, at = "peak", by = "stack";
+  std::vector<std::string> files;
+  std::string at = "peak", by = "stack";
   size_t top = 15;
   std::optional<uint8_t> device;
   bool kernels = false, full_stack = false;

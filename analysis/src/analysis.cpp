@@ -19,7 +19,7 @@ namespace {
 
 constexpr std::array<std::string_view, kCategoryCount> kCategoryNames = {
     "parameter", "input", "activation", "gradient", "optimizer_state", "temporary", "unknown"};
-constexpr std::array<std::string_view, 8> kGroupByNames = {"stack", "op",   "module", "phase",
+constexpr std::array<std::string_view, kGroupByCount> kGroupByNames = {"stack", "op",   "module", "phase",
                                                            "category", "layer", "pool", "owner"};
 constexpr uint64_t kBlockGranularity = 512;  // the caching allocator's kMinBlockSize
 

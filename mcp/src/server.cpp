@@ -30,6 +30,9 @@ json id_of(const json& message) {
   return id.is_string() || id.is_number() ? id : json(nullptr);
 }
 
+// JSON as one line; bytes that are not UTF-8 (a frame name from a binary) become U+FFFD instead of failing.
+std::string text_of(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void check_request(const json& message) {
   if (!message.is_object()) throw RpcError{kInvalidRequest, "a request is a JSON object"};
   if (message.value("jsonrpc", json()) != "2.0") throw RpcError{kInvalidRequest, "\"jsonrpc\" must be \"2.0\""};
@@ -47,9 +50,9 @@ Server::Server(std::string name, std::string version, std::vector<Tool> tools)
     : name_(std::move(name)), version_(std::move(version)), tools_(std::move(tools)) {}
 
 json Server::initialize(const json& params) const {
-  std::string asked = params.value("protocolVersion", json("")).is_string() ? params.value("protocolVersion", "") : "";
-  bool known = std::find(kVersions.begin(), kVersions.end(), asked) != kVersions.end();
-  return {{"protocolVersion", known ? asked : std::string(kVersions.front())},
+  const json asked = params.value("protocolVersion", json());
+  bool known = asked.is_string() && std::find(kVersions.begin(), kVersions.end(), asked.get<std::string>()) != kVersions.end();
+  return {{"protocolVersion", known ? asked : json(kVersions.front())},
           {"capabilities", {{"tools", {{"listChanged", false}}}}},
           {"serverInfo", {{"name", name_}, {"version", version_}}}};
 }
@@ -76,7 +79,7 @@ json Server::call_tool(const json& params) const {
   } catch (const InvalidParams& e) {
     throw RpcError{kInvalidParams, name + ": " + e.what()};
   }
-  return {{"content", json::array({{{"type", "text"}, {"text", result.dump()}}})},
+  return {{"content", json::array({{{"type", "text"}, {"text", text_of(result)}}})},
           {"structuredContent", result},
           {"isError", false}};
 }
@@ -112,7 +115,7 @@ void Server::serve(std::istream& in, std::ostream& out) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    if (std::optional<json> r = reply(line)) out << r->dump(-1, ' ', false, json::error_handler_t::replace) << '\n' << std::flush;
+    if (std::optional<json> r = reply(line)) out << text_of(*r) << '\n' << std::flush;
   }
 }
 

@@ -3,6 +3,7 @@
 #include "memrec/sqlite_export.h"
 
 #include <array>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -94,33 +95,28 @@ void write_events(Database& db, const Replay& r) {
 }
 
 // Every grouping's key of every block, in GroupBy's order.
-std::array<BlockKeys, 8> all_keys(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids,
+std::array<BlockKeys, kGroupByCount> all_keys(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids,
                                   std::span<const Category> categories) {
-  std::array<BlockKeys, 8> out;
+  std::array<BlockKeys, kGroupByCount> out;
   for (size_t by = 0; by < out.size(); ++by) out[by] = block_keys(s, r, ids, static_cast<GroupBy>(by), categories);
   return out;
 }
 
 void write_blocks(Database& db, const Snapshot& s, const Replay& r) {
   std::vector<uint32_t> ids(r.allocations().size());
-  for (uint32_t id = 0; id < ids.size(); ++id) ids[id] = id;
+  std::iota(ids.begin(), ids.end(), 0);
   std::vector<Category> categories = categorize(s, r);
-  std::array<BlockKeys, 8> keys = all_keys(s, r, ids, categories);
-  auto key = [&](GroupBy by, uint32_t id) {
-    const BlockKeys& k = keys[static_cast<size_t>(by)];
-    return key_column(k.keys[k.of[id]]);
-  };
+  std::array<BlockKeys, kGroupByCount> keys = all_keys(s, r, ids, categories);
   Statement row(db, "INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  for (uint32_t id : ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    uint32_t id = ids[i];
     Allocation a = r.allocation(id);
     uint32_t rounding = a.event == kNoEvent ? 0 : s.events[a.event].rounding;
     uint32_t owner = r.owner_of(id);
     row << r.device() << id << a.addr << a.size + rounding << a.size << a.stream
         << step_column(a.alloc_step).value_or(-1) << step_column(a.free_step) << step_column(a.completed_step)
         << time_column(r, a.alloc_step) << time_column(r, a.free_step) << a.stack << a.scope;
-    for (GroupBy by : {GroupBy::stack, GroupBy::op, GroupBy::module, GroupBy::phase, GroupBy::category,
-                       GroupBy::layer, GroupBy::pool, GroupBy::owner})
-      row << key(by, id);
+    for (const BlockKeys& k : keys) row << key_column(k.keys[k.of[i]]);  // site, op, ...: GroupBy's order
     row << (owner == kNoOwner ? std::nullopt : std::optional(to_string(s.owners[owner].kind)));
     row.insert();
   }

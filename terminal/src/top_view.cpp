@@ -63,8 +63,10 @@ std::vector<std::string> chart_lines(const TopDocument& doc, const Series& serie
                        format_bytes(peak.bytes), moment(r, peak.step));
   };
   int marker = axis.column_of(r.time_of(step) - r.time_of(kNoEvent));
-  return {row("allocated", series.allocated, r.peak_allocated()), row("reserved", series.reserved, r.peak_reserved()),
-          std::string(kLabelWidth + marker, ' ') + "^"};
+  // As stats says it: a recording without reserved bytes (the CPU allocator's) has no reserved peak.
+  std::string reserved = r.peak_reserved().bytes ? row("reserved", series.reserved, r.peak_reserved())
+                                                 : fmt::format("{:<{}}none", "reserved", kLabelWidth);
+  return {row("allocated", series.allocated, r.peak_allocated()), reserved, std::string(kLabelWidth + marker, ' ') + "^"};
 }
 
 std::string instant_line(const TopDocument& doc, uint32_t step) {

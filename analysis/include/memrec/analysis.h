@@ -81,6 +81,7 @@ std::string owner_label(const Snapshot& s, const Replay& r, uint32_t id);
 // module and layer: the module scope the block was allocated in, or, for a block with an owner, the owner's
 // module. owner: the owner's name ("<none>" for blocks without one).
 enum class GroupBy : uint8_t { stack, op, module, phase, category, layer, pool, owner };
+inline constexpr size_t kGroupByCount = 8;
 std::string_view to_string(GroupBy g);
 std::optional<GroupBy> group_by_from_string(std::string_view s);
 // Every grouping's name, in GroupBy's order: "stack", "op", "module", ...
