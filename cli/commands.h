@@ -35,5 +35,7 @@ void add_run_command(CLI::App& app);    // run (cmd_run.cpp in memrec-run, built
 void add_view_command(CLI::App& app);   // view (cmd_view.cpp, built with MEMREC_WITH_VIEWER)
 void add_report_command(CLI::App& app); // report (cmd_report.cpp)
 void add_record_command(CLI::App& app); // record (cmd_record.cpp)
+void add_mcp_command(CLI::App& app);    // mcp (cmd_mcp.cpp)
+void add_top_command(CLI::App& app);    // top (cmd_top.cpp, built where curses is)
 
 }  // namespace memrec::cli

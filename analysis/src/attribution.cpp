@@ -230,17 +230,18 @@ std::vector<SegmentAt> SegmentHistory::at(uint32_t step, std::span<const uint32_
   return out;
 }
 
+std::string pool_name(const Segment& seg) {
+  if (seg.pool_id[0] == 0 && seg.pool_id[1] == 0) return "default pool";
+  return fmt::format("pool ({}, {})", seg.pool_id[0], seg.pool_id[1]);
+}
+
 std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step) {
   return SegmentHistory(s, r).at(step, r.live_after(step));
 }
 
 namespace {
 
-std::string pool_key(const Segment* seg) {
-  if (!seg) return "unknown pool";
-  if (seg->pool_id[0] == 0 && seg->pool_id[1] == 0) return "default pool";
-  return fmt::format("pool ({}, {})", seg->pool_id[0], seg->pool_id[1]);
-}
+std::string pool_key(const Segment* seg) { return seg ? pool_name(*seg) : "unknown pool"; }
 
 // The segment of segments_end on the replay's device that holds [addr, addr + size), or null.
 const Segment* end_segment_holding(const Snapshot& s, const Replay& r, uint64_t addr, uint64_t size) {

@@ -138,5 +138,7 @@ class SegmentHistory {
 // own; "unknown pool" when no segment the snapshot lists (segments_start/end) holds the block: segments seen only
 // in the trace's events, blocks outside every segment, recordings without segments (CPU).
 std::vector<std::string> pool_keys(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids);
+// A segment's pool as pool_keys() names it: "default pool", "pool (1, 0)".
+std::string pool_name(const Segment& seg);
 
 }  // namespace memrec
