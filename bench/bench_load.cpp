@@ -42,7 +42,7 @@ void BM_OpenForViewer(benchmark::State& state) {
   for (auto _ : state) {
     Snapshot s = read_file(path, {.threads = static_cast<unsigned>(state.range(1))});
     Replay r(s, 0);
-    Timeline tl(s, r);
+    Timeline tl(r);
     auto kernels = kernel_lanes(s, 0);
     auto scopes = scope_lanes(s, 0, tl.end_ns());
     benchmark::DoNotOptimize(scopes.size() + kernels.size());

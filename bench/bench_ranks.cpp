@@ -70,7 +70,7 @@ void BM_OpenRanksForViewer(benchmark::State& state) {
     RankSet set = load_ranks(paths, {.buckets = 4096, .threads = threads()});
     Snapshot s = read_file(set.ranks[set.furthest.value_or(0)].path);
     Replay r(s, 0);
-    Timeline tl(s, r);
+    Timeline tl(r);
     auto kernels = kernel_lanes(s, 0);
     auto scopes = scope_lanes(s, 0, tl.end_ns());
     benchmark::DoNotOptimize(kernels.size() + scopes.size());

@@ -6,10 +6,10 @@
 
 #include "commands.h"
 #include "output.h"
+#include "queries.h"
 #include "memrec/format.h"
 #include "memrec/load.h"
 #include "memrec/pickle.h"
-#include "memrec/info.h"
 
 namespace memrec::cli {
 namespace {
@@ -37,12 +37,15 @@ void add_import(CLI::App& app) {
 }
 
 void add_export(CLI::App& app) {
-  auto* cmd = app.add_subcommand("export", "Write a snapshot for pytorch.org/memory_viz (pickle) or Perfetto (JSON)");
+  auto* cmd = app.add_subcommand(
+      "export", "Write a snapshot for pytorch.org/memory_viz (pickle), Perfetto (JSON) or SQL queries (SQLite)");
   auto p = std::make_shared<Paths>();
   cmd->add_option("input", p->in, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", p->out, "output file")->required();
-  cmd->add_option("--format", p->format, "pickle (memory_viz) or perfetto (Chrome trace JSON); default: from -o's extension")
-      ->check(CLI::IsMember({"pickle", "perfetto"}));
+  cmd->add_option("--format", p->format,
+                  "pickle (memory_viz), perfetto (Chrome trace JSON) or sqlite (tables: docs/sql.md); default: from "
+                  "-o's extension")
+      ->check(CLI::IsMember({"pickle", "perfetto", "sqlite"}));
   add_range_options(cmd, p->part);
   cmd->callback([p] {
     check_outputs({p->in}, {{"-o", p->out}});
@@ -56,10 +59,15 @@ void add_export(CLI::App& app) {
 
 void add_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Summarize a snapshot: devices, duration, events, peaks");
-  auto p = std::make_shared<Paths>();
-  cmd->add_option("input", p->in, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
+  struct Options {
+    std::string in;
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("input", o->in, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
   add_internal_option(cmd);
-  cmd->callback([p] { fmt::print("{}", info_report(load_snapshot(p->in, stderr))); });
+  cmd->add_flag("--json", o->json, "print JSON for scripts");
+  cmd->callback([o] { print_answer(info_answer(o->in), o->json); });
 }
 
 }  // namespace

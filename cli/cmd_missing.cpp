@@ -1,4 +1,4 @@
-// Commands this build left out (no libtorch, no viewer): they say so instead of pretending.
+// Commands this build left out (no libtorch, no viewer, no curses): they say so instead of pretending.
 #include <string>
 
 #include "commands.h"
@@ -20,6 +20,9 @@ void add_run_command(CLI::App& app) { add_unavailable(app, "run", "libtorch (MEM
 #endif
 #ifndef MEMREC_HAS_VIEW
 void add_view_command(CLI::App& app) { add_unavailable(app, "view", "the viewer (MEMREC_WITH_VIEWER=OFF)"); }
+#endif
+#ifndef MEMREC_HAS_TOP
+void add_top_command(CLI::App& app) { add_unavailable(app, "top", "curses (install libncurses-dev and rebuild)"); }
 #endif
 
 }  // namespace memrec::cli

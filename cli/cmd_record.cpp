@@ -38,13 +38,18 @@ struct RecordArgs {
   bool force = false;
 };
 
-// The installed layout (<prefix>/bin/memrec, <prefix>/lib/memrec/python), else the build tree's python/.
-fs::path python_dir() {
-  if (const char* dir = std::getenv("MEMREC_PYTHON_DIR")) return dir;
+// What goes on the program's PYTHONPATH so that its Python loads memrec's bootstrap and package. Layouts: pip's
+// (the package is the prefix, <package>/bin/memrec: the program's Python imports memrec from its own site-packages,
+// which stays out of PYTHONPATH so it cannot shadow the standard library), the CMake install (<prefix>/bin/memrec,
+// <prefix>/lib/memrec/python), the build tree's python/; MEMREC_PYTHON_DIR names a folder holding the package.
+std::vector<fs::path> python_path() {
+  auto with_boot = [](const fs::path& dir) { return std::vector<fs::path>{dir / "memrec/_boot", dir}; };
+  if (const char* dir = std::getenv("MEMREC_PYTHON_DIR")) return with_boot(dir);
   std::error_code ec;
-  fs::path installed = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "lib/memrec/python";
-  for (const fs::path& dir : {installed, fs::path(MEMREC_PYTHON_BUILD_DIR)})
-    if (!dir.empty() && fs::exists(dir / "memrec/_boot/sitecustomize.py", ec)) return dir;
+  fs::path prefix = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+  if (fs::exists(prefix / "_boot/sitecustomize.py", ec)) return {prefix / "_boot"};
+  for (const fs::path& dir : {prefix / "lib/memrec/python", fs::path(MEMREC_PYTHON_BUILD_DIR)})
+    if (!dir.empty() && fs::exists(dir / "memrec/_boot/sitecustomize.py", ec)) return with_boot(dir);
   throw Error("memrec record needs memrec's Python module, and this memrec was built without it "
               "(configure with -DMEMREC_WITH_PYTHON=ON and a Python that imports torch; docs/python.md)");
 }
@@ -269,10 +274,10 @@ fs::path make_staging(const fs::path& output) {
 
 void set_environment(const RecordArgs& a, const fs::path& recorded, const std::string& session,
                      const std::vector<std::string>& program) {
-  fs::path dir = python_dir();
-  std::string command;
+  std::string command, pythonpath;
   for (const std::string& p : program) command += (command.empty() ? "" : " ") + p;
-  setenv("PYTHONPATH", prepend_path((dir / "memrec/_boot").string() + ":" + dir.string(), getenv("PYTHONPATH")).c_str(), 1);
+  for (const fs::path& dir : python_path()) pythonpath += (pythonpath.empty() ? "" : ":") + dir.string();
+  setenv("PYTHONPATH", prepend_path(pythonpath, getenv("PYTHONPATH")).c_str(), 1);
   setenv("MEMREC_RECORD_OUTPUT", recorded.c_str(), 1);
   setenv("MEMREC_RECORD_SESSION", session.c_str(), 1);
   setenv("MEMREC_RECORD_STACKS", a.stacks.c_str(), 1);
@@ -297,7 +302,7 @@ int record(const RecordArgs& a, const std::vector<std::string>& program) {
   if (!a.force) refuse_existing(outputs);
   if (!a.window.empty()) parse_schedule(a.window);  // refused before the program starts
   Destination d{fs::absolute(a.output), record_format(a.output), {}};
-  python_dir();  // a build without the Python module says so before the program runs
+  python_path();  // a build without the Python module says so before the program runs
   if (d.format != "memrec") d.staging = make_staging(d.output);
 
   char session[] = "/tmp/memrec-record-XXXXXX";

@@ -49,6 +49,12 @@ std::string read_bytes(const fs::path& path) {
   return out.str();
 }
 
+struct Picture {
+  std::string png;
+  std::string missing;  // why there is none
+};
+
+#ifdef MEMREC_HAS_VIEW
 std::optional<std::string> find_in_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::istringstream dirs(path ? path : "");
@@ -111,11 +117,7 @@ std::string last_line(const std::string& text) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   return last.empty() ? "no output" : last;
 }
-
-struct Picture {
-  std::string png;
-  std::string missing;  // why there is none
-};
+#endif
 
 // Renders the timeline with this same binary's `memrec view --screenshot`, under a virtual X server when
 // there is no display, since the viewer needs one.
@@ -126,7 +128,8 @@ Picture render_timeline([[maybe_unused]] const ReportArgs& a) {
   ScratchDir dir;
   fs::path png = dir.path / "timeline.png", log = dir.path / "view.log";
   std::vector<std::string> args = {fs::read_symlink("/proc/self/exe").string(), "view", a.input, "--screenshot",
-                                   png.string(), "--size", "1600x700", "--at", "peak", "--device", std::to_string(*a.device)};
+                                   png.string(), "--size", "1600x700", "--view", "timeline", "--at", "peak",
+                                   "--device", std::to_string(*a.device)};
   if (!a.part.range.empty()) args.insert(args.end(), {"--range", a.part.range});
   if (!a.part.steps.empty()) args.insert(args.end(), {"--steps", a.part.steps});
   auto xvfb = find_in_path("xvfb-run");

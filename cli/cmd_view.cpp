@@ -1,4 +1,4 @@
-// `memrec view FILE... [--screenshot out.png] [--view timeline|flame|segments] [--at TIME|peak]
+// `memrec view FILE... [--screenshot out.png] [--view timeline|flame|segments|modules] [--at TIME|peak]
 //  [--range T1..T2 | --steps A..B] [--group-by KEY] [--size WxH] [--device N]`
 #include <memory>
 
@@ -18,14 +18,18 @@ void add_view_command(CLI::App& app) {
       ->required()->check(CLI::ExistingFile);
   cmd->add_option("--screenshot", opts->screenshot, "Render off-screen, write this PNG and exit");
   cmd->add_option("--at", opts->at, "Instant to analyze: 'peak' (default) or a time after the start, e.g. 12ms");
-  cmd->add_option("--view", opts->view, "The view the screenshot shows: timeline (default), flame or segments");
+  cmd->add_option("--view", opts->view, "The view the screenshot shows: timeline (default), flame, segments or modules");
   cmd->add_option("--range", opts->range,
-                  "Read only the times T1..T2 after the start, e.g. 10ms..25ms; without --view, the flame graph of "
-                  "the bytes allocated in them");
-  cmd->add_option("--steps", opts->steps, "Read only the training steps A..B (scopes named 'step N'), e.g. 3..5");
+                  "T1..T2, e.g. 10ms..25ms: the timeline zoomed to it (--view timeline), else the flame graph or "
+                  "module view of the bytes allocated in it");
+  cmd->add_option("--steps", opts->steps,
+                  "Read only the training steps A..B (scopes named 'step N'), e.g. 3..5; without --view, the flame "
+                  "graph of the bytes allocated in them");
   cmd->add_option("--group-by", opts->group_by,
                   "stack, stack-bottom-up, op, module, phase, site, category, layer or pool (default: "
                   "site in the attribution panel, stack in the flame graph)");
+  cmd->add_flag("--every-frame", opts->every_frame,
+               "Stack trees keep every frame (default: the interpreter, libc and dispatcher frames are folded)");
   cmd->add_option("--size", *size, "Window or screenshot size, WxH (default 1600x900)");
   add_device_option(cmd, opts->device);
   cmd->callback([opts, size, files] {

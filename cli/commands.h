@@ -8,8 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "memrec/range.h"
 #include "memrec/sites.h"
+#include "queries.h"
 
 namespace memrec::cli {
 
@@ -29,11 +29,7 @@ inline CLI::Option* add_internal_option(CLI::App* cmd) {
       "library path (transformers/, libmyalloc.so); repeatable; adds to MEMREC_INTERNAL");
 }
 
-// --range T1..T2 and --steps A..B: read only that part of the recording (memrec/range.h).
-struct RangeFlags {
-  std::string range, steps;
-  std::optional<Range> parsed() const { return parse_range(range, steps); }
-};
+// --range T1..T2 and --steps A..B: read only that part of the recording (RangeFlags, memrec/range.h).
 inline void add_range_options(CLI::App* cmd, RangeFlags& f) {
   cmd->add_option("--range", f.range, "read only the times T1..T2 after the start, e.g. 10s..20s");
   cmd->add_option("--steps", f.steps, "read only the training steps A..B (scopes named 'step N'), e.g. 3..5");
@@ -41,10 +37,12 @@ inline void add_range_options(CLI::App* cmd, RangeFlags& f) {
 
 void add_io_commands(CLI::App& app);        // import, export, info (cmd_io.cpp)
 void add_analysis_commands(CLI::App& app);  // stats, diff (cmd_analysis.cpp)
-void add_whatif_command(CLI::App& app);     // whatif checkpoint, whatif allocator (cmd_whatif.cpp)
+void add_whatif_command(CLI::App& app);     // whatif checkpoint, allocator, scale (cmd_whatif.cpp)
 void add_run_command(CLI::App& app);    // run (cmd_run.cpp in memrec-run, built with MEMREC_WITH_TORCH)
 void add_view_command(CLI::App& app);   // view (cmd_view.cpp, built with MEMREC_WITH_VIEWER)
 void add_report_command(CLI::App& app); // report (cmd_report.cpp)
 void add_record_command(CLI::App& app); // record (cmd_record.cpp)
+void add_mcp_command(CLI::App& app);    // mcp (cmd_mcp.cpp)
+void add_top_command(CLI::App& app);    // top (cmd_top.cpp, built where curses is)
 
 }  // namespace memrec::cli

@@ -18,5 +18,7 @@ int main(int argc, char** argv) {
   memrec::cli::add_view_command(app);
   memrec::cli::add_report_command(app);
   memrec::cli::add_record_command(app);
+  memrec::cli::add_mcp_command(app);
+  memrec::cli::add_top_command(app);
   return memrec::cli::run_app(app, argc, argv);
 }

@@ -14,6 +14,7 @@
 #include "memrec/perfetto.h"
 #include "memrec/pickle.h"
 #include "memrec/snapshot.h"
+#include "memrec/sqlite_export.h"
 
 namespace memrec::cli {
 namespace {
@@ -76,13 +77,15 @@ std::string export_format(const std::string& out, const std::string& format) {
   std::string ext = fs::path(out).extension().string();
   if (ext == ".json") return "perfetto";
   if (ext == ".pickle" || ext == ".pkl") return "pickle";
-  throw Error(fmt::format("-o {}: give --format pickle|perfetto, or an output ending in .pickle, .pkl (memory_viz) "
-                          "or .json (Perfetto)", out));
+  if (ext == ".db" || ext == ".sqlite" || ext == ".sqlite3") return "sqlite";
+  throw Error(fmt::format("-o {}: give --format pickle|perfetto|sqlite, or an output ending in .pickle, .pkl "
+                          "(memory_viz), .json (Perfetto) or .db, .sqlite (SQLite)", out));
 }
 
 void export_file(const Snapshot& s, const std::string& format, const std::string& out) {
   write_output(out, [&](const std::string& path) {
     if (format == "perfetto") export_perfetto_file(s, path);
+    else if (format == "sqlite") export_sqlite_file(s, path);
     else export_pickle_file(s, path);
   });
 }

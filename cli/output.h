@@ -24,7 +24,7 @@ struct Output {
 void check_outputs(const std::vector<std::string>& inputs, const std::vector<Output>& outputs);
 
 // The export format of `out`: `format` (--format) when given, else from the extension (.pickle/.pkl: "pickle",
-// .json: "perfetto"); throws memrec::Error naming both ways to choose otherwise.
+// .json: "perfetto", .db/.sqlite/.sqlite3: "sqlite"); throws memrec::Error naming both ways to choose otherwise.
 std::string export_format(const std::string& out, const std::string& format);
 
 // Writes `s` to `out` as export_format() named it, through write_output().

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+TARGETS="memrec memrec-run" scripts/build.sh  # what the demo runs; tests and benchmarks wait for scripts/test.sh
 mkdir -p out
 build/cli/memrec run transformer --layers 12 -o out/transformer.memrec --pickle out/transformer.pickle
 xvfb-run -a -s "-screen 0 1600x1000x24" build/cli/memrec view out/transformer.memrec --screenshot out/transformer.png

@@ -285,6 +285,20 @@ alloc_bench() {
   timeout 120 "$BUILD/bench/bench_allocator" --benchmark_filter="/10000000$" 2>&1 | grep -E "^BM_" | tee -a "$OUT/summary.txt"
 }
 
+# memrec whatif scale against measured runs (bench/scale_check.py): Hugging Face GPT-2 (124M from a config, eager
+# attention) recorded at batch 2 and 4 predicts 8, 12 and 16, at sequence 256, 512 and 1024 predicts 2048, each within
+# 5% of a recorded run; --fit's largest batch and sequence must run and the next must not (or come within 2% of the
+# device). scale_bench: bench_scale's two histories of 1M events (target: fit and predict in 3 s).
+scale() {
+  python3 bench/scale_check.py "$MEMREC" /tmp/scale | tee "$OUT/scale.md" | tee -a "$OUT/summary.txt"
+}
+
+scale_bench() {
+  ninja -C "$BUILD" bench_scale > /dev/null
+  timeout 120 "$BUILD/bench/bench_scale" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
+    grep -E "_median|^Benchmark" | tee -a "$OUT/summary.txt"
+}
+
 # Ranks side by side: torchrun with 2 ranks on CUDA, rank 1 given a larger batch, each rank's counts and peaks
 # against its own memory_stats (torchrun --tee prefixes each rank's lines with [defaultR]:), then `stats --by rank`.
 # One GPU: the ranks share it on gloo (DDP). Two GPUs (nvidia-h200-x2): DDP and FSDP2 on NCCL, a GPU each.
@@ -310,6 +324,30 @@ ranks() {
 
 ranks_bench() {
   timeout 300 "$BUILD/bench/bench_ranks" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
+}
+
+# Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py).
+step_modes() {
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py | tee -a "$OUT/summary.txt"
+}
+
+# Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer.
+owners() {
+  mkdir -p /tmp/owners
+  python3 bench/owners_models.py "$MEMREC" /tmp/owners | tee -a "$OUT/summary.txt"
+}
+
+# pip install from this clone into the Python whose torch CUDA trains with (no registry here: --no-index), then the
+# entry points as a user of that venv runs them, from outside the clone.
+pip_install() {
+  MEMREC_CMAKE_ARGS="-DMEMREC_EXTRA_INCLUDE=$PWD/.deps/usr/include" python3 -m pip install --no-index \
+    --no-build-isolation . > /tmp/pip.log 2>&1 || { tail -40 /tmp/pip.log; return 1; }
+  local train=$PWD/examples/train.py
+  (cd /tmp && memrec record --force -o /tmp/pip.memrec -- python3 "$train" --steps 2 --layers 2) > /tmp/pip-record.log 2>&1 ||
+    { tail -30 /tmp/pip-record.log; return 1; }
+  grep wrote /tmp/pip-record.log
+  (cd /tmp && python3 -m memrec info /tmp/pip.memrec) | grep -E "device.0.type|peak allocated"
+  (cd /tmp && python3 -c "import memrec; print(memrec.__file__)")
 }
 
 example() {
@@ -352,8 +390,8 @@ bench_compare() {
   >> "$OUT/summary.txt" 2>&1
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
-              gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench ranks ranks_bench
-              example benchmarks analysis_bench bench_compare)
+              gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
+              ranks ranks_bench owners step_modes example benchmarks analysis_bench bench_compare pip_install)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"

@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git python3 clang libclang-rt-14-dev
   libtorch-dev libopenblas0-pthread python3-torch python3-dev
-  libcereal-dev libzstd-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+  python3-pip python3-venv python3-setuptools python3-wheel python3-build python3-nbclient python3-ipykernel
+  libcereal-dev libzstd-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libncurses-dev tmux
   libgtest-dev libbenchmark-dev libboost-stacktrace-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev
   xvfb xauth x11-apps imagemagick chromium

@@ -8,6 +8,12 @@ pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json REQUIRED)
+# Optional: without SQLite, `memrec export --format sqlite` says it is unavailable (Debian: libsqlite3-dev).
+find_package(SQLite3)
+# Optional: without curses (Debian: libncurses-dev), `memrec top` says it is unavailable.
+set(CURSES_NEED_NCURSES TRUE)
+set(CURSES_NEED_WIDE TRUE)
+find_package(Curses)
 
 add_library(memrec_cereal INTERFACE)
 find_package(cereal QUIET)

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/analysis.h"
 #include "memrec/sites.h"
 
 namespace memrec {
@@ -269,21 +270,6 @@ std::vector<SettingPrediction> predict_settings(const Snapshot& s, const Replay&
   return rows;
 }
 
-// The settings to replay under, where they come from, and the note when the file does not say.
-AllocConf chosen_settings(const AllocatorWhatifOptions& o, const std::optional<AllocConf>& recorded, AllocatorWhatif& w) {
-  if (o.conf) {
-    w.source = SettingsSource::given;
-    return parse_alloc_conf(*o.conf);
-  }
-  if (recorded) {
-    w.source = SettingsSource::recorded;
-    return *recorded;
-  }
-  w.source = SettingsSource::assumed;
-  w.notes.push_back(AllocatorNote::assumed_defaults);
-  return AllocConf{};
-}
-
 void note_memory(const AllocConf& conf, const DeviceLimits& memory, std::vector<AllocatorNote>& notes) {
   if (memory.total == kUnknown) notes.push_back(AllocatorNote::memory_unknown);
   if ((conf.garbage_collection_threshold > 0 || conf.memory_fraction > 0) && memory.total == kUnknown)
@@ -302,8 +288,14 @@ void add_recorded(AllocatorWhatif& w, const Replay& r) {
 
 }  // namespace
 
+ChosenSettings choose_settings(const std::optional<std::string>& given, const std::optional<AllocConf>& recorded) {
+  if (given) return {parse_alloc_conf(*given), SettingsSource::given};
+  if (recorded) return {*recorded, SettingsSource::recorded};
+  return {AllocConf{}, SettingsSource::assumed};
+}
+
 AllocatorWhatif allocator_whatif(const Snapshot& s, uint8_t device, const AllocatorWhatifOptions& o) {
-  if (auto type = s.metadata.find(fmt::format("device.{}.type", device)); type != s.metadata.end() && type->second == "cpu")
+  if (is_cpu_device(s, device))
     throw Error(fmt::format("device {} is a CPU recording: libtorch's CPU allocator keeps no cache, so there is no "
                             "caching allocator to replay", device));
   Replay r(s, device);
@@ -312,7 +304,9 @@ AllocatorWhatif allocator_whatif(const Snapshot& s, uint8_t device, const Alloca
   w.warnings = s.warnings;
   std::optional<AllocConf> recorded = recorded_alloc_conf(s);
   if (recorded) w.recorded_settings = to_string(*recorded);
-  AllocConf conf = chosen_settings(o, recorded, w);
+  auto [conf, source] = choose_settings(o.conf, recorded);
+  w.source = source;
+  if (source == SettingsSource::assumed) w.notes.push_back(AllocatorNote::assumed_defaults);
   w.memory = device_limits(s, r, o.device_memory);
   note_memory(conf, w.memory, w.notes);
   w.prediction = prediction_shown(predict_allocator(s, r, conf, w.memory), r);

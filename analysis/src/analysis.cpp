@@ -4,6 +4,7 @@
 #include <cctype>
 #include <array>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -18,7 +19,7 @@ namespace {
 
 constexpr std::array<std::string_view, kCategoryCount> kCategoryNames = {
     "parameter", "input", "activation", "gradient", "optimizer_state", "temporary", "unknown"};
-constexpr std::array<std::string_view, 8> kGroupByNames = {"stack", "op",   "module", "phase",
+constexpr std::array<std::string_view, kGroupByCount> kGroupByNames = {"stack", "op",   "module", "phase",
                                                            "category", "layer", "pool", "owner"};
 constexpr uint64_t kBlockGranularity = 512;  // the caching allocator's kMinBlockSize
 
@@ -150,6 +151,8 @@ std::optional<GroupBy> group_by_from_string(std::string_view s) {
   return std::nullopt;
 }
 
+std::vector<std::string> group_by_names() { return {kGroupByNames.begin(), kGroupByNames.end()}; }
+
 bool natural_less(std::string_view a, std::string_view b) {
   size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
@@ -254,72 +257,94 @@ std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Catego
 
 namespace {
 
+// Files blocks under `by` the way group_allocations() groups them, one block at a time: a key is found once per
+// stack, scope, category or owner, and the pools of all the blocks at once.
+class Filer {
+ public:
+  // `ids`: the blocks that will be filed, in this order.
+  Filer(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by) : s_(s), r_(r), ids_(ids), by_(by) {
+    by_owner_ = r.has_owners() && (by == GroupBy::module || by == GroupBy::layer || by == GroupBy::owner);
+    if (by == GroupBy::pool) pools_ = pool_keys(s, r, ids);
+    if (by == GroupBy::phase) {  // without phase scopes, a block's phase is the inferred phase it was allocated in
+      inferred_.emplace(s, r.device());
+      if (!inferred_->inferred()) inferred_.reset();
+    }
+  }
+
+  // The key index of ids[i], which is the block `a` with owner row `row` (or kNoOwner) and category `c`. Sets
+  // `new_stack` when the block is the first of its stack in its group (GroupBy::stack: Group::stacks counts them).
+  uint32_t file(size_t i, const Allocation& a, uint32_t row, Category c, bool& new_stack) {
+    new_stack = false;
+    if (by_owner_ && row != kNoOwner)
+      if (std::optional<uint32_t> owned = owner_key(ids_[i], row)) return *owned;
+    if (by_ == GroupBy::owner) return key_index("");
+    if (by_ == GroupBy::pool) return key_index(std::move(pools_[i]));
+    if (inferred_) return key_index(std::string(to_string(inferred_phase(a))));
+    uint32_t source = by_ == GroupBy::stack ? a.stack : by_ == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
+    auto [it, fresh] = by_source_.try_emplace(source, 0);
+    if (fresh) it->second = key_index(group_key(s_, a, by_, c));
+    new_stack = fresh && by_ == GroupBy::stack;
+    return it->second;
+  }
+
+  std::vector<std::string>& keys() { return keys_; }
+
+ private:
+  uint32_t key_index(std::string key) {
+    if (key.empty()) key = "<none>";
+    auto [it, fresh] = index_.try_emplace(key, static_cast<uint32_t>(keys_.size()));
+    if (fresh) keys_.push_back(std::move(key));
+    return it->second;
+  }
+
+  // An owned block's key: its owner's name, or its owner's module or layer; none when the owner has no module.
+  std::optional<uint32_t> owner_key(uint32_t id, uint32_t row) {
+    Owner o = s_.owners[row];
+    if (by_ != GroupBy::owner && o.module == 0) return std::nullopt;  // no module: where it was allocated
+    uint32_t names = by_ == GroupBy::owner ? r_.owner_names(id) : 0;
+    uint64_t source = by_ == GroupBy::owner ? uint64_t(names) << 32 | o.name : o.module;
+    auto [it, fresh] = by_owner_source_.try_emplace(source, 0);
+    if (fresh) {
+      const std::string& module = s_.strings[o.module];
+      it->second = key_index(by_ == GroupBy::owner ? owner_label(s_, r_, id) : by_ == GroupBy::layer ? layer_of(module) : module);
+    }
+    return it->second;
+  }
+
+  PhaseKind inferred_phase(const Allocation& a) const {
+    uint32_t phase = a.alloc_step == kNoEvent ? 0 : inferred_->at(r_.time_of(a.alloc_step));
+    return phase ? inferred_->kind(phase) : PhaseKind::none;
+  }
+
+  const Snapshot& s_;
+  const Replay& r_;
+  std::span<const uint32_t> ids_;
+  GroupBy by_;
+  bool by_owner_ = false;
+  std::vector<std::string> pools_;
+  std::optional<PhaseIndex> inferred_;
+  std::vector<std::string> keys_;
+  std::unordered_map<std::string, uint32_t> index_;
+  std::unordered_map<uint32_t, uint32_t> by_source_;        // stack, scope or category -> key index
+  std::unordered_map<uint64_t, uint32_t> by_owner_source_;  // owner module, or names and name -> key index
+};
+
 // group_allocations() with each block's category from `category_of(id)`; by_category: fill Group::by_category.
 template <class CategoryOf>
 std::vector<Group> group_with(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
                               CategoryOf category_of, bool by_category) {
-  std::unordered_map<std::string, uint32_t> group_of_key;
+  Filer filer(s, r, ids, by);
   std::vector<Group> out;
-  auto group_of = [&](std::string key) {
-    if (key.empty()) key = "<none>";
-    auto [k, new_key] = group_of_key.try_emplace(key, static_cast<uint32_t>(out.size()));
-    if (new_key) out.push_back(Group{.key = key});
-    return k->second;
-  };
-  // Keys depend only on the stack, the scope, the category or the owner: compute each once. Pools depend on
-  // address and time: pool_keys() finds them for all the blocks at once.
-  std::unordered_map<uint32_t, uint32_t> group_of_source;
-  std::unordered_map<uint64_t, uint32_t> group_of_owner;  // by owner module or (name, names)
-  bool by_owner = r.has_owners() && (by == GroupBy::module || by == GroupBy::layer || by == GroupBy::owner);
-  auto owner_group = [&](uint32_t id, uint32_t row) -> std::optional<uint32_t> {
-    Owner o = s.owners[row];
-    if (by != GroupBy::owner && o.module == 0) return std::nullopt;  // no module: where it was allocated
-    uint32_t names = by == GroupBy::owner ? r.owner_names(id) : 0;
-    uint64_t source = by == GroupBy::owner ? uint64_t(names) << 32 | o.name : o.module;
-    auto [it, fresh] = group_of_owner.try_emplace(source, 0);
-    if (fresh) {
-      const std::string& module = s.strings[o.module];
-      it->second = group_of(by == GroupBy::owner ? owner_label(s, r, id) : by == GroupBy::layer ? layer_of(module) : module);
-    }
-    return it->second;
-  };
-  std::vector<std::string> pools = by == GroupBy::pool ? pool_keys(s, r, ids) : std::vector<std::string>{};
-  // Without phase scopes, the phase of a block is the inferred phase it was allocated in.
-  std::optional<PhaseIndex> inferred;
-  if (by == GroupBy::phase) {
-    inferred.emplace(s, r.device());
-    if (!inferred->inferred()) inferred.reset();
-  }
-  auto inferred_phase = [&](uint32_t id) {
-    uint32_t step = r.alloc_steps()[id];
-    uint32_t phase = step == kNoEvent ? 0 : inferred->at(r.time_of(step));
-    return phase ? inferred->kind(phase) : PhaseKind::none;
-  };
   for (size_t i = 0; i < ids.size(); ++i) {
     uint32_t id = ids[i];
     const Allocation& a = r.allocations()[id];
     Category c = category_of(id);
-    uint32_t group = 0;
     uint32_t row = r.has_owners() ? r.owner_of(id) : kNoOwner;
-    std::optional<uint32_t> owned = by_owner && row != kNoOwner ? owner_group(id, row) : std::nullopt;
-    if (owned) {
-      group = *owned;
-    } else if (by == GroupBy::owner) {
-      group = group_of("");
-    } else if (by == GroupBy::pool) {
-      group = group_of(std::move(pools[i]));
-    } else if (inferred) {
-      group = group_of(std::string(to_string(inferred_phase(id))));
-    } else {
-      uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
-      auto [it, fresh] = group_of_source.try_emplace(source, 0);
-      if (fresh) {
-        it->second = group_of(group_key(s, a, by, c));
-        if (by == GroupBy::stack && out[it->second].stacks++ == 0) out[it->second].stack = a.stack;
-      }
-      group = it->second;
-    }
+    bool new_stack = false;
+    uint32_t group = filer.file(i, a, row, c, new_stack);
+    if (group == out.size()) out.push_back(Group{.key = filer.keys()[group]});
     Group& g = out[group];
+    if (new_stack && g.stacks++ == 0) g.stack = a.stack;
     g.bytes += a.size;
     g.owned += row != kNoOwner ? a.size : 0;
     ++g.count;
@@ -343,6 +368,20 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
                                      std::span<const Category> categories) {
   auto category_of = [&](uint32_t id) { return categories.empty() ? Category::unknown : categories[id]; };
   return group_with(s, r, ids, by, category_of, !categories.empty());
+}
+
+BlockKeys block_keys(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
+                     std::span<const Category> categories) {
+  Filer filer(s, r, ids, by);
+  BlockKeys out;
+  out.of.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    uint32_t id = ids[i];
+    bool new_stack = false;
+    out.of.push_back(filer.file(i, r.allocations()[id], r.has_owners() ? r.owner_of(id) : kNoOwner, categories[id], new_stack));
+  }
+  out.keys = std::move(filer.keys());
+  return out;
 }
 
 std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by) {
@@ -380,12 +419,16 @@ uint32_t scope_at(const Snapshot& s, ScopeKind kind, uint8_t device, int64_t t) 
   return best;
 }
 
+bool is_cpu_device(const Snapshot& s, uint8_t device) {
+  auto type = s.metadata.find(fmt::format("device.{}.type", device));
+  return type != s.metadata.end() && type->second == "cpu";
+}
+
 Fragmentation fragmentation_after(const Snapshot& s, const Replay& r, uint32_t step) {
   RangeSet set = segments_after(s, r, step);
   const auto& ranges = set.ranges();
   Fragmentation f;
-  auto type = s.metadata.find(fmt::format("device.{}.type", r.device()));
-  f.cpu = type != s.metadata.end() && type->second == "cpu";
+  f.cpu = is_cpu_device(s, r.device());
   std::map<uint64_t, std::vector<Piece>> pieces;  // segment addr -> blocks inside it
   for (uint32_t id = 0; id < r.alloc_steps().size(); ++id) {
     // Decided on the step arrays: most blocks are long gone, and only the others need their event.

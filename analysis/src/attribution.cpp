@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "memrec/frames.h"
+#include "memrec/sites.h"
 
 namespace memrec {
 namespace {
@@ -30,51 +31,74 @@ std::string_view to_string(Grouping g) {
   return names.at(static_cast<size_t>(g));
 }
 
-void group_path(const Snapshot& s, const Allocation& a, Grouping g, std::vector<uint32_t>& out) {
+GroupPaths::GroupPaths(const Snapshot& s, const Replay& r, Grouping g, Frames f)
+    : s_(s), r_(r), grouping_(g), frames_(f) {}
+
+// The names of the scopes of the grouping's kind from the outermost to `scope`. Parents have lower ids; the bound
+// stops a malformed cycle.
+void GroupPaths::scope_chain(uint32_t scope, std::vector<uint32_t>& out) const {
   out.clear();
-  if (is_stack_grouping(g)) {
-    auto frames = s.stacks[a.stack];  // innermost first
-    if (g == Grouping::stack_top_down) out.assign(frames.rbegin(), frames.rend());
-    else out.assign(frames.begin(), frames.end());
-  } else {
-    ScopeKind kind = scope_kind(g);
-    // Parents have lower ids; the bound stops a malformed cycle.
-    for (uint32_t sc = a.scope, hops = 0; sc != 0 && sc < s.scopes.size() && hops < s.scopes.size();
-         sc = s.scopes[sc].parent, ++hops)
-      if (s.scopes[sc].kind == kind) out.push_back(s.scopes[sc].name);
-    std::reverse(out.begin(), out.end());
-  }
-  if (out.empty()) out.push_back(kMissing);
+  ScopeKind kind = scope_kind(grouping_);
+  for (uint32_t sc = scope, hops = 0; sc != 0 && sc < s_.scopes.size() && hops < s_.scopes.size();
+       sc = s_.scopes[sc].parent, ++hops)
+    if (s_.scopes[sc].kind == kind) out.push_back(s_.scopes[sc].name);
+  std::reverse(out.begin(), out.end());
 }
 
-Attribution::Attribution(const Snapshot& s, const Allocations& allocations, std::span<const uint32_t> ids,
-                         Grouping g)
-    : Attribution(s, AllocationAt([&](uint32_t id) { return allocations[id]; }), ids, g) {}
+// An owner's module nested as the module's first scope of that name is; the name alone where the module never ran.
+const std::vector<uint32_t>& GroupPaths::owner_path(uint32_t module) {
+  auto [it, fresh] = by_owner_.try_emplace(module);
+  if (!fresh) return it->second;
+  if (module_scope_.empty())
+    for (uint32_t sc = 1; sc < s_.scopes.size(); ++sc)
+      if (s_.scopes[sc].kind == ScopeKind::module) module_scope_.try_emplace(s_.scopes[sc].name, sc);
+  auto scope = module_scope_.find(module);
+  if (scope == module_scope_.end()) it->second = {module};
+  else scope_chain(scope->second, it->second);
+  return it->second;
+}
 
-Attribution::Attribution(const Snapshot& s, std::span<const Allocation> allocations,
-                         std::span<const uint32_t> ids, Grouping g)
-    : Attribution(s, AllocationAt([&](uint32_t id) { return allocations[id]; }), ids, g) {}
+const std::vector<uint32_t>& GroupPaths::of(uint32_t id) {
+  const Allocation a = r_.allocations()[id];
+  if (grouping_ == Grouping::module && r_.has_owners()) {
+    uint32_t row = r_.owner_of(id);
+    if (row != kNoOwner && s_.owners[row].module) return owner_path(s_.owners[row].module);
+  }
+  bool stacks = is_stack_grouping(grouping_);
+  uint32_t source = stacks ? a.stack : a.scope;
+  auto [it, fresh] = by_source_.try_emplace(source);
+  std::vector<uint32_t>& path = it->second;
+  if (fresh) {
+    if (!stacks) {
+      scope_chain(source, path);
+    } else {
+      if (frames_ == Frames::user) path = user_frames(s_, source);  // innermost first
+      else path.assign(s_.stacks[source].begin(), s_.stacks[source].end());
+      if (grouping_ == Grouping::stack_top_down) std::reverse(path.begin(), path.end());
+    }
+    if (path.empty()) path.push_back(kMissing);
+  }
+  return path;
+}
 
-Attribution::Attribution(const Snapshot& s, const AllocationAt& allocation, std::span<const uint32_t> ids,
-                         Grouping g)
-    : s_(s), grouping_(g), nodes_(1) {
+Attribution::Attribution(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, Grouping g, Frames f)
+    : s_(s), grouping_(g), frames_(f), nodes_(1) {
+  GroupPaths paths(s, r, g, f);
   std::unordered_map<uint64_t, uint32_t> child_of;  // (parent << 32 | key) -> node
-  std::vector<uint32_t> path;
   leaves_.reserve(ids.size());
   for (uint32_t id : ids) {
-    const Allocation a = allocation(id);
-    group_path(s, a, g, path);
+    uint64_t size = r.allocations()[id].size;
     uint32_t node = 0;
-    nodes_[0].bytes += a.size;
+    nodes_[0].bytes += size;
     nodes_[0].blocks += 1;
-    for (uint32_t key : path) {
+    for (uint32_t key : paths.of(id)) {
       auto [it, fresh] = child_of.try_emplace(uint64_t{node} << 32 | key, static_cast<uint32_t>(nodes_.size()));
       if (fresh) {
         nodes_.push_back(GroupNode{.key = key, .parent = node, .depth = nodes_[node].depth + 1, .children = {}});
         nodes_[node].children.push_back(it->second);
       }
       node = it->second;
-      nodes_[node].bytes += a.size;
+      nodes_[node].bytes += size;
       nodes_[node].blocks += 1;
     }
     leaves_.push_back(node);
@@ -108,17 +132,12 @@ std::string key_label(const Snapshot& s, Grouping g, uint32_t key) {
   return is_stack_grouping(g) ? frame_label(s, key) : s.strings[key];
 }
 
-GroupMatcher::GroupMatcher(const Snapshot& s, Grouping g, std::vector<uint32_t> prefix)
-    : s_(s), grouping_(g), prefix_(std::move(prefix)),
-      memo_(is_stack_grouping(g) ? s.stacks.size() : s.scopes.size(), -1) {}
+GroupMatcher::GroupMatcher(const Snapshot& s, const Replay& r, Grouping g, Frames f, std::vector<uint32_t> prefix)
+    : paths_(s, r, g, f), prefix_(std::move(prefix)) {}
 
-bool GroupMatcher::operator()(const Allocation& a) {
-  uint32_t slot = is_stack_grouping(grouping_) ? a.stack : a.scope;
-  if (slot < memo_.size() && memo_[slot] >= 0) return memo_[slot];
-  group_path(s_, a, grouping_, path_);
-  bool yes = path_.size() >= prefix_.size() && std::equal(prefix_.begin(), prefix_.end(), path_.begin());
-  if (slot < memo_.size()) memo_[slot] = yes;
-  return yes;
+bool GroupMatcher::operator()(uint32_t id) {
+  const std::vector<uint32_t>& path = paths_.of(id);
+  return path.size() >= prefix_.size() && std::equal(prefix_.begin(), prefix_.end(), path.begin());
 }
 
 namespace {
@@ -211,17 +230,18 @@ std::vector<SegmentAt> SegmentHistory::at(uint32_t step, std::span<const uint32_
   return out;
 }
 
+std::string pool_name(const Segment& seg) {
+  if (seg.pool_id[0] == 0 && seg.pool_id[1] == 0) return "default pool";
+  return fmt::format("pool ({}, {})", seg.pool_id[0], seg.pool_id[1]);
+}
+
 std::vector<SegmentAt> segments_at(const Snapshot& s, const Replay& r, uint32_t step) {
   return SegmentHistory(s, r).at(step, r.live_after(step));
 }
 
 namespace {
 
-std::string pool_key(const Segment* seg) {
-  if (!seg) return "unknown pool";
-  if (seg->pool_id[0] == 0 && seg->pool_id[1] == 0) return "default pool";
-  return fmt::format("pool ({}, {})", seg->pool_id[0], seg->pool_id[1]);
-}
+std::string pool_key(const Segment* seg) { return seg ? pool_name(*seg) : "unknown pool"; }
 
 // The segment of segments_end on the replay's device that holds [addr, addr + size), or null.
 const Segment* end_segment_holding(const Snapshot& s, const Replay& r, uint64_t addr, uint64_t size) {

@@ -222,6 +222,19 @@ uint32_t site_frame(const Snapshot& s, uint32_t stack) {
   return first_meaningful(s, l.frames);
 }
 
+std::vector<uint32_t> user_frames(const Snapshot& s, uint32_t stack) {
+  Located l = locate(s, stack);
+  if (l.user == l.frames.size()) {
+    uint32_t site = site_frame(s, stack);
+    return site == kNoFrame ? std::vector<uint32_t>{} : std::vector<uint32_t>{site};
+  }
+  std::vector<uint32_t> out;
+  if (l.op < l.user) out.push_back(l.frames[l.op]);
+  for (size_t i = l.user; i < l.frames.size(); ++i)
+    if (is_user_frame(s, l.frames[i])) out.push_back(l.frames[i]);
+  return out;
+}
+
 std::string site_label(const Snapshot& s, uint32_t stack) {
   Located l = locate(s, stack);
   if (l.frames.empty()) return "<no stack>";

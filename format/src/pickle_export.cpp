@@ -9,7 +9,8 @@
 //
 // Size: every repeated value is written once and referenced from the memo. Keys and other fixed words get memo
 // ids below 256 (2-byte BINGET); strings, frame dicts and whole frame lists get the ids after them. Only segments_end
-// is written (PyTorch pickles carry the state at dump time). Step, phase and module scopes go to
+// is written (PyTorch pickles carry the state at dump time). A block's owner (Snapshot::owners) becomes its alloc
+// entry's user_metadata, which memory_viz shows, unless the program set one. Step, phase and module scopes go to
 // external_annotations beside PyTorch's own annotations, marked with memrec_kind; op scopes are left out.
 #include <fmt/format.h>
 
@@ -94,13 +95,35 @@ class Out {
   }
 };
 
+// The owner of each owned block, by the index of its alloc event: "layers.0.weight.exp_avg (optimizer_state)",
+// "+ N more" where a flat buffer holds several tensors. Blocks live before the recording have no entry to carry it.
+std::unordered_map<uint64_t, std::string> owner_labels(const Snapshot& s) {
+  std::unordered_map<uint64_t, std::string> labels;
+  std::vector<bool> seen(256);
+  for (const Owner& o : s.owners) seen[o.device] = true;
+  for (size_t d = 0; d < seen.size(); ++d) {
+    if (!seen[d]) continue;
+    Replay r(s, static_cast<uint8_t>(d));
+    for (uint32_t id = 0; id < r.allocations().size(); ++id) {
+      uint32_t row = r.owner_of(id);
+      uint32_t event = r.allocation(id).event;
+      if (row == kNoOwner || event == kNoEvent) continue;
+      const Owner& o = s.owners[row];
+      uint32_t more = r.owner_names(id) - 1;
+      labels[event] = fmt::format("{} ({}){}", s.strings[o.name], to_string(o.kind), more ? fmt::format(" + {} more", more) : "");
+    }
+  }
+  return labels;
+}
+
 class Exporter {
  public:
   explicit Exporter(const Snapshot& s)
       : s_(s),
         string_memo_(s.strings.size(), kNone),
         frame_memo_(s.frames.size(), kNone),
-        stack_memo_(s.stacks.size(), kNone) {
+        stack_memo_(s.stacks.size(), kNone),
+        owners_(owner_labels(s)) {
     word_done_.fill(false);
   }
 
@@ -148,6 +171,7 @@ class Exporter {
   std::vector<uint32_t> string_memo_, frame_memo_, stack_memo_;
   std::unordered_map<uint32_t, nlohmann::ordered_json> extra_cache_;  // EventContext::extra parsed, by string id
   std::vector<bool> without_segments_;  // by device: allocations but no segments (a CPU recording)
+  std::unordered_map<uint64_t, std::string> owners_;  // by alloc event index: "0.weight (parameter)"
 
   void put(uint32_t id) {
     if (id < 256) {
@@ -266,8 +290,9 @@ class Exporter {
     items(ids.size(), [&](size_t i) { frame(ids[i]); });
   }
 
-  // ctx: the event's EventContext, or null for PyTorch's defaults.
-  void entry(const Event& e, const EventContext* ctx) {
+  // ctx: the event's EventContext, or null for PyTorch's defaults. owner: the name memory_viz shows as the entry's
+  // user_metadata where the program set none.
+  void entry(const Event& e, const EventContext* ctx, const std::string* owner = nullptr) {
     out_.byte(op::EMPTY_DICT);
     out_.byte(op::MARK);
     word(kAction), word(kFirstAction + static_cast<uint32_t>(e.action));
@@ -279,7 +304,7 @@ class Exporter {
     if (!extra || !extra->contains("compile_context"))
       word(kCompileContext), ctx && ctx->compile_context ? string(ctx->compile_context) : word(kNotAvailable);
     if (!extra || !extra->contains("user_metadata"))
-      word(kUserMetadata), ctx && ctx->user_metadata ? string(ctx->user_metadata) : word(kEmpty);
+      word(kUserMetadata), ctx && ctx->user_metadata ? string(ctx->user_metadata) : owner ? text(*owner) : word(kEmpty);
     word(kFrames), frames(e.stack);
     if (extra)
       for (const auto& [k, v] : extra->items()) text(k), json(v);
@@ -319,7 +344,8 @@ class Exporter {
           live[e.addr] = e.block_size();
           item([&] { segment_entry(e, Action::segment_alloc, e.block_size()); });
         }
-        item([&] { entry(e, c); });
+        auto owner = owners_.find(i);
+        item([&] { entry(e, c, owner == owners_.end() ? nullptr : &owner->second); });
         if (without_segments_[d] && e.action == Action::free_completed) {
           auto it = live.find(e.addr);
           item([&] { segment_entry(e, Action::segment_free, it != live.end() ? it->second : e.block_size()); });

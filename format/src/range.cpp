@@ -197,8 +197,7 @@ size_t state_at(Source& src, size_t k1) {
 // among its events; its scopes, renumbered; the kernels, device memory records and samples of its times.
 Snapshot cut(Source src, int64_t t1, int64_t t2, const Range& range, const std::string& name) {
   const Snapshot& s = src.s;
-  Snapshot r;
-  r.metadata = s.metadata, r.strings = s.strings, r.frames = s.frames, r.stacks = s.stacks, r.streams = s.streams;
+  Snapshot r = s.with_tables();
   r.has_segments_start = s.has_segments_start, r.dropped_events = s.dropped_events, r.complete = s.complete;
   r.warnings = s.warnings;
   auto [k1, k2] = events_in(s.events, t1, t2);

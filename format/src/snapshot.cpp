@@ -143,6 +143,12 @@ void StackTable::assign(std::vector<uint32_t> offsets, std::vector<uint32_t> fra
   for (uint32_t i = 0; i < size(); ++i) index_[hash_ids((*this)[i])].push_back(i);
 }
 
+Snapshot Snapshot::with_tables() const {
+  Snapshot t;
+  t.metadata = metadata, t.strings = strings, t.frames = frames, t.stacks = stacks, t.streams = streams;
+  return t;
+}
+
 uint16_t Snapshot::intern_stream(uint64_t raw) {
   for (size_t i = 0; i < streams.size(); ++i)
     if (streams[i] == raw) return static_cast<uint16_t>(i);

@@ -4,10 +4,20 @@
         train()
 
 Module, phase (forward/backward/optimizer) and step scopes come from global hooks; memrec.scope() and
-memrec.mark() add your own.
+memrec.mark() add your own. In IPython, `%load_ext memrec` adds the `%%memrec` cell magic.
 """
-import torch  # noqa: F401  first: memrec._C uses the libtorch that torch loaded
-
-from ._recording import mark, record, running, scope, start, stop
 
 __all__ = ["record", "start", "stop", "running", "scope", "mark"]
+
+
+def __getattr__(name):
+    """The recorder loads on first use: it imports torch (seconds), which `python -m memrec info` never needs."""
+    if name not in __all__:
+        raise AttributeError(f"module 'memrec' has no attribute {name!r}")
+    from . import _recording  # imports torch first: memrec._C uses the libtorch that torch loaded
+    return getattr(_recording, name)
+
+
+def load_ipython_extension(ipython):
+    from ._magics import register
+    register(ipython)

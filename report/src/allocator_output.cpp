@@ -11,15 +11,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string_view to_string(SettingsSource s) {
-  switch (s) {
-    case SettingsSource::given: return "--alloc-conf";
-    case SettingsSource::recorded: return "recorded";
-    case SettingsSource::assumed: return "assumed";
-  }
-  return "";
-}
-
 std::string limits_source(const DeviceLimits& m) {
   if (m.given) return "--device-memory";
   std::string out = m.recorded_total ? "the recording's device.total_memory" : "";
@@ -30,8 +21,7 @@ std::string limits_source(const DeviceLimits& m) {
 std::string note_text(AllocatorNote n, const AllocatorWhatif& w) {
   switch (n) {
     case AllocatorNote::assumed_defaults:
-      return "the file does not say which allocator settings the run used: assuming PyTorch's defaults (give them "
-             "with --alloc-conf)";
+      return kAssumedDefaults;
     case AllocatorNote::memory_unknown:
       return "the device's memory is unknown: no limit assumed, so no release-and-retry or OOM is modelled (give it "
              "with --device-memory)";
@@ -126,6 +116,15 @@ std::string_view source_text(SettingsSource s) {
 }
 
 }  // namespace
+
+std::string_view to_string(SettingsSource s) {
+  switch (s) {
+    case SettingsSource::given: return "--alloc-conf";
+    case SettingsSource::recorded: return "recorded";
+    case SettingsSource::assumed: return "assumed";
+  }
+  return "";
+}
 
 json allocator_whatif_json(const AllocatorWhatif& w) {
   json j = prediction_json(w.prediction);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memrec/allocator_whatif.h"
 #include "memrec/analysis.h"
 #include "memrec/units.h"
 
@@ -19,6 +20,14 @@ inline uint64_t magnitude(int64_t v) { return v < 0 ? 0 - static_cast<uint64_t>(
 inline std::string signed_bytes(int64_t v, const char* plus = "") {
   return (v < 0 ? "-" : plus) + format_bytes(magnitude(v));
 }
+
+// Where allocator settings came from, as the JSON says it: "--alloc-conf", "recorded", "assumed".
+std::string_view to_string(SettingsSource s);
+
+// The note of a what-if replayed under the defaults because the file does not name its settings.
+inline constexpr const char* kAssumedDefaults =
+    "the file does not say which allocator settings the run used: assuming PyTorch's defaults (give them with "
+    "--alloc-conf)";
 
 // The value, or null when unset.
 template <class T>

@@ -1,12 +1,15 @@
-// Grouping the live memory at an instant: exact sums at the peak of real PyTorch snapshots, exact trees on a
-// constructed history with scopes, and segments that match the recorded end state.
+// Grouping the live memory at an instant: exact sums at the peak of real PyTorch snapshots, exact trees on
+// constructed histories with scopes and owners, folded stacks, and segments that match the recorded end state.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
+#include "analysis/history.h"
+#include "common/fixtures.h"
 #include "memrec/attribution.h"
 #include "memrec/load.h"
-#include "common/fixtures.h"
+#include "memrec/sites.h"
 
 namespace memrec {
 namespace {
@@ -35,7 +38,7 @@ TEST_P(AttributionFixture, PeakGroupingsSumToTheReplayedLiveBytes) {
   ASSERT_EQ(want, r.peak_allocated().bytes);
   ASSERT_GT(want, 0u);
   for (int g = 0; g < kGroupingCount; ++g) {
-    Attribution at(s, r.allocations(), live, static_cast<Grouping>(g));
+    Attribution at(s, r, live, static_cast<Grouping>(g));
     SCOPED_TRACE(std::string(to_string(at.grouping())));
     EXPECT_EQ(at.root().bytes, want);
     EXPECT_EQ(at.root().blocks, live.size());
@@ -44,11 +47,8 @@ TEST_P(AttributionFixture, PeakGroupingsSumToTheReplayedLiveBytes) {
     EXPECT_EQ(top, want) << "every block has a path, so the first level sums to the total";
     expect_consistent(at);
     // Every leaf's path is exactly the block's own path.
-    std::vector<uint32_t> path;
-    for (size_t i = 0; i < live.size(); ++i) {
-      group_path(s, r.allocations()[live[i]], at.grouping(), path);
-      ASSERT_EQ(at.path(at.leaves()[i]), path);
-    }
+    GroupPaths paths(s, r, at.grouping());
+    for (size_t i = 0; i < live.size(); ++i) ASSERT_EQ(at.path(at.leaves()[i]), paths.of(live[i]));
   }
 }
 
@@ -56,8 +56,8 @@ TEST_P(AttributionFixture, StackTreesNameRealFrames) {
   Snapshot s = load_snapshot(test::data(GetParam()));
   Replay r(s, 0);
   std::vector<uint32_t> live = r.live_after(r.peak_allocated().step);
-  Attribution down(s, r.allocations(), live, Grouping::stack_top_down);
-  Attribution up(s, r.allocations(), live, Grouping::stack_bottom_up);
+  Attribution down(s, r, live, Grouping::stack_top_down);
+  Attribution up(s, r, live, Grouping::stack_bottom_up);
   // The recorded blocks have stacks: some first-level group must be a real frame with a file.
   bool named = false;
   for (uint32_t c : down.root().children)
@@ -66,10 +66,10 @@ TEST_P(AttributionFixture, StackTreesNameRealFrames) {
   EXPECT_EQ(up.root().bytes, down.root().bytes);
   // Matching every allocation against a group reproduces the group's live bytes at the peak.
   uint32_t biggest = down.root().children.front();
-  GroupMatcher match(s, Grouping::stack_top_down, down.path(biggest));
+  GroupMatcher match(s, r, Grouping::stack_top_down, Frames::all, down.path(biggest));
   uint64_t matched = 0;
   for (uint32_t id : live)
-    if (match(r.allocations()[id])) matched += r.allocations()[id].size;
+    if (match(id)) matched += r.allocations()[id].size;
   EXPECT_EQ(matched, down.nodes()[biggest].bytes);
 }
 
@@ -100,43 +100,103 @@ INSTANTIATE_TEST_SUITE_P(Torch, AttributionFixture,
 
 // Three blocks: two under forward > Linear > aten::addmm, one under backward with no module.
 TEST(Attribution, ScopeGroupingsFollowParents) {
-  Snapshot s;
-  auto scope = [&](const char* n, uint32_t parent, ScopeKind k) {
-    s.scopes.push_back(Scope{0, 100, s.strings.intern(n), parent, k, 0});
-    return static_cast<uint32_t>(s.scopes.size() - 1);
-  };
-  uint32_t fwd = scope("forward", 0, ScopeKind::phase);
-  uint32_t mod = scope("Linear", fwd, ScopeKind::module);
-  uint32_t addmm = scope("aten::addmm", mod, ScopeKind::op);
-  uint32_t bwd = scope("backward", 0, ScopeKind::phase);
-  uint32_t mm = scope("aten::mm", bwd, ScopeKind::op);
-  std::vector<Allocation> allocs = {
-      Allocation{.addr = 0x1000, .size = 100, .alloc_step = 0, .scope = addmm},
-      Allocation{.addr = 0x2000, .size = 50, .alloc_step = 1, .scope = addmm},
-      Allocation{.addr = 0x3000, .size = 7, .alloc_step = 2, .scope = mm},
-  };
+  test::History h;
+  uint32_t fwd = h.scope(ScopeKind::phase, "forward", 0, 100);
+  uint32_t mod = h.scope(ScopeKind::module, "Linear", 0, 100, fwd);
+  uint32_t addmm = h.scope(ScopeKind::op, "aten::addmm", 0, 100, mod);
+  uint32_t bwd = h.scope(ScopeKind::phase, "backward", 0, 100);
+  uint32_t mm = h.scope(ScopeKind::op, "aten::mm", 0, 100, bwd);
+  h.event(10, Action::alloc, 0x1000, 100, addmm);
+  h.event(20, Action::alloc, 0x2000, 50, addmm);
+  h.event(30, Action::alloc, 0x3000, 7, mm);
+  Replay r(h.s, 0);
   std::vector<uint32_t> ids = {0, 1, 2};
 
-  Attribution phase(s, allocs, ids, Grouping::phase);
+  Attribution phase(h.s, r, ids, Grouping::phase);
   ASSERT_EQ(phase.root().children.size(), 2u);
   EXPECT_EQ(phase.label(phase.root().children[0]), "forward");
   EXPECT_EQ(phase.nodes()[phase.root().children[0]].bytes, 150u);
   EXPECT_EQ(phase.label(phase.root().children[1]), "backward");
 
-  Attribution module(s, allocs, ids, Grouping::module);
+  Attribution module(h.s, r, ids, Grouping::module);
   ASSERT_EQ(module.root().children.size(), 2u);
   EXPECT_EQ(module.label(module.root().children[0]), "Linear");
   EXPECT_EQ(module.label(module.root().children[1]), "<no module>");
   EXPECT_EQ(module.nodes()[module.root().children[1]].bytes, 7u);
 
-  Attribution op(s, allocs, ids, Grouping::op);
+  Attribution op(h.s, r, ids, Grouping::op);
   EXPECT_EQ(op.label(op.leaves()[0]), "aten::addmm");
   EXPECT_EQ(op.leaves()[0], op.leaves()[1]);
   EXPECT_EQ(op.nodes()[op.leaves()[2]].bytes, 7u);
 
-  GroupMatcher in_forward(s, Grouping::phase, phase.path(phase.root().children[0]));
-  EXPECT_TRUE(in_forward(allocs[0]));
-  EXPECT_FALSE(in_forward(allocs[2]));
+  GroupMatcher in_forward(h.s, r, Grouping::phase, Frames::all, phase.path(phase.root().children[0]));
+  EXPECT_TRUE(in_forward(0));
+  EXPECT_FALSE(in_forward(2));
+}
+
+// A parameter allocated before any forward and its gradient allocated under another module's backward scope: the
+// module tree files both under the owner's module, nested as that module's scopes are (Net > net.0).
+TEST(Attribution, TheModuleTreeFilesOwnedBlocksUnderTheirModule) {
+  test::History h;
+  uint32_t net = h.scope(ScopeKind::module, "Net", 100, 200);
+  h.scope(ScopeKind::module, "net.0", 110, 150, net);
+  uint32_t net2 = h.scope(ScopeKind::module, "net.2", 150, 190, net);
+  h.event(10, Action::alloc, 0x1000, 2048);             // net.0.weight
+  h.event(160, Action::alloc, 0x2000, 4000, net2);      // an activation of net.2
+  h.event(210, Action::alloc, 0x3000, 2048, net2);      // net.0.weight's gradient
+  auto own = [&](uint64_t addr, const char* name, OwnerKind kind) {
+    h.s.owners.push_back(Owner{.event = h.s.events.size(), .addr = addr, .size = 2048,
+                               .name = h.s.strings.intern(name), .module = h.s.strings.intern("net.0"), .kind = kind});
+  };
+  own(0x1000, "net.0.weight", OwnerKind::parameter);
+  own(0x3000, "net.0.weight.grad", OwnerKind::gradient);
+  Replay r(h.s, 0);
+  std::vector<uint32_t> ids = {0, 1, 2};
+  Attribution module(h.s, r, ids, Grouping::module);
+  ASSERT_EQ(module.root().children.size(), 1u);
+  uint32_t top = module.root().children[0];
+  EXPECT_EQ(module.label(top), "Net");
+  EXPECT_EQ(module.nodes()[top].bytes, 8096u);
+  ASSERT_EQ(module.nodes()[top].children.size(), 2u);
+  uint32_t first = module.nodes()[top].children[0];
+  EXPECT_EQ(module.label(first), "net.0");
+  EXPECT_EQ(module.nodes()[first].bytes, 4096u);
+  EXPECT_EQ(module.leaves()[0], first);
+  EXPECT_EQ(module.leaves()[2], first);
+  GroupMatcher in_net0(h.s, r, Grouping::module, Frames::all, module.path(first));
+  EXPECT_TRUE(in_net0(2));
+  EXPECT_FALSE(in_net0(1));
+}
+
+// Real C++ and Python stacks folded: every key is a user frame, an op or the site, no CPython or dispatcher row is
+// left, and the folded tree holds the same bytes as the full one.
+TEST(Attribution, FoldedStacksKeepTheUsersFramesAndTheSite) {
+  Snapshot s = load_snapshot(test::data("torch_2layer_all.pickle"));
+  Replay r(s, 0);
+  std::vector<uint32_t> live = r.live_after(r.peak_allocated().step);
+  Attribution all(s, r, live, Grouping::stack_top_down, Frames::all);
+  Attribution folded(s, r, live, Grouping::stack_top_down, Frames::user);
+  EXPECT_EQ(folded.root().bytes, all.root().bytes);
+  EXPECT_LT(folded.nodes().size(), all.nodes().size());
+  auto depth = [](const Attribution& at) {
+    uint32_t d = 0;
+    for (const GroupNode& n : at.nodes()) d = std::max(d, n.depth);
+    return d;
+  };
+  EXPECT_LT(depth(folded), depth(all));
+  std::set<uint32_t> sites;
+  for (uint32_t id : live) sites.insert(site_frame(s, r.allocations()[id].stack));
+  for (size_t n = 1; n < folded.nodes().size(); ++n) {
+    uint32_t key = folded.nodes()[n].key;
+    if (key == kMissing) continue;  // <no stack>
+    bool op = s.strings[s.frames[key].function].find("at::_ops::") != std::string::npos;
+    EXPECT_TRUE(is_user_frame(s, key) || sites.count(key) || op) << folded.label(static_cast<uint32_t>(n));
+    EXPECT_EQ(folded.label(static_cast<uint32_t>(n)).find("PyCMethod_New"), std::string::npos);
+  }
+  size_t internal = 0;  // what folding takes away: interpreter, CPython and dispatcher frames
+  for (size_t n = 1; n < all.nodes().size(); ++n)
+    if (uint32_t key = all.nodes()[n].key; key != kMissing && !is_user_frame(s, key) && !sites.count(key)) ++internal;
+  EXPECT_GT(internal, 100u);
 }
 
 }  // namespace

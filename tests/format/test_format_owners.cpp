@@ -1,9 +1,12 @@
 // The owners chunk (docs/format.md, type 15): rows written after the events they follow, flush by flush, read back
-// equal; only files that have owners hold the chunk, so older files read with none; bad rows are refused.
+// equal; only files that have owners hold the chunk, so older files read with none; bad rows are refused. Exported
+// pickles name each owned block's owner in its alloc entry's user_metadata.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -11,6 +14,9 @@
 #include "common/fixtures.h"
 #include "common/process.h"
 #include "memrec/format.h"
+#include "memrec/load.h"
+#include "memrec/pickle.h"
+#include "memrec/replay.h"
 
 namespace memrec {
 namespace {
@@ -73,7 +79,7 @@ TEST(FormatOwners, OnlySnapshotsWithOwnersGetTheChunkAndOlderFilesHaveNone) {
   auto size = [&](const char* name) { return std::filesystem::file_size(tmp / name); };
   EXPECT_GT(size("o.memrec"), size("plain.memrec") + 12);
   EXPECT_TRUE(read_file(tmp / "plain.memrec").owners.empty());
-  for (const char* old : {"alloc_default.memrec", "mlp_sequential_cpu.memrec", "transformer_2layer_cpu.memrec"})
+  for (const char* old : {"alloc_default.memrec", "alloc_run12.memrec", "transformer_2layer_cpu.memrec"})
     EXPECT_TRUE(read_file(test::data(old)).owners.empty()) << old;
 }
 
@@ -119,6 +125,36 @@ TEST(FormatOwners, BadRowsAreRefused) {
   s.owners.update(2, [&](Owner& r) { r = o; });
   write_file(s, tmp / "order.memrec");
   EXPECT_THROW(read_file(tmp / "order.memrec"), Error);
+}
+
+
+// tests/data/mlp_sequential_cpu.memrec: `memrec record` of an nn.Sequential trained with Adam on the CPU, with its
+// parameters, gradients and Adam state owned. In the pickle, the alloc entries of exactly those blocks carry
+// "name (kind)" as user_metadata, in the same order as the recording's allocations.
+TEST(FormatOwners, ThePickleNamesEachOwnedBlockInItsUserMetadata) {
+  Snapshot s = load_snapshot(test::data("mlp_sequential_cpu.memrec"));
+  Replay r(s, 0);
+  ASSERT_TRUE(r.has_owners());
+  std::vector<std::string> want;  // per alloc event, in order: the owner's label or ""
+  std::unordered_map<uint32_t, std::string> by_event;
+  for (uint32_t id = 0; id < r.allocations().size(); ++id)
+    if (uint32_t row = r.owner_of(id); row != kNoOwner && r.allocation(id).event != kNoEvent)
+      by_event[r.allocation(id).event] = s.strings[s.owners[row].name] + " (" + std::string(to_string(s.owners[row].kind)) + ")";
+  for (size_t i = 0; i < s.events.size(); ++i)
+    if (s.events[i].action == Action::alloc) want.push_back(by_event.count(i) ? by_event[i] : "");
+  ASSERT_GE(by_event.size(), 10u) << "parameters, gradients and Adam state of five layers";
+
+  auto bytes = export_pickle(s);
+  Snapshot back = import_pickle(bytes);
+  std::unordered_map<uint64_t, std::string> metadata;
+  for (const EventContext& c : back.event_contexts)
+    if (c.user_metadata) metadata[c.event] = back.strings[c.user_metadata];
+  std::vector<std::string> got;
+  for (size_t i = 0; i < back.events.size(); ++i)
+    if (back.events[i].action == Action::alloc) got.push_back(metadata.count(i) ? metadata[i] : "");
+  EXPECT_EQ(got, want);
+  EXPECT_NE(std::find(got.begin(), got.end(), "0.weight (parameter)"), got.end());
+  EXPECT_NE(std::find(got.begin(), got.end(), "0.weight.exp_avg (optimizer_state)"), got.end());
 }
 
 }  // namespace

@@ -86,9 +86,8 @@ Snapshot long_run(size_t events, uint32_t seed) {
 // `full` written over flushes as a recorder writes it: each flush adds the events, kernels and owner rows up to a
 // point in time, the scopes begun by then (still open, if they end later), and closes the scopes that ended since.
 void write_as_recorded(const Snapshot& full, const std::string& path, size_t flushes) {
-  Snapshot s;
-  s.metadata = full.metadata, s.strings = full.strings, s.frames = full.frames, s.stacks = full.stacks;
-  s.streams = full.streams, s.has_segments_start = full.has_segments_start;
+  Snapshot s = full.with_tables();
+  s.has_segments_start = full.has_segments_start;
   Writer w(path);
   size_t scopes = 1, kernels = 0, owners = 0;
   std::vector<uint32_t> open;

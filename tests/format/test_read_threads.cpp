@@ -40,12 +40,7 @@ template <class Fn> std::string error_of(Fn&& fn) {
 // uneven sizes (single rows, less than a block, many blocks), so that chunks start anywhere in a block.
 void write_streamed(const Snapshot& full, const std::string& path, uint32_t seed) {
   std::mt19937 rng(seed);
-  Snapshot s;
-  s.metadata = full.metadata;
-  s.strings = full.strings;
-  s.frames = full.frames;
-  s.stacks = full.stacks;
-  s.streams = full.streams;
+  Snapshot s = full.with_tables();
   s.scopes = full.scopes;
   Writer w(path);
   size_t kernels_per_event = full.kernels.size() / std::max<size_t>(1, full.events.size()) + 1;

@@ -36,7 +36,7 @@ uint32_t brute_step_at(const Replay& r, int64_t t) {
 
 void check_against_replay(const Snapshot& s, int samples) {
   Replay r(s, devices_of(s).front());
-  Timeline tl(s, r);
+  Timeline tl(r);
   uint32_t n = tl.steps();
   ASSERT_GT(n, 100u);
   for (uint32_t k = 1; k < n; ++k) ASSERT_LE(r.time_of(k - 1), r.time_of(k)) << "times must not go back";
@@ -81,7 +81,7 @@ TEST(Timeline, MatchesReplayOnSyntheticHistory) {
 TEST(Timeline, StackRowsAddUpToTheAllocatedBytes) {
   Snapshot s = load_snapshot(test::data("torch_2layer_python.pickle"));
   Replay r(s, 0);
-  Timeline tl(s, r);
+  Timeline tl(r);
   uint32_t peak = r.peak_allocated().step;
   uint64_t bytes = r.after(peak).allocated;
   std::vector<uint32_t> rows(400), scratch;

@@ -29,13 +29,15 @@ std::vector<uint32_t> brute_live(const Replay& r, uint32_t step) {
   return ids;
 }
 
-// Bytes per outermost (top-down) or innermost (bottom-up) frame label, "<no stack>" for blocks without one.
+// Bytes per outermost (top-down) or innermost (bottom-up) frame label, "<no stack>" for blocks without one; of
+// every frame, or of the user's frames and the site (the viewer's default).
 std::map<std::string, uint64_t> by_first_frame(const Snapshot& s, const Replay& r, const std::vector<uint32_t>& ids,
-                                               bool top_down) {
+                                               bool top_down, bool every) {
   std::map<std::string, uint64_t> out;
   for (uint32_t id : ids) {
     Allocation a = r.allocations()[id];
-    auto frames = s.stacks[a.stack];
+    auto all = s.stacks[a.stack];
+    std::vector<uint32_t> frames = every ? std::vector<uint32_t>(all.begin(), all.end()) : user_frames(s, a.stack);
     std::string key = frames.empty() ? "<no stack>" : frame_label(s, top_down ? frames.back() : frames.front());
     out[key] += a.size;
   }
@@ -45,6 +47,7 @@ std::map<std::string, uint64_t> by_first_frame(const Snapshot& s, const Replay& 
 struct FlameCase {
   std::string fixture, group_by;
   bool top_down;
+  bool every = false;  // --every-frame
 };
 
 class FlameShot : public ::testing::TestWithParam<FlameCase> {};
@@ -52,14 +55,15 @@ class FlameShot : public ::testing::TestWithParam<FlameCase> {};
 TEST_P(FlameShot, TopBoxesHoldTheLiveBytesOfTheirFrame) {
   const FlameCase& c = GetParam();
   test::TempDir dir;
-  Shot shot = test::screenshot(test::data(c.fixture), "--view flame --size 1280x720 --group-by " + c.group_by, dir);
+  Shot shot = test::screenshot(test::data(c.fixture), "--view flame --size 1280x720 --group-by " + c.group_by +
+                                                         (c.every ? " --every-frame" : ""), dir);
   ASSERT_TRUE(shot.layout.contains("flame")) << shot.output;
   Snapshot s = load_snapshot(test::data(c.fixture));
   Replay r(s, 0);
   auto live = brute_live(r, r.peak_allocated().step);
   uint64_t live_bytes = 0;
   for (uint32_t id : live) live_bytes += r.allocations()[id].size;
-  auto want = by_first_frame(s, r, live, c.top_down);
+  auto want = by_first_frame(s, r, live, c.top_down, c.every);
 
   const auto& F = shot.layout["flame"];
   double fx = F["x"].get<double>(), fy = F["y"].get<double>(), w = F["w"].get<double>(), row = F["row_h"].get<double>();
@@ -95,7 +99,7 @@ TEST_P(FlameShot, TopBoxesHoldTheLiveBytesOfTheirFrame) {
   EXPECT_EQ(got.size(), std::count_if(want.begin(), want.end(), [&](const auto& kv) {
               return w * static_cast<double>(kv.second) / static_cast<double>(live_bytes) >= 1;
             }));
-  if (c.fixture == "torch_2layer_python.pickle")
+  if (c.fixture == "torch_2layer_python.pickle" && !c.every)
     keep_for_readme(dir, std::string("viewer_flame_") + (c.top_down ? "top_down" : "bottom_up") + ".png");
 }
 
@@ -103,6 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Torch, FlameShot,
                          ::testing::Values(FlameCase{"torch_2layer_python.pickle", "stack", true},
                                            FlameCase{"torch_2layer_python.pickle", "stack-bottom-up", false},
                                            FlameCase{"torch_2layer_all.pickle", "stack", true},
+                                           FlameCase{"torch_2layer_all.pickle", "stack", true, true},
                                            FlameCase{"torch_compile_graph.pickle", "stack-bottom-up", false}));
 
 // Only the range is read, and the flame graph holds the bytes allocated in it.
@@ -125,6 +130,19 @@ TEST(FlameShotRange, RootHoldsTheBytesAllocatedInTheRange) {
   EXPECT_EQ(root["bytes"].get<uint64_t>(), bytes);
   EXPECT_EQ(root["blocks"].get<uint64_t>(), blocks);
   keep_for_readme(dir, "viewer_flame_range.png");
+}
+
+// --at counts from the recording's start, so with it the whole file is read: the range's bytes are the same.
+TEST(FlameShotRange, WithAtTheWholeFileShowsTheSameBytes) {
+  test::TempDir dir;
+  std::string file = test::data("torch_2layer_python.pickle");
+  Shot part = test::screenshot(file, "--range 15ms..25ms --view modules --size 1280x720", dir);
+  Shot whole = test::screenshot(file, "--range 15ms..25ms --view modules --at 16ms --size 1280x720", dir);
+  ASSERT_TRUE(part.layout.contains("modules")) << part.output;
+  ASSERT_TRUE(whole.layout.contains("modules")) << whole.output;
+  EXPECT_NE(part.output.find("only --range 15ms..25ms was read"), std::string::npos) << part.output;
+  EXPECT_EQ(whole.output.find("only --range"), std::string::npos) << whole.output;
+  EXPECT_EQ(part.layout["modules"]["boxes"][0]["bytes"], whole.layout["modules"]["boxes"][0]["bytes"]);
 }
 
 TEST(SegmentsShot, BarsShowTheReplayedBlocksAtTheirAddresses) {
@@ -207,9 +225,55 @@ TEST(AttributionShot, EveryKeySumsToTheLiveMemory) {
   }
 }
 
+// tests/data/mlp_sequential_cpu.memrec (an nn.Sequential trained with Adam, its parameters, gradients and Adam
+// state owned): the module view at the peak holds every live byte, its category split sums to each box, and what it
+// files under no module is exactly `stats --by module`'s <none>: owned blocks sit under their module in both.
+TEST(ModulesShot, BoxesSplitByCategoryAndAgreeWithStats) {
+  test::TempDir dir;
+  std::string fixture = test::data("mlp_sequential_cpu.memrec");
+  Shot shot = test::screenshot(fixture, "--view modules --size 1280x720", dir);
+  ASSERT_TRUE(shot.layout.contains("modules")) << shot.output;
+  EXPECT_EQ(shot.layout["view"], "modules");
+  auto stats = test::run_command(quote(MEMREC_BINARY) + " stats " + quote(fixture) + " --by module --json --top 1000");
+  ASSERT_EQ(stats.exit_code, 0) << stats.output;
+  nlohmann::json S = nlohmann::json::parse(stats.output);
+  uint64_t none = 0, live = 0;
+  for (const auto& g : S["live"]) {
+    live += g["bytes"].get<uint64_t>();
+    if (g["key"] == "<none>") none = g["bytes"].get<uint64_t>();
+  }
+  std::map<std::string, uint64_t> top;
+  uint64_t parameters = 0;
+  for (const auto& b : shot.layout["modules"]["boxes"]) {
+    uint64_t split = 0;
+    for (const auto& [category, bytes] : b["by_category"].items()) split += bytes.get<uint64_t>();
+    EXPECT_EQ(split, b["bytes"].get<uint64_t>()) << b["label"];
+    if (b["depth"] == 0) EXPECT_EQ(b["bytes"].get<uint64_t>(), live);
+    if (b["depth"] == 1) top[b["label"].get<std::string>()] = b["bytes"].get<uint64_t>();
+    if (b["depth"] == 2 && b["by_category"].contains("parameter")) parameters += b["by_category"]["parameter"].get<uint64_t>();
+  }
+  EXPECT_EQ(top["<no module>"], none);
+  ASSERT_TRUE(top.count("Sequential")) << shot.layout["modules"].dump();
+  EXPECT_GT(parameters, 0u) << "the layers' boxes hold their parameters";
+  keep_for_readme(dir, "viewer_modules.png");
+}
+
+// --view timeline --range: the plot spans the range (its columns cover T1..T2 to within a column).
+TEST(TimelineShotRange, TheTimelineSpansTheRange) {
+  test::TempDir dir;
+  Shot shot = test::screenshot(test::data("torch_2layer_python.pickle"),
+                               "--view timeline --range 15ms..25ms --size 1280x720", dir);
+  ASSERT_FALSE(shot.layout.is_null()) << shot.output;
+  EXPECT_EQ(shot.layout["view"], "timeline");
+  double t0 = shot.layout["t0_ns"].get<double>(), dt = shot.layout["dt_ns"].get<double>();
+  double w = shot.layout["plot"]["w"].get<double>();
+  EXPECT_NEAR(t0, 15e6, dt);
+  EXPECT_NEAR(t0 + w * dt, 25e6, 2 * dt);
+}
+
 // The status bar is inside the window for every view, and shows the recording's warnings.
 TEST(StatusBar, IsDrawnInsideTheWindow) {
-  for (const char* view : {"timeline", "flame", "segments"}) {
+  for (const char* view : {"timeline", "flame", "segments", "modules"}) {
     test::TempDir dir;
     Shot shot = test::screenshot(test::data("torch_2layer_all.pickle"), std::string("--size 1024x600 --view ") + view, dir);
     ASSERT_FALSE(shot.layout.is_null()) << shot.output;
@@ -260,13 +324,14 @@ TEST(ViewFlags, BadValuesSayWhy) {
   struct Case {
     std::string args, says;
   };
-  for (const Case& c : {Case{"--view map", "--view wants timeline, flame or segments, got 'map'"},
+  for (const Case& c : {Case{"--view map", "--view wants timeline, flame, segments or modules, got 'map'"},
                         Case{"--group-by file", "--group-by wants stack, stack-bottom-up, op, module, phase, site, category, layer or pool, got 'file'"},
                         Case{"--range 10ms", "--range wants T1..T2"},
                         Case{"--range 20ms..10ms", "--range wants T1..T2"},
                         Case{"--range soon..later", "--range wants T1..T2"},
                         Case{"--steps 3", "--steps wants A..B"},
                         Case{"--range 1ms..2ms --steps 0..1", "--range and --steps both choose the part to read"},
+                        Case{"--view segments --range 1ms..2ms", "--range is drawn by --view timeline, flame or modules"},
                         Case{"--view flame --group-by category", "--view flame draws a tree"}}) {
     auto r = view(c.args);
     EXPECT_EQ(r.exit_code, 1) << c.args;

@@ -76,7 +76,9 @@ App::App(std::future<std::unique_ptr<Document>> loading, int width, int height, 
     fb.gen(1, &framebuffer_);
     fb.bind(GL_FRAMEBUFFER, framebuffer_);
     fb.texture(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_TEXTURE_2D, color_, 0);
-    if (fb.status(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE) throw Error("cannot render off-screen");
+    if (GLenum status = fb.status(GL_FRAMEBUFFER); status != GL_FRAMEBUFFER_COMPLETE)
+      throw Error(fmt::format("cannot render off-screen: a {}x{} framebuffer is incomplete (status 0x{:x}, {})", width,
+                              height, status, reinterpret_cast<const char*>(glGetString(GL_RENDERER))));
   }
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
@@ -218,6 +220,11 @@ void App::draw_panels(float height) {
       ImGui::EndChild();
       ImGui::EndTabItem();
     }
+    if (tab("modules", Focus::modules)) {
+      if (content("modules")) modules_.draw(doc, state_);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
     ImGui::EndTabBar();
   }
   ImGui::TableNextColumn();
@@ -241,8 +248,7 @@ uint32_t largest_with_stack(const Document& doc, uint32_t step) {
   return best;
 }
 
-nlohmann::json flame_layout(App& app) {
-  const FlameView& f = app.flame();
+nlohmann::json flame_layout(const FlameView& f) {
   nlohmann::json boxes = nlohmann::json::array();
   const Attribution* tree = f.tree();
   if (!tree) return nullptr;
@@ -252,6 +258,11 @@ nlohmann::json flame_layout(App& app) {
     const GroupNode& n = tree->nodes()[b.node];
     boxes.push_back({{"depth", b.depth}, {"x0", b.x0}, {"x1", b.x1}, {"bytes", n.bytes}, {"blocks", n.blocks},
                      {"key", n.key == kMissing ? -1 : static_cast<int64_t>(n.key)}, {"label", tree->label(b.node)}});
+    if (!f.category_bytes().empty()) {
+      nlohmann::json& by = boxes.back()["by_category"];
+      for (int c = 0; c < kCategoryCount; ++c)
+        if (uint64_t bytes = f.category_bytes()[b.node][c]) by[std::string(to_string(static_cast<Category>(c)))] = bytes;
+    }
   }
   return {{"x", f.origin().x}, {"y", f.origin().y}, {"w", f.width()}, {"row_h", FlameView::row_height()},
           {"grouping", std::string(to_string(tree->grouping()))}, {"boxes", boxes}};
@@ -291,7 +302,7 @@ nlohmann::json attribution_layout(const Document& doc, ViewState& st) {
 void print_layout(App& app, const std::string& png, int height) {
   const ColumnGrid& g = app.timeline().grid();
   ViewState& st = app.state();
-  static constexpr const char* kFocus[] = {"timeline", "flame", "segments"};
+  static constexpr const char* kFocus[] = {"timeline", "flame", "segments", "modules"};
   nlohmann::json out = {
       {"png", png},
       {"view", kFocus[static_cast<int>(st.focus)]},
@@ -307,7 +318,8 @@ void print_layout(App& app, const std::string& png, int height) {
       {"height", height},
   };
   if (st.focus == Focus::timeline) out["attribution"] = attribution_layout(app.doc(), app.state());
-  if (st.focus == Focus::flame) out["flame"] = flame_layout(app);
+  if (st.focus == Focus::flame) out["flame"] = flame_layout(app.flame());
+  if (st.focus == Focus::modules) out["modules"] = flame_layout(app.modules());
   if (st.focus == Focus::segments) out["segments"] = segments_layout(app);
   if (app.doc().ranks) out["ranks"] = app.ranks().layout(*app.doc().ranks);
   fmt::print("{}\n", out.dump());
@@ -319,15 +331,18 @@ struct Aim {
   Focus focus = Focus::timeline;
   Grouping grouping = Grouping::stack_top_down;
   std::optional<GroupBy> flat = GroupBy::stack;  // the panel opens on the sites; the flame graph on the stack tree
-  std::optional<Range> part;
+  std::optional<Range> part;  // read only this part of the file
+  std::optional<std::pair<int64_t, int64_t>> range;  // what the flame graph or module view shows
+  std::optional<std::pair<int64_t, int64_t>> zoom;   // the timeline's visible span
 };
 
 Aim parse_aim(const Options& o) {
   Aim aim;
   if (o.view == "flame") aim.focus = Focus::flame;
   else if (o.view == "segments") aim.focus = Focus::segments;
+  else if (o.view == "modules") aim.focus = Focus::modules;
   else if (!o.view.empty() && o.view != "timeline")
-    throw Error("--view wants timeline, flame or segments, got '" + o.view + "'");
+    throw Error("--view wants timeline, flame, segments or modules, got '" + o.view + "'");
   static const std::pair<const char*, Grouping> kTrees[] = {
       {"stack", Grouping::stack_top_down}, {"stack-bottom-up", Grouping::stack_bottom_up},
       {"op", Grouping::op}, {"module", Grouping::module}, {"phase", Grouping::phase}};
@@ -341,9 +356,22 @@ Aim parse_aim(const Options& o) {
   if (!known)
     throw Error("--group-by wants stack, stack-bottom-up, op, module, phase, site, category, layer or pool, got '" +
                 o.group_by + "'");
-  aim.part = parse_range(o.range, o.steps);
-  if (aim.part && o.ranks.size() > 1) throw Error(aim.part->flag + " reads a part of one file, not of several ranks");
-  if (aim.part && o.view.empty()) aim.focus = Focus::flame;  // the bytes allocated in the part
+  // --range T1..T2 is drawn as on the whole recording: the timeline zoomed to it (the whole file read, so it pans
+  // out of the range), or the flame graph or module view of the bytes allocated in it; those read only the range
+  // where that shows the same, one file with no --at (which, like the range, counts from the recording's start).
+  // --steps A..B reads only those steps of one file, for every view.
+  std::optional<Range> part = parse_range(o.range, o.steps);
+  if (part && o.view.empty()) aim.focus = Focus::flame;  // a range alone asks for the bytes allocated in it
+  if (part && part->kind == Range::Kind::time) {
+    if (aim.focus == Focus::segments) throw Error("--range is drawn by --view timeline, flame or modules");
+    std::pair span{part->first, part->last};
+    if (aim.focus == Focus::timeline) aim.zoom = span;
+    else if (o.ranks.size() > 1 || !o.at.empty()) aim.range = span;
+    else aim.part = part;
+  } else if (part) {
+    if (o.ranks.size() > 1) throw Error(part->flag + " reads a part of one file, not of several ranks");
+    aim.part = part;
+  }
   if (aim.focus == Focus::flame && aim.flat && !o.group_by.empty())
     throw Error("--view flame draws a tree: --group-by stack, stack-bottom-up, op, module or phase");
   return aim;
@@ -371,9 +399,12 @@ int run(const Options& options) {
   ViewState& st = app.state();
   st.focus = aim.focus;
   st.grouping = aim.grouping;
+  st.frames = options.every_frame ? Frames::all : Frames::user;
   st.flat = aim.flat;
-  if (aim.part && aim.focus == Focus::flame)  // everything the part holds was allocated in it, or before
+  st.range = aim.range;
+  if (aim.part && (aim.focus == Focus::flame || aim.focus == Focus::modules))  // the bytes its events allocated
     st.range = {0, app.doc().timeline->end_ns() - app.doc().timeline->begin_ns()};
+  if (aim.zoom) st.t0 = static_cast<double>(aim.zoom->first), st.span = static_cast<double>(aim.zoom->second - aim.zoom->first);
   InstantShown found = find_instant(*app.doc().replay, at);
   if (std::string note = instant_note(found); !note.empty()) fmt::print(stderr, "memrec view: note: {}\n", note);
   uint32_t instant = found.step;

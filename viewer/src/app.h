@@ -42,6 +42,7 @@ class App {
   const TimelineView& timeline() const { return timeline_; }
   const LanesView& lanes() const { return lanes_; }
   const FlameView& flame() const { return flame_; }
+  const FlameView& modules() const { return modules_; }
   const SegmentsView& segments() const { return segments_; }
   const RanksView& ranks() const { return ranks_; }
   RanksView& ranks() { return ranks_; }
@@ -68,6 +69,7 @@ class App {
   LanesView lanes_;
   SegmentsView segments_;
   FlameView flame_;
+  FlameView modules_{FlameView::Mode::modules};
   SearchView search_;
   Focus shown_focus_ = Focus::timeline;  // the tab last selected, so a change of state.focus selects its tab
   RanksView ranks_;

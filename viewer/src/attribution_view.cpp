@@ -17,12 +17,8 @@ constexpr size_t kMaxChildren = 64;  // per node; the rest is summed in one row
 
 void highlight_group(const Document& doc, ViewState& state, uint32_t node) {
   const Attribution& at = *state.attribution;
-  GroupMatcher matches(doc.snapshot, at.grouping(), at.path(node));
-  const auto& allocs = doc.replay->allocations();
-  std::vector<uint8_t> marks(allocs.size());
-  for (size_t i = 0; i < allocs.size(); ++i) marks[i] = matches(allocs[i]);
   state.selected_node = node;
-  state.set_highlight(std::move(marks), at.label(node));
+  state.set_highlight(blocks_under(doc, at, node), at.label(node));
 }
 
 void draw_row_values(const GroupNode& n, uint64_t total) {
@@ -108,7 +104,7 @@ void draw_flat(const Document& doc, ViewState& state) {
       else highlight_key(doc, state, *state.flat, g);
     }
     ImGui::PopID();
-    draw_row_values(GroupNode{.bytes = g.bytes, .blocks = g.count}, total);
+    draw_row_values(GroupNode{.bytes = g.bytes, .blocks = g.count, .children = {}}, total);
   }
 }
 
@@ -165,6 +161,13 @@ void draw_legend() {
 }
 
 }  // namespace
+
+std::vector<uint8_t> blocks_under(const Document& doc, const Attribution& at, uint32_t node) {
+  GroupMatcher matches(doc.snapshot, *doc.replay, at.grouping(), at.frames(), at.path(node));
+  std::vector<uint8_t> marks(doc.replay->allocations().size());
+  for (uint32_t i = 0; i < marks.size(); ++i) marks[i] = matches(i);
+  return marks;
+}
 
 void draw_attribution(const Document& doc, ViewState& state) {
   state.group(doc);

@@ -29,6 +29,12 @@ std::span<const uint32_t> band_palette() { return kPalette; }
 uint32_t band_color(uint32_t stack, uint32_t allocation) {
   return kPalette[2 * (spread(stack) % (kPalette.size() / 2)) + (allocation & 1)];
 }
+uint32_t category_color(Category c) {
+  // parameter, input, activation, gradient, optimizer state, temporary, unknown (ABGR)
+  static constexpr std::array<uint32_t, kCategoryCount> kColors = {0xFFB47C4Cu, 0xFF9C9C9Cu, 0xFF4CA8E8u, 0xFF5CB85Cu,
+                                                                   0xFF8A6BD9u, 0xFF3FC1C9u, 0xFF707070u};
+  return kColors[static_cast<size_t>(c)];
+}
 uint32_t name_color(uint32_t string_id) { return kPalette[2 * (spread(string_id * 2654435761u + 1) % (kPalette.size() / 2))]; }
 
 }  // namespace memrec::viewer

@@ -28,7 +28,7 @@ void Document::analyze(uint8_t d) {
   categories_.reset();
   timeline.reset();  // holds a reference into the old replay
   replay = std::make_unique<Replay>(snapshot, device);
-  timeline = std::make_unique<Timeline>(snapshot, *replay);
+  timeline = std::make_unique<Timeline>(*replay);
   kernel_lanes = memrec::kernel_lanes(snapshot, device);
   scope_lanes = memrec::scope_lanes(snapshot, device, timeline->end_ns());
 }
@@ -101,7 +101,7 @@ void ViewState::group(const Document& doc) {
 void ViewState::regroup(const Document& doc) {
   std::vector<uint32_t> live;
   doc.timeline->live_at(instant, live);
-  attribution.emplace(doc.snapshot, doc.replay->allocations(), live, grouping);
+  attribution.emplace(doc.snapshot, *doc.replay, live, grouping, frames);
   // Only the category key needs the categories (a pass over every block, made once); the panel shows no split by them.
   std::span<const Category> categories;
   if (flat == GroupBy::category) categories = doc.categories();

@@ -45,8 +45,8 @@ struct Document {
 };
 
 // The view the bottom panel shows (and a screenshot aims at): the attribution table, the flame graph of the same
-// memory, or the segment history.
-enum class Focus : uint8_t { timeline, flame, segments };
+// memory, the segment history, or the module view.
+enum class Focus : uint8_t { timeline, flame, segments, modules };
 
 struct ViewState {
   // Visible time range in nanoseconds after the first event (doubles of absolute clock values would round to
@@ -61,6 +61,7 @@ struct ViewState {
   // instead (GroupBy::stack is the site, as `memrec stats --by stack` prints it: the panel opens on it) and the
   // flame graph keeps the tree.
   Grouping grouping = Grouping::stack_top_down;
+  Frames frames = Frames::user;  // the stack groupings fold internal frames unless every frame is asked for
   std::optional<GroupBy> flat = GroupBy::stack;
   std::optional<Attribution> attribution;  // of the live blocks at `instant`, once group() made it
   std::vector<Group> flat_groups;          // of the live blocks at `instant`, when `flat` is set

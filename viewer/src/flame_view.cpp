@@ -1,7 +1,8 @@
 // Flame graph (an icicle, root on top): one box per group of the attribution tree, as wide as its bytes, each
 // child under its parent, largest first. It shows the memory live at the instant (following it) or the bytes
 // allocated in a time range. A click zooms into a box, whose ancestors stay above it as full-width rows; the search
-// text highlights the boxes it names; hovering gives bytes, share and block count.
+// text highlights the boxes it names; hovering gives bytes, share and block count. The module view is the same
+// graph over the module tree, each box split by category, a click also highlighting its blocks on the timeline.
 #include <algorithm>
 #include <cctype>
 
@@ -57,26 +58,33 @@ std::string describe_instant(const Document& doc, const ViewState& state) {
   return fmt::format("live at {}{}", format_duration(tl.time_of(state.instant) - tl.begin_ns()), at_peak ? " (peak)" : "");
 }
 
-// The tree of the instant is the attribution panel's (ViewState keeps it); that of a range is built here.
+// The tree of the instant is the attribution panel's (ViewState keeps it); that of a range, and the module tree,
+// are built here.
 void FlameView::update_tree(const Document& doc, const ViewState& state) {
   bool ranged = state.range.has_value();
+  bool own = ranged || mode_ == Mode::modules;
+  Grouping grouping = mode_ == Mode::modules ? Grouping::module : state.grouping;
   bool same = built_doc_ == &doc && built_device_ == doc.device && built_ranged_ == ranged &&
-              (ranged ? built_range_ == *state.range && built_grouping_ == state.grouping
+              (ranged ? built_range_ == *state.range && built_grouping_ == grouping && built_frames_ == state.frames
                       : built_version_ == state.attribution_version);
   if (same && tree_) return;
-  if (ranged) {
-    auto ids = allocated_between(doc, state.range->first, state.range->second);
-    range_tree_.emplace(doc.snapshot, doc.replay->allocations(), ids, state.grouping);
-    tree_ = &*range_tree_;
-    built_range_ = *state.range;
+  if (own) {
+    std::vector<uint32_t> ids;
+    if (ranged) ids = allocated_between(doc, state.range->first, state.range->second);
+    else doc.timeline->live_at(state.instant, ids);
+    own_tree_.emplace(doc.snapshot, *doc.replay, ids, grouping, state.frames);
+    tree_ = &*own_tree_;
+    if (mode_ == Mode::modules) count_categories(doc, ids);
+    if (ranged) built_range_ = *state.range;
   } else {
-    range_tree_.reset();
+    own_tree_.reset();
     tree_ = &*state.attribution;
   }
   built_doc_ = &doc;
   built_device_ = doc.device;
   built_ranged_ = ranged;
-  built_grouping_ = state.grouping;
+  built_grouping_ = grouping;
+  built_frames_ = state.frames;
   built_version_ = state.attribution_version;
   labels_.assign(tree_->nodes().size(), std::string());
   searched_.clear();
@@ -89,6 +97,20 @@ void FlameView::update_tree(const Document& doc, const ViewState& state) {
     zoom_ = *it;
   }
   laid_width_ = -1;
+}
+
+// Each block's bytes go to its leaf and every ancestor, under the block's category.
+void FlameView::count_categories(const Document& doc, std::span<const uint32_t> ids) {
+  category_bytes_.assign(tree_->nodes().size(), {});
+  const auto& categories = doc.categories();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto c = static_cast<size_t>(categories[ids[i]]);
+    uint64_t size = doc.replay->size_of(ids[i]);
+    for (uint32_t n = tree_->leaves()[i];; n = tree_->nodes()[n].parent) {
+      category_bytes_[n][c] += size;
+      if (n == 0) break;
+    }
+  }
 }
 
 const std::string& FlameView::label(uint32_t node) {
@@ -139,7 +161,23 @@ void FlameView::zoom_to(uint32_t node) {
   laid_width_ = -1;
 }
 
-void FlameView::draw_header(const Document& doc, ViewState& state) {
+// The module view's key: one swatch per category.
+void draw_category_legend() {
+  ImDrawList* list = ImGui::GetWindowDrawList();
+  for (int c = 0; c < kCategoryCount; ++c) {
+    ImVec2 p = ImGui::GetCursorScreenPos();
+    float h = ImGui::GetTextLineHeight();
+    list->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(p.x + h - 4, p.y + h - 2), category_color(static_cast<Category>(c)));
+    ImGui::Dummy(ImVec2(h - 2, h));
+    ImGui::SameLine(0, 2);
+    ImGui::TextUnformatted(std::string(to_string(static_cast<Category>(c))).c_str());
+    ImGui::SameLine();
+  }
+  ImGui::NewLine();
+}
+
+// The grouping of the tree and whether its stacks are folded.
+void FlameView::draw_grouping_choice(const Document& doc, ViewState& state) {
   int g = static_cast<int>(state.grouping);
   ImGui::SetNextItemWidth(150);
   if (ImGui::BeginCombo("##flame grouping", std::string(to_string(state.grouping)).c_str())) {
@@ -147,11 +185,20 @@ void FlameView::draw_header(const Document& doc, ViewState& state) {
       if (ImGui::Selectable(std::string(to_string(static_cast<Grouping>(i))).c_str(), i == g)) g = i;
     ImGui::EndCombo();
   }
-  if (g != static_cast<int>(state.grouping)) {
-    state.grouping = static_cast<Grouping>(g);
-    state.regroup(doc);
-    zoom_path_.clear();
-  }
+  // Folded by default: the interpreter, libc and dispatcher frames would fill the top rows of every stack.
+  bool all = state.frames == Frames::all;
+  ImGui::SameLine();
+  bool toggled = ImGui::Checkbox("every frame", &all);
+  if (g == static_cast<int>(state.grouping) && !toggled) return;
+  state.grouping = static_cast<Grouping>(g);
+  state.frames = all ? Frames::all : Frames::user;
+  state.regroup(doc);
+  zoom_path_.clear();
+}
+
+void FlameView::draw_header(const Document& doc, ViewState& state) {
+  if (mode_ == Mode::modules) draw_category_legend();
+  else draw_grouping_choice(doc, state);
   ImGui::SameLine();
   bool ranged = state.range.has_value();
   if (ImGui::RadioButton("instant", !ranged)) state.range.reset();
@@ -170,6 +217,29 @@ void FlameView::draw_header(const Document& doc, ViewState& state) {
     ImGui::SameLine();
     if (ImGui::SmallButton("zoom out")) zoom_to(0);
   }
+}
+
+// A box in its group's color; in the module view, split from the left by category in proportion to the bytes.
+void FlameView::draw_box(const Document& doc, uint32_t node, ImVec2 a, ImVec2 z, bool dim) {
+  ImDrawList* list = ImGui::GetWindowDrawList();
+  auto fill = [&](float x0, float x1, uint32_t color) { list->AddRectFilled(ImVec2(x0, a.y), ImVec2(x1, z.y), dim ? dimmed(color) : color); };
+  const GroupNode& n = tree_->nodes()[node];
+  if (mode_ != Mode::modules || n.bytes == 0) {
+    fill(a.x, z.x, node == 0 ? 0xFF606060u : key_color(doc, tree_->grouping(), n.key));
+    return;
+  }
+  double x = a.x, scale = (z.x - a.x) / static_cast<double>(n.bytes);
+  for (int c = 0; c < kCategoryCount; ++c) {
+    double w = static_cast<double>(category_bytes_[node][c]) * scale;
+    if (w > 0) fill(static_cast<float>(x), static_cast<float>(x + w), category_color(static_cast<Category>(c)));
+    x += w;
+  }
+}
+
+// The module view's click: the node's blocks stand out along the timeline.
+void FlameView::highlight_blocks(const Document& doc, ViewState& state, uint32_t node) {
+  if (node == 0) return state.clear_highlight();
+  state.set_highlight(blocks_under(doc, *tree_, node), label(node));
 }
 
 void FlameView::draw(const Document& doc, ViewState& state) {
@@ -199,11 +269,8 @@ void FlameView::draw(const Document& doc, ViewState& state) {
     ImVec2 a(origin_.x + b.x0, origin_.y + static_cast<float>(b.depth) * kRowHeight);
     ImVec2 z(origin_.x + b.x1, a.y + kRowHeight - 1);
     if (z.y < clip0.y || a.y > clip1.y) continue;
-    uint32_t key = tree_->nodes()[b.node].key;
-    uint32_t color = b.node == 0 ? 0xFF606060u : key_color(doc, tree_->grouping(), key);
-    if (searching && !hits_[b.node]) color = dimmed(color);
     // A pixel of background between neighbours where there is room for it.
-    list->AddRectFilled(a, ImVec2(b.x1 - b.x0 >= 3 ? z.x - 1 : z.x, z.y), color);
+    draw_box(doc, b.node, a, ImVec2(b.x1 - b.x0 >= 3 ? z.x - 1 : z.x, z.y), searching && !hits_[b.node]);
     if (b.x1 - b.x0 >= kMinTextWidth) {
       ImVec4 clip(a.x + 2, a.y, z.x - 2, z.y);
       list->AddText(nullptr, 0, ImVec2(a.x + 3, a.y + 2), 0xFF000000u, label(b.node).c_str(), nullptr, 0, &clip);
@@ -218,11 +285,16 @@ void FlameView::draw(const Document& doc, ViewState& state) {
     ImGui::Text("%s (%llu bytes), %.1f%% of %s, %llu blocks", format_bytes(n.bytes).c_str(),
                 static_cast<unsigned long long>(n.bytes), total ? 100.0 * static_cast<double>(n.bytes) / static_cast<double>(total) : 0.0,
                 format_bytes(total).c_str(), static_cast<unsigned long long>(n.blocks));
+    if (mode_ == Mode::modules)
+      for (int c = 0; c < kCategoryCount; ++c)
+        if (uint64_t bytes = category_bytes_[under->node][c])
+          ImGui::Text("  %s: %s", std::string(to_string(static_cast<Category>(c))).c_str(), format_bytes(bytes).c_str());
     ImGui::TextDisabled(under->node == zoom_ && zoom_ != 0 ? "click: zoom out" : "click: zoom in");
     ImGui::EndTooltip();
     if (clicked) {
       uint32_t node = under->node == zoom_ && zoom_ != 0 ? tree_->nodes()[zoom_].parent : under->node;
       zoom_to(node);
+      if (mode_ == Mode::modules) highlight_blocks(doc, state, node);
     }
   }
   ImGui::EndChild();

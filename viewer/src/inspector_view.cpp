@@ -56,6 +56,12 @@ void draw_kernels(const Document& doc, const Allocation& a) {
 
 }  // namespace
 
+std::string owner_text(const Document& doc, uint32_t id) {
+  std::string name = owner_label(doc.snapshot, *doc.replay, id);
+  if (name.empty()) return name;
+  return name + " (" + std::string(to_string(doc.snapshot.owners[doc.replay->owner_of(id)].kind)) + ")";
+}
+
 void draw_inspector(const Document& doc, ViewState& state) {
   const auto& allocs = doc.replay->allocations();
   if (state.selected_allocation == kNone || state.selected_allocation >= allocs.size()) {
@@ -73,6 +79,8 @@ void draw_inspector(const Document& doc, ViewState& state) {
   ImGui::Text("on         %s, handle 0x%llx", stream_name(doc.snapshot, a.stream).c_str(),
               static_cast<unsigned long long>(a.stream < doc.snapshot.streams.size() ? doc.snapshot.streams[a.stream] : 0));
   ImGui::TextWrapped("site       %s", allocation_site(doc.snapshot, a.stack).c_str());
+  if (std::string owner = owner_text(doc, state.selected_allocation); !owner.empty())
+    ImGui::TextWrapped("owner      %s", owner.c_str());
   draw_life(doc, a);
   if (ImGui::CollapsingHeader("stack")) {
     auto frames = doc.snapshot.stacks[a.stack];

@@ -233,6 +233,7 @@ void TimelineView::handle_input(Document& doc, ViewState& state, bool hovered, b
     const Allocation& a = doc.replay->allocations()[id];
     ImGui::Text("block %s at 0x%llx", format_bytes(a.size).c_str(), static_cast<unsigned long long>(a.addr));
     ImGui::TextUnformatted(allocation_site(doc.snapshot, a.stack).c_str());
+    if (std::string owner = owner_text(doc, id); !owner.empty()) ImGui::Text("owner %s", owner.c_str());
     ImGui::TextDisabled("click: inspect this block and group the memory live here");
   }
   ImGui::EndTooltip();

@@ -1,10 +1,12 @@
 // The views of the main window, one file each. Each draws into the current ImGui window.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -117,11 +119,17 @@ class LanesView {
 };
 
 void draw_attribution(const Document& doc, ViewState& state);
+// Per allocation, whether it falls under `node` of the tree: the marks a click on a group highlights.
+std::vector<uint8_t> blocks_under(const Document& doc, const Attribution& at, uint32_t node);
 // "live at 12.3 ms (peak)"
 std::string describe_instant(const Document& doc, const ViewState& state);
 
+// Mode::grouping shows the tree of the attribution panel's grouping; Mode::modules is the module view: the module
+// tree (owners' modules included), each box split by category.
 class FlameView {
  public:
+  enum class Mode : uint8_t { grouping, modules };
+  explicit FlameView(Mode mode = Mode::grouping) : mode_(mode) {}
   // One box as laid out for the last frame, in pixels from the graph's top-left (tests read them back).
   struct Box {
     uint32_t node;  // in tree()
@@ -130,6 +138,8 @@ class FlameView {
   };
   void draw(const Document& doc, ViewState& state);
   const Attribution* tree() const { return tree_; }
+  // Modules: per node of tree(), its bytes by category.
+  const std::vector<std::array<uint64_t, kCategoryCount>>& category_bytes() const { return category_bytes_; }
   const std::vector<Box>& boxes() const { return boxes_; }
   ImVec2 origin() const { return origin_; }
   float width() const { return laid_width_; }
@@ -137,14 +147,20 @@ class FlameView {
 
  private:
   void update_tree(const Document& doc, const ViewState& state);
+  void count_categories(const Document& doc, std::span<const uint32_t> ids);
+  void draw_box(const Document& doc, uint32_t node, ImVec2 a, ImVec2 z, bool dim);
+  void highlight_blocks(const Document& doc, ViewState& state, uint32_t node);
   void update_search(const std::string& text);
   void draw_header(const Document& doc, ViewState& state);
+  void draw_grouping_choice(const Document& doc, ViewState& state);
   void lay_out(float width);
   void place(uint32_t node, uint32_t depth, float x0, double scale);
   void zoom_to(uint32_t node);
   const std::string& label(uint32_t node);
 
-  std::optional<Attribution> range_tree_;
+  Mode mode_;
+  std::optional<Attribution> own_tree_;  // a range's tree, or the module tree
+  std::vector<std::array<uint64_t, kCategoryCount>> category_bytes_;
   const Attribution* tree_ = nullptr;
   uint32_t zoom_ = 0;                // the node drawn full width
   std::vector<uint32_t> zoom_path_;  // its keys, to find it again in the next tree
@@ -161,9 +177,12 @@ class FlameView {
   bool built_ranged_ = false;
   std::pair<int64_t, int64_t> built_range_;
   Grouping built_grouping_ = Grouping::stack_top_down;
+  Frames built_frames_ = Frames::user;
   uint64_t built_version_ = 0;
 };
 void draw_inspector(const Document& doc, ViewState& state);
+// "0.weight.exp_avg (optimizer_state)" for an owned block, "" otherwise: the inspector's and the hover's owner line.
+std::string owner_text(const Document& doc, uint32_t id);
 
 class SegmentsView {
  public:
@@ -252,5 +271,7 @@ void draw_status_bar(const Document& doc, const ViewState& state, float frame_ms
 
 // Hash-based color for names (kernels, scopes) so one name keeps one color.
 uint32_t name_color(uint32_t string_id);
+// One color per category (the module view's boxes and legend).
+uint32_t category_color(Category c);
 
 }  // namespace memrec::viewer

@@ -120,6 +120,14 @@ struct AllocatorWhatifOptions {
 
 enum class SettingsSource : uint8_t { given, recorded, assumed };  // --alloc-conf, the recording's, the defaults
 
+// The settings to replay under: `given` (--alloc-conf) parsed, else those the run was recorded with, else the
+// defaults; and which of them it is.
+struct ChosenSettings {
+  AllocConf conf;
+  SettingsSource source = SettingsSource::assumed;
+};
+ChosenSettings choose_settings(const std::optional<std::string>& given, const std::optional<AllocConf>& recorded);
+
 // What the reader must know about the prediction.
 enum class AllocatorNote : uint8_t {
   assumed_defaults,            // the file does not say which settings the run used

@@ -81,8 +81,11 @@ std::string owner_label(const Snapshot& s, const Replay& r, uint32_t id);
 // module and layer: the module scope the block was allocated in, or, for a block with an owner, the owner's
 // module. owner: the owner's name ("<none>" for blocks without one).
 enum class GroupBy : uint8_t { stack, op, module, phase, category, layer, pool, owner };
+inline constexpr size_t kGroupByCount = 8;
 std::string_view to_string(GroupBy g);
 std::optional<GroupBy> group_by_from_string(std::string_view s);
+// Every grouping's name, in GroupBy's order: "stack", "op", "module", ...
+std::vector<std::string> group_by_names();
 
 struct Group {
   std::string key;  // comparable across runs: frame names, scope names, category names; no addresses
@@ -103,6 +106,14 @@ std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::sp
 // empty when the caller wants no split by category (then `by` is not GroupBy::category and by_category stays 0).
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
                                      std::span<const Category> categories);
+// Each block's key under `by`, as group_allocations() files it ("<none>" for a block without one): block ids[i]
+// has key keys[of[i]]. `categories` is categorize()'s answer. For a table of blocks with a column per grouping.
+struct BlockKeys {
+  std::vector<std::string> keys;
+  std::vector<uint32_t> of;
+};
+BlockKeys block_keys(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
+                     std::span<const Category> categories);
 // The live blocks after `step`, grouped and sorted by bytes. Sums exactly to the live bytes.
 std::vector<Group> group_live(const Snapshot& s, const Replay& r, uint32_t step, GroupBy by);
 
@@ -132,6 +143,9 @@ std::vector<std::string> run_layers(const Snapshot& s, uint8_t device);
 // The layer of `layers` that `given` names: its name ("layers.3", or "3" in an nn.Sequential), else a number naming
 // the one layer whose last component it is ("3" for "layers.3"). Throws Error when none does, or several.
 std::string find_layer(const std::vector<std::string>& layers, const std::string& given);
+
+// Whether the recording says the device is the CPU (metadata device.N.type), whose allocator keeps no cache.
+bool is_cpu_device(const Snapshot& s, uint8_t device);
 
 // Reserved bytes minus allocated bytes, split into the causes the caching allocator's rules explain.
 // Each free byte of every segment lands in exactly one field, so the fields sum to reserved - allocated.

@@ -4,10 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "memrec/replay.h"
@@ -23,8 +23,36 @@ std::string_view to_string(Grouping g);
 // kMissing stands for "no stack" / "no scope of that kind".
 inline constexpr uint32_t kMissing = std::numeric_limits<uint32_t>::max();
 
-// The keys of one block under a grouping, outermost first; {kMissing} when it has none.
-void group_path(const Snapshot& s, const Allocation& a, Grouping g, std::vector<uint32_t>& out);
+// Which frames the stack groupings keep: every frame, or user_frames() (the interpreter, runpy, libc, the autograd
+// engine and the dispatcher folded away).
+enum class Frames : uint8_t { all, user };
+
+// How blocks are filed under a grouping: the keys of each, outermost first ({kMissing} when it has none), memoized
+// per stack, scope or owner module so a tree over many blocks works each path out once. Grouping::module files a
+// block the replay gives an owner with a module (a parameter, its gradient, its optimizer state) under that
+// module, nested as the module's own scopes are, wherever the block was allocated.
+class GroupPaths {
+ public:
+  // Keeps references to both; they must outlive it.
+  GroupPaths(const Snapshot& s, const Replay& r, Grouping g, Frames f = Frames::all);
+  // The path of allocation `id` of the replay; valid until the next call.
+  const std::vector<uint32_t>& of(uint32_t id);
+  Grouping grouping() const { return grouping_; }
+  Frames frames() const { return frames_; }
+
+ private:
+  void scope_chain(uint32_t scope, std::vector<uint32_t>& out) const;
+  const std::vector<uint32_t>& owner_path(uint32_t module);
+
+  const Snapshot& s_;
+  const Replay& r_;
+  Grouping grouping_;
+  Frames frames_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> by_source_;  // by stack or scope id
+  std::unordered_map<uint32_t, std::vector<uint32_t>> by_owner_;   // by owner module string id
+  std::unordered_map<uint32_t, uint32_t> module_scope_;            // module string id -> a scope of that name
+  std::vector<uint32_t> path_;
+};
 
 struct GroupNode {
   uint32_t key = kMissing;
@@ -37,12 +65,11 @@ struct GroupNode {
 
 class Attribution {
  public:
-  // Groups the given allocations (ids into `allocations`), e.g. Replay::live_after(step).
-  Attribution(const Snapshot& s, const Allocations& allocations, std::span<const uint32_t> ids, Grouping g);
-  Attribution(const Snapshot& s, std::span<const Allocation> allocations, std::span<const uint32_t> ids,
-              Grouping g);
+  // Groups the given allocations (ids into r.allocations()), e.g. Replay::live_after(step).
+  Attribution(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, Grouping g, Frames f = Frames::all);
 
   Grouping grouping() const { return grouping_; }
+  Frames frames() const { return frames_; }
   // Node 0 is the root: every block given.
   const std::vector<GroupNode>& nodes() const { return nodes_; }
   const GroupNode& root() const { return nodes_[0]; }
@@ -53,11 +80,9 @@ class Attribution {
   std::string label(uint32_t node) const;
 
  private:
-  using AllocationAt = std::function<Allocation(uint32_t)>;
-  Attribution(const Snapshot& s, const AllocationAt& allocation, std::span<const uint32_t> ids, Grouping g);
-
   const Snapshot& s_;
   Grouping grouping_;
+  Frames frames_;
   std::vector<GroupNode> nodes_;
   std::vector<uint32_t> leaves_;
 };
@@ -67,19 +92,16 @@ std::string frame_label(const Snapshot& s, uint32_t frame);
 // Label of one key under a grouping.
 std::string key_label(const Snapshot& s, Grouping g, uint32_t key);
 
-// Whether a block falls under a node: its path starts with the node's path. Memoized per stack or scope id,
-// so testing every allocation of a long run costs about one lookup each.
+// Whether a block falls under a node of a tree grouped as `g` and `f`: its path starts with the node's path.
+// GroupPaths' memo makes testing every allocation of a long run about one lookup each.
 class GroupMatcher {
  public:
-  GroupMatcher(const Snapshot& s, Grouping g, std::vector<uint32_t> prefix);
-  bool operator()(const Allocation& a);
+  GroupMatcher(const Snapshot& s, const Replay& r, Grouping g, Frames f, std::vector<uint32_t> prefix);
+  bool operator()(uint32_t id);
 
  private:
-  const Snapshot& s_;
-  Grouping grouping_;
+  GroupPaths paths_;
   std::vector<uint32_t> prefix_;
-  std::vector<int8_t> memo_;  // per stack or scope id: -1 unknown, 0 no, 1 yes
-  std::vector<uint32_t> path_;
 };
 
 // One reserved segment at an instant and the live blocks in it, by address.
@@ -116,5 +138,7 @@ class SegmentHistory {
 // own; "unknown pool" when no segment the snapshot lists (segments_start/end) holds the block: segments seen only
 // in the trace's events, blocks outside every segment, recordings without segments (CPU).
 std::vector<std::string> pool_keys(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids);
+// A segment's pool as pool_keys() names it: "default pool", "pool (1, 0)".
+std::string pool_name(const Segment& seg);
 
 }  // namespace memrec

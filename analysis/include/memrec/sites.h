@@ -47,6 +47,11 @@ std::string allocation_site(const Snapshot& s, uint32_t stack);
 // allocator-internal frames are skipped (the way memory_viz filters them).
 std::vector<uint32_t> top_frames(const Snapshot& s, uint32_t stack, size_t n);
 
+// The frames of a stack the user reads, innermost first: the op that allocated (when a user frame calls it), then
+// the user's frames; the site alone where no frame is the user's. What a folded flame graph shows: no
+// interpreter, runpy, libc, autograd engine or dispatcher rows.
+std::vector<uint32_t> user_frames(const Snapshot& s, uint32_t stack);
+
 // Every frame of a stack, innermost first, marked for showing the whole stack.
 struct MarkedFrame {
   uint32_t frame = 0;

@@ -364,6 +364,9 @@ struct Snapshot {
   std::vector<std::string> warnings;
 
   uint16_t intern_stream(uint64_t raw);
+  // A snapshot with this one's tables (metadata, strings, frames, stacks, streams) and no rows: where one made of some
+  // of this one's events, scopes or kernels starts.
+  Snapshot with_tables() const;
   bool operator==(const Snapshot&) const = default;
 };
 

@@ -18,6 +18,13 @@ def _tell_memrec(note):
         pass
 
 
+def _why(error):
+    if isinstance(error, ModuleNotFoundError) and error.name == "memrec":  # pip's memrec is on no PYTHONPATH
+        return (f"{sys.executable} cannot import memrec: run the program with the Python memrec is installed in "
+                "(`python -m memrec record train.py` does)")
+    return str(error)
+
+
 class _TorchWatcher(importlib.abc.MetaPathFinder):
     """Finds nothing itself: when torch is imported, starts the recorder right after torch's __init__ ran.
 
@@ -46,7 +53,7 @@ class _TorchWatcher(importlib.abc.MetaPathFinder):
                 from memrec import _autostart
                 _autostart.main()
             except Exception as e:  # the program runs on unrecorded rather than fail because of memrec
-                _tell_memrec(f"not recording process {os.getpid()}: {e}")
+                _tell_memrec(f"not recording process {os.getpid()}: {_why(e)}")
 
         spec.loader.exec_module = exec_then_record
         return spec

@@ -1,12 +1,16 @@
-// `memrec info`: what a file holds, per device.
+// `memrec info`: what a file holds, per device, as text for people and JSON for scripts (from memrec/file_info.h).
 #pragma once
 
 #include <string>
 
-#include "memrec/snapshot.h"
+#include <nlohmann/json.hpp>
+
+#include "memrec/file_info.h"
 
 namespace memrec {
 
-std::string info_report(const Snapshot& s);
+std::string info_text(const FileInfo& info);
+// The field names are a contract with scripts and agents (`memrec info --json`, the MCP tool `info`): keep them.
+nlohmann::json info_json(const FileInfo& info);
 
 }  // namespace memrec

@@ -15,10 +15,11 @@ struct Options {
   std::vector<std::string> ranks;  // two or more: the ranks of one run side by side (path is the first)
   std::string screenshot;  // write this PNG after a few frames and exit; empty: interactive window
   std::string at;          // instant to analyze: "peak" or a time after the start (memrec::parse_at)
-  std::string view;        // the view a screenshot shows: "timeline" (default), "flame" or "segments"
-  std::string range;       // "T1..T2": read only that time range (memrec::parse_range); without --view, the flame
-  std::string steps;       // "A..B": ... or those training steps       graph of the bytes allocated in it
+  std::string view;        // the view a screenshot shows: "timeline" (default), "flame", "segments" or "modules"
+  std::string range;       // "T1..T2": the timeline's span (--view timeline), else the bytes allocated in it
+  std::string steps;       // "A..B": read only those training steps (memrec::parse_range reads both)
   std::string group_by;    // stack|op|module|phase|category|layer|site|pool (default: stack)
+  bool every_frame = false;  // the stack trees keep every frame instead of folding the internal ones
   int width = 1600;
   int height = 900;
   std::optional<uint8_t> device;  // unset: the first device with events (memrec::choose_device)

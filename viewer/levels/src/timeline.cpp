@@ -46,8 +46,8 @@ void Envelope::include(const Envelope& e) {
   reserved_max = std::max(reserved_max, e.reserved_max);
 }
 
-Timeline::Timeline(const Snapshot& s, const Replay& r)
-    : s_(s), r_(r), alloc_step_(r.alloc_steps()), free_step_(r.free_steps()) {
+Timeline::Timeline(const Replay& r)
+    : r_(r), alloc_step_(r.alloc_steps()), free_step_(r.free_steps()) {
   uint32_t n = steps();
   begin_ns_ = r_.time_of(kNoEvent);
   end_ns_ = n ? r_.time_of(n - 1) : begin_ns_;

@@ -30,7 +30,7 @@ struct Envelope {
 class Timeline {
  public:
   // Keeps references to both; they must outlive the Timeline.
-  Timeline(const Snapshot& s, const Replay& r);
+  explicit Timeline(const Replay& r);
 
   const Replay& replay() const { return r_; }
   uint32_t steps() const { return r_.steps(); }
@@ -62,7 +62,6 @@ class Timeline {
   void build_checkpoints();
   uint32_t first_allocation_after(uint32_t step) const;
 
-  const Snapshot& s_;
   const Replay& r_;
   int64_t begin_ns_ = 0, end_ns_ = 0;
   // Times of every kTimeStride-th step, to find a step by time without touching the events.
