@@ -256,11 +256,13 @@ std::string with_payload(const std::string& bytes, const Chunk& c, const std::fu
 TEST_F(RangeTest, ADamagedIndexIsReadWholeWithOneSentence) {
   std::string bytes = read_bytes(path("run.memrec"));
   std::vector<Chunk> chunks = chunks_of(bytes);
-  auto middle = [&](uint32_t type) {
+  // The last index chunk: a damaged one is recompressed, and may change size (it does under clang's zstd build
+  // flags), which would move any chunk after it and fail the read before the index is checked.
+  auto last = [&](uint32_t type) {
     std::vector<Chunk> of;
     for (const Chunk& c : chunks)
       if (c.type == type) of.push_back(c);
-    return of.at(of.size() / 2);
+    return of.at(of.size() - 1);
   };
   // Every live state damaged alike, so that the range's is.
   auto every_state = [&](const std::function<void(std::string&)>& edit) {
@@ -269,7 +271,7 @@ TEST_F(RangeTest, ADamagedIndexIsReadWholeWithOneSentence) {
       if (chunks[k].type == 17) b = with_payload(b, chunks[k], edit);
     return b;
   };
-  const Chunk index = middle(16);
+  const Chunk index = last(16);
   struct Case {
     std::string file, says;
   };
