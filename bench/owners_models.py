@@ -6,8 +6,7 @@ compiled-code block of 1 MiB or more live at the peak names a line of the model'
 generated code holds. Usage: owners_models.py MEMREC OUT_DIR."""
 import json
 import os
-import re
-import sqlite3
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -52,24 +51,34 @@ def none_share(memrec, path, by):
 
 def compiled_blocks(memrec, path):
     """(blocks, of them naming a mapped source line, their bytes, sample modules) for the compiled-code blocks of
-    1 MiB or more live at the peak: those whose stack passes through inductor's generated code."""
-    db = path + ".db"
-    if os.path.exists(db):
-        os.remove(db)
-    subprocess.run([memrec, "export", path, "--format", "sqlite", "-o", db], check=True, capture_output=True)
-    con = sqlite3.connect(db)
-    mapped = json.loads(dict(con.execute("select key, value from meta")).get("compiled_code", "{}"))
+    1 MiB or more live at the peak: those whose stack passes through inductor's generated code. Read from the
+    exported pickle (its frames are memrec's, innermost first), replayed up to the peak's entry."""
+    run = lambda *args: subprocess.run([memrec, *args], check=True, capture_output=True, text=True).stdout
+    mapped = json.loads(json.loads(run("info", path, "--json"))["metadata"].get("compiled_code", "{}"))
     lines = {(os.path.basename(f), n) for rows in mapped.values() for row in rows for f, n, _ in row[3]}
     modules = sorted({row[1] for rows in mapped.values() for row in rows if row[1]})
-    peak = json.loads(subprocess.run([memrec, "stats", path, "--json"], check=True, capture_output=True,
-                                     text=True).stdout)["peak_allocated"]["event"]
-    (t,) = con.execute("select time_ns from events where id = ?", (peak,)).fetchone()
-    rows = con.execute("""select b.size, b.site from blocks b where b.alloc_ns <= ?1 and (b.free_ns is null or
-        b.free_ns > ?1) and b.size >= 1048576 and exists (select 1 from stacks st join frames f on f.id = st.frame
-        where st.stack = b.stack and f.file like '%torchinductor_%')""", (t,)).fetchall()
-    named = [size for size, site in rows
-             if (m := re.search(r"\(([^()]+):(\d+)\)", site.split(" via ")[0])) and (m[1], int(m[2])) in lines]
-    return len(rows), len(named), sum(named), modules[:6] + ["..."] + modules[-3:]
+    peak = json.loads(run("stats", path, "--json"))["peak_allocated"]["event"]
+    exported = path + ".pickle"
+    if os.path.exists(exported):
+        os.remove(exported)
+    run("export", path, "-o", exported)
+    live = {}
+    for entry in pickle.load(open(exported, "rb"))["device_traces"][0][:peak + 1]:
+        if entry["action"] == "alloc":
+            live[entry["addr"]] = entry
+        elif entry["action"] in ("free_requested", "free_completed"):
+            live.pop(entry["addr"], None)
+    compiled = named = size = 0
+    for entry in live.values():
+        frames = [(os.path.basename(f["filename"]), f["line"]) for f in entry["frames"]]
+        generated = next((i for i, f in enumerate(entry["frames"]) if "torchinductor_" in f["filename"]), None)
+        if entry["size"] < 2**20 or generated is None:
+            continue
+        compiled += 1
+        if any(f in lines for f in frames[:generated]):
+            named += 1
+            size += entry["size"]
+    return compiled, named, size, modules[:6] + ["..."] + modules[-3:]
 
 
 def main():
