@@ -326,9 +326,11 @@ ranks_bench() {
   timeout 300 "$BUILD/bench/bench_ranks" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
 }
 
-# Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py).
+# Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py), then memrec's
+# parts one by one in a process without its scope hooks (--breakdown).
 step_modes() {
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py | tee -a "$OUT/summary.txt"
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --breakdown | tee -a "$OUT/summary.txt"
 }
 
 # Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer.
