@@ -56,7 +56,7 @@ def compiled_blocks(memrec, path):
     run = lambda *args: subprocess.run([memrec, *args], check=True, capture_output=True, text=True).stdout
     mapped = json.loads(json.loads(run("info", path, "--json"))["metadata"].get("compiled_code", "{}"))
     lines = {(os.path.basename(f), n) for rows in mapped.values() for row in rows for f, n, _ in row[3]}
-    modules = sorted({row[1] for rows in mapped.values() for row in rows if row[1]})
+    modules = sorted({row[1][-1] for rows in mapped.values() for row in rows if row[1]})
     peak = json.loads(run("stats", path, "--json"))["peak_allocated"]["event"]
     exported = path + ".pickle"
     if os.path.exists(exported):

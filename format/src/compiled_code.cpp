@@ -12,15 +12,30 @@ namespace {
 
 struct MappedLine {
   uint32_t first_line = 0;
-  uint32_t module = 0;            // string id of the module path relative to the compiled module; 0 = none
+  uint32_t chain = 0;             // index of its module chain (ModuleChains); 0 = none
   std::vector<uint32_t> frames;  // the model's source, innermost first
 };
 
 using Table = std::vector<MappedLine>;  // by first line
 
+// The FX nodes' module paths relative to the compiled module, outermost first, as string ids; chain 0 is empty.
+using ModuleChains = std::vector<std::vector<uint32_t>>;
+
+// A row's modules: a list of paths, outermost first, or one path (files recorded before the list).
+uint32_t read_chain(Snapshot& s, const nlohmann::json& modules, ModuleChains& chains) {
+  std::vector<uint32_t> chain;
+  for (const auto& m : modules.is_string() ? nlohmann::json::array({modules}) : modules)
+    if (auto path = m.get<std::string>(); !path.empty()) chain.push_back(s.strings.intern(path));
+  if (chain.empty()) return 0;
+  auto it = std::find(chains.begin(), chains.end(), chain);
+  if (it != chains.end()) return static_cast<uint32_t>(it - chains.begin());
+  chains.push_back(std::move(chain));
+  return static_cast<uint32_t>(chains.size() - 1);
+}
+
 // The tables of the generated files the stacks pass through; frames and strings interned into `s`. Throws
 // nlohmann's errors on a bad shape.
-std::map<std::string, Table> read_tables(Snapshot& s, const nlohmann::json& j) {
+std::map<std::string, Table> read_tables(Snapshot& s, const nlohmann::json& j, ModuleChains& chains) {
   std::unordered_set<std::string> files;
   for (const Frame& f : s.frames.all()) files.insert(s.strings[f.file]);
   std::map<std::string, Table> tables;
@@ -28,8 +43,7 @@ std::map<std::string, Table> read_tables(Snapshot& s, const nlohmann::json& j) {
     if (!files.count(path)) continue;
     Table& table = tables[path];
     for (const auto& entry : lines) {
-      MappedLine m{.first_line = entry.at(0).get<uint32_t>(), .module = 0, .frames = {}};
-      if (auto module = entry.at(1).get<std::string>(); !module.empty()) m.module = s.strings.intern(module);
+      MappedLine m{.first_line = entry.at(0).get<uint32_t>(), .chain = read_chain(s, entry.at(1), chains), .frames = {}};
       for (const auto& f : entry.at(3))
         m.frames.push_back(s.frames.intern(Frame{.pc = 0,
                                                  .function = s.strings.intern(f.at(2).get<std::string>()),
@@ -51,7 +65,7 @@ const MappedLine* lookup(const Table& table, uint32_t line) {
   return &*(it - 1);
 }
 
-// Rewrites the stacks in place (ids kept); returns each stack's module string id (0 = none).
+// Rewrites the stacks in place (ids kept); returns each stack's module chain (0 = none).
 std::vector<uint32_t> resolve_stacks(Snapshot& s, const std::map<std::string, Table>& tables) {
   std::vector<const Table*> table_of(s.frames.size(), nullptr);
   for (uint32_t f = 0; f < s.frames.size(); ++f)
@@ -73,35 +87,51 @@ std::vector<uint32_t> resolve_stacks(Snapshot& s, const std::map<std::string, Ta
     }
     frame_ids.insert(frame_ids.end(), generated, frames.end());
     offsets.push_back(static_cast<uint32_t>(frame_ids.size()));
-    if (m) module_of[id] = m->module;
+    if (m) module_of[id] = m->chain;
   }
   if (changed) s.stacks.assign(std::move(offsets), std::move(frame_ids));
   return module_of;
 }
 
-// The module scope of an event made by compiled code: the FX node's module, under the module that ran the code
-// (a compiled root module's scope is its class name; a compiled submodule's is its path, which prefixes the node's).
+// The module scopes of an event made by compiled code: the FX node's modules, nested as eager calls nest, under the
+// module that ran the code (a compiled root module's scope is its class name; a compiled submodule's is its path,
+// which prefixes the node's).
 class ModuleScopes {
  public:
   explicit ModuleScopes(Snapshot& s) : s_(s) {}
 
-  uint32_t scope(uint32_t parent, uint32_t module, uint8_t device, int64_t t) {
-    auto [it, fresh] = made_.try_emplace(uint64_t{parent} << 32 | module, 0);
+  uint32_t innermost(uint32_t scope, const std::vector<uint32_t>& chain, uint8_t device, int64_t t) {
+    std::string prefix = prefix_of(scope);
+    for (uint32_t module : chain)
+      scope = made(scope, prefix.empty() ? module : s_.strings.intern(prefix + s_.strings[module]), device, t);
+    return scope;
+  }
+
+  // Whether `scope` is one made for `chain` already (a file written after resolving).
+  bool made_for(uint32_t scope, const std::vector<uint32_t>& chain) const {
+    if (scope == 0 || scope >= s_.scopes.size() || s_.scopes[scope].kind != ScopeKind::module) return false;
+    const std::string& name = s_.strings[s_.scopes[scope].name];
+    const std::string& path = s_.strings[chain.back()];
+    return name == path || (name.ends_with(path) && name[name.size() - path.size() - 1] == '.');
+  }
+
+ private:
+  uint32_t made(uint32_t parent, uint32_t name, uint8_t device, int64_t t) {
+    auto [it, fresh] = made_.try_emplace(uint64_t{parent} << 32 | name, 0);
     if (!fresh) {
       s_.scopes.update(it->second, [&](Scope& sc) { sc.end_ns = std::max(sc.end_ns, t); });
       return it->second;
     }
     it->second = static_cast<uint32_t>(s_.scopes.size());
-    s_.scopes.push_back(Scope{.start_ns = t, .end_ns = t, .name = name(parent, module), .parent = parent,
-                              .kind = ScopeKind::module, .device = device});
+    s_.scopes.push_back(Scope{.start_ns = t, .end_ns = t, .name = name, .parent = parent, .kind = ScopeKind::module,
+                              .device = device});
     return it->second;
   }
 
- private:
-  uint32_t name(uint32_t scope, uint32_t module) {
+  std::string prefix_of(uint32_t scope) const {
     uint32_t runner = enclosing_module(scope);
-    if (runner == 0 || enclosing_module(s_.scopes[runner].parent) == 0) return module;
-    return s_.strings.intern(s_.strings[s_.scopes[runner].name] + "." + s_.strings[module]);
+    if (runner == 0 || enclosing_module(s_.scopes[runner].parent) == 0) return {};
+    return s_.strings[s_.scopes[runner].name] + ".";
   }
 
   uint32_t enclosing_module(uint32_t scope) const {
@@ -111,16 +141,8 @@ class ModuleScopes {
   }
 
   Snapshot& s_;
-  std::unordered_map<uint64_t, uint32_t> made_;  // (parent scope, module) -> scope
+  std::unordered_map<uint64_t, uint32_t> made_;  // (parent scope, name) -> scope
 };
-
-// Whether the event's scope is the module scope made for `module` already (a file written after resolving).
-bool made_for(const Snapshot& s, uint32_t scope, uint32_t module) {
-  if (scope == 0 || scope >= s.scopes.size() || s.scopes[scope].kind != ScopeKind::module) return false;
-  const std::string& name = s.strings[s.scopes[scope].name];
-  const std::string& path = s.strings[module];
-  return name == path || (name.ends_with(path) && name[name.size() - path.size() - 1] == '.');
-}
 
 }  // namespace
 
@@ -128,25 +150,26 @@ void resolve_compiled_code(Snapshot& s) {
   auto it = s.metadata.find("compiled_code");
   if (it == s.metadata.end()) return;
   const std::string unreadable = "the map of compiled code to the model is unreadable, left out: ";
-  std::vector<uint32_t> module_of;
+  ModuleChains chains(1);
+  std::vector<uint32_t> chain_of;  // by stack
   try {
     nlohmann::json map = nlohmann::json::parse(it->second);
     if (!map.is_object()) {
       s.warnings.push_back(unreadable + "not a JSON object");
       return;
     }
-    module_of = resolve_stacks(s, read_tables(s, map));
+    chain_of = resolve_stacks(s, read_tables(s, map, chains));
   } catch (const nlohmann::json::exception& e) {
     s.warnings.push_back(unreadable + e.what());
     return;
   }
-  if (std::all_of(module_of.begin(), module_of.end(), [](uint32_t m) { return m == 0; })) return;
+  if (chains.size() == 1) return;
   ModuleScopes scopes(s);
   for (size_t i = 0; i < s.events.size(); ++i) {
     Event e = s.events[i];
-    uint32_t module = e.stack < module_of.size() ? module_of[e.stack] : 0;
-    if (module == 0 || made_for(s, e.scope, module)) continue;
-    e.scope = scopes.scope(e.scope, module, e.device, e.time_ns);
+    uint32_t chain = e.stack < chain_of.size() ? chain_of[e.stack] : 0;
+    if (chain == 0 || scopes.made_for(e.scope, chains[chain])) continue;
+    e.scope = scopes.innermost(e.scope, chains[chain], e.device, e.time_ns);
     s.events.set(i, e);
   }
 }

@@ -14,7 +14,7 @@ import torch
 
 from . import _C
 
-_tables = {}  # generated file -> [[first line, module, FX node, [[file, line, function], ...innermost first]], ...]
+_tables = {}  # generated file -> [[first line, [module, ...outermost first], FX node, [[file, line, function], ...]], ...]
 _TRACE = re.compile(r'File "(.+)", line (\d+), in (.+)\n')
 _ROOT = re.compile(r"^(?:L\[['\"][^'\"]*['\"]\]|self)")
 _GETATTR = re.compile(r"getattr\(([^()]*), ['\"]([^'\"]+)['\"]\)")
@@ -35,16 +35,19 @@ def _failed(error):
         pass
 
 
-def module_path(stack):
-    """The innermost module of an nn_module_stack, named as memrec names modules, relative to the compiled one:
-    "L['self'].transformer.h[3].attn" and "L['self']._modules['h']._modules['3']" -> "transformer.h.3.attn", "h.3"."""
-    if not stack:
-        return ""
-    value = list(stack.values())[-1]
-    path = str(value[0] if isinstance(value, tuple) else value)
-    while _GETATTR.search(path):
-        path = _GETATTR.sub(r"\1.\2", path)
-    return _ITEM.sub(r".\1", _ROOT.sub("", path)).strip(".")
+def module_paths(stack):
+    """The modules of an nn_module_stack, outermost first, named as memrec names modules, relative to the compiled
+    one: "L['self'].transformer.h[3].attn" and "L['self']._modules['h']._modules['3']" -> "transformer.h.3.attn",
+    "h.3"; the compiled module itself ("L['self']") is left out."""
+    paths = []
+    for value in (stack or {}).values():
+        path = str(value[0] if isinstance(value, tuple) else value)
+        while _GETATTR.search(path):
+            path = _GETATTR.sub(r"\1.\2", path)
+        path = _ITEM.sub(r".\1", _ROOT.sub("", path)).strip(".")
+        if path:
+            paths.append(path)
+    return paths
 
 
 def _row(line, node):
@@ -54,7 +57,8 @@ def _row(line, node):
         meta = getattr(node, "meta", None) or {}
         trace, name = getattr(node, "stack_trace", None) or meta.get("stack_trace") or "", getattr(node, "name", "")
     frames = [[f, int(n), fn] for f, n, fn in reversed(_TRACE.findall(trace))]
-    return [int(line), module_path(meta.get("nn_module_stack") or meta.get("fwd_nn_module_stack")), str(name), frames]
+    modules = module_paths(meta.get("nn_module_stack") or meta.get("fwd_nn_module_stack"))
+    return [int(line), modules, str(name), frames]
 
 
 def _note(path, line_map):

@@ -325,12 +325,12 @@ from memrec import _compiled
 
 
 class Node:  # an FX node as inductor's line map holds it
-    def __init__(self, name, module, trace):
-        self.name, self.meta, self.stack_trace = name, {"nn_module_stack": {"k": (module, object)}}, trace
+    def __init__(self, name, modules, trace):
+        self.name, self.meta, self.stack_trace = name, {"nn_module_stack": {m: (m, object) for m in modules}}, trace
 
 
 trace = 'File "/src/model.py", line 40, in forward\n    x = self.h[3](x)\nFile "/src/model.py", line 22, in forward\n    return self.attn(x)\n'
-_compiled._note(")" + generated + R"(", [(3, Node("empty", "L['self'].transformer.h[3].attn", trace))])
+_compiled._note(")" + generated + R"(", [(3, Node("empty", ["L['self'].transformer", "L['self'].transformer.h[3]", "L['self']._modules['transformer']._modules['h']._modules['3'].attn"], trace))])
 generated = {}
 exec(compile(open(")" + generated + R"(").read(), ")" + generated + R"(", "exec"), generated)
 
@@ -346,10 +346,13 @@ kept = Model()(torch.ones(2))
   std::set<std::string> modules, sites;
   for (const Event& e : s.events)
     if (e.action == Action::alloc && e.size == 4096 * sizeof(float)) {
-      modules.insert(enclosing_scope(s, e.scope, ScopeKind::module));
+      std::string chain;  // the module scopes, innermost first
+      for (uint32_t sc = e.scope; sc != 0; sc = s.scopes[sc].parent)
+        if (s.scopes[sc].kind == ScopeKind::module) chain += s.strings[s.scopes[sc].name] + " < ";
+      modules.insert(chain);
       sites.insert(allocation_site(s, e.stack));
     }
-  EXPECT_EQ(modules, std::set<std::string>{"transformer.h.3.attn"});
+  EXPECT_EQ(modules, std::set<std::string>{"transformer.h.3.attn < transformer.h.3 < transformer < Model < "});
   ASSERT_EQ(sites.size(), 1u);
   EXPECT_TRUE(sites.begin()->starts_with("forward (model.py:22)")) << *sites.begin();
 }
