@@ -3,10 +3,13 @@ with gradient checkpointing and bf16 autocast, built from configs and trained a 
 `memrec record`. At the allocated peak, `<none>` must hold at most 5% of the bytes in `stats --by module --json` and
 in `--by layer --json`; under torch.compile, `--by layer` names every block (transformer.h.0 .. 11) and each
 compiled-code block of 1 MiB or more live at the peak names a line of the model's source that memrec's map of the
-generated code holds. Usage: owners_models.py MEMREC OUT_DIR."""
+generated code holds. gpt2_compile_fx runs the compiled model again under PyTorch's own recorder as well and compares,
+for each allocation both record, memrec's source line with the one PyTorch's `augment_with_fx_traces` snapshot names
+(`fx_original_trace`). Usage: owners_models.py MEMREC OUT_DIR."""
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,6 +18,8 @@ MODELS = {
     "gpt2_eager": ("GPT2Config", "GPT2LMHeadModel", "dict(n_layer=12, n_embd=768, n_head=12)", 8, 1024, False, ""),
     "gpt2_compile": ("GPT2Config", "GPT2LMHeadModel", "dict(n_layer=12, n_embd=768, n_head=12)", 8, 1024, False,
                      "model = torch.compile(model)"),
+    "gpt2_compile_fx": ("GPT2Config", "GPT2LMHeadModel", "dict(n_layer=12, n_embd=768, n_head=12)", 8, 1024, False,
+                        "model = torch.compile(model)\ntorch.cuda.memory._record_memory_history(max_entries=10**7)"),
     "llama_ckpt": ("LlamaConfig", "LlamaForCausalLM",
                    "dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16, "
                    "num_key_value_heads=8, max_position_embeddings=2048)", 4, 1024, True, ""),
@@ -37,6 +42,16 @@ for step in range(4):
     opt.step()
     opt.zero_grad(set_to_none=True)
 torch.cuda.synchronize()
+"""
+
+# gpt2_compile_fx's end: PyTorch's snapshot with the FX traces (torch 2.11), beside memrec's file.
+FX_DUMP = """
+import pickle
+try:
+    snapshot = torch.cuda.memory._snapshot(augment_with_fx_traces=True)
+except TypeError:  # a torch without it: the comparison says so
+    snapshot = torch.cuda.memory._snapshot()
+pickle.dump(snapshot, open(PATH, "wb"))
 """
 
 
@@ -81,6 +96,37 @@ def compiled_blocks(memrec, path):
     return compiled, named, size, modules[:6] + ["..."] + modules[-3:]
 
 
+def fx_agreement(memrec, path, torch_pickle):
+    """(allocations PyTorch names an FX source line for, of them where memrec's source line is the same, a sample
+    of the others), over the entries both traces hold (aligned as tests/scripts/torch_history.py aligns them)."""
+    exported = path + ".pickle"
+    if os.path.exists(exported):
+        os.remove(exported)
+    subprocess.run([memrec, "export", path, "-o", exported], check=True, capture_output=True)
+    entries = lambda p: [e for e in pickle.load(open(p, "rb"))["device_traces"][0] if e["action"] != "snapshot"]
+    theirs, ours = entries(torch_pickle), entries(exported)
+    key = lambda e: (e["action"], e["addr"], e["size"], e["stream"])
+    start = next((i for i in range(len(ours)) if list(map(key, ours[i:i + 50])) == list(map(key, theirs[:50]))), None)
+    if start is None:
+        return 0, 0, ["the two traces do not align"]
+    total = agree = 0
+    others = []
+    for t, o in zip(theirs, ours[start:]):
+        traces = [f["fx_original_trace"] for f in t["frames"] if f.get("fx_original_trace")]
+        lines = re.findall(r'File "(.+)", line (\d+)', traces[0]) if t["action"] == "alloc" and traces else []
+        if not lines:
+            continue
+        want = (os.path.basename(lines[-1][0]), int(lines[-1][1]))
+        generated = next((i for i, f in enumerate(o["frames"]) if "torchinductor_" in f["filename"]), 0)
+        got = next(((os.path.basename(f["filename"]), f["line"]) for f in o["frames"][:generated]
+                    if f["filename"].endswith(".py")), None)
+        total += 1
+        agree += got == want
+        if got != want and len(others) < 3:
+            others.append(f"PyTorch {want}, memrec {got}")
+    return total, agree, others
+
+
 def main():
     memrec, out = sys.argv[1], sys.argv[2]
     failed = False
@@ -89,6 +135,8 @@ def main():
         with open(script, "w") as f:
             f.write(textwrap.dedent(PROGRAM.format(config=config, cls=cls, kwargs=kwargs, ckpt=ckpt, wrap=wrap,
                                                    batch=batch, seq=seq)))
+            if name.endswith("_fx"):
+                f.write(FX_DUMP.replace("PATH", repr(f"{out}/{name}.torch.pickle")))
         path = f"{out}/{name}.memrec"
         subprocess.run([memrec, "record", "--force", "-o", path, "--", sys.executable, script], check=True)
         for by in ("module", "layer"):
@@ -97,6 +145,13 @@ def main():
             failed |= not ok
             print(f"{name:13} --by {by:6}: <none> {100 * share:5.1f}% of {total / 2**30:.2f} GiB "
                   f"{'ok' if ok else 'OVER 5%'}; groups {keys}")
+        if name.endswith("_fx"):
+            total, agree, others = fx_agreement(memrec, path, f"{out}/{name}.torch.pickle")
+            ok = total > 0 and agree == total
+            failed |= not ok
+            print(f"{name:13} PyTorch's fx_original_trace line = memrec's line for {agree} of {total} allocations "
+                  f"{'ok' if ok else 'DIFFER'} {others}")
+            continue
         if wrap:
             blocks, named, size, modules = compiled_blocks(memrec, path)
             ok = blocks > 0 and named == blocks
