@@ -4,8 +4,8 @@ with gradient checkpointing and bf16 autocast, built from configs and trained a 
 in `--by layer --json`; under torch.compile, `--by layer` names every block (transformer.h.0 .. 11) and each
 compiled-code block of 1 MiB or more live at the peak names a line of the model's source that memrec's map of the
 generated code holds. gpt2_compile_fx runs the compiled model again under PyTorch's own recorder as well and compares,
-for each allocation both record, memrec's source line with the one PyTorch's `augment_with_fx_traces` snapshot names
-(`fx_original_trace`). Usage: owners_models.py MEMREC OUT_DIR."""
+for each allocation by compiled code that both record, memrec's source line with the one PyTorch names: its
+`augment_with_fx_traces` snapshot's `fx_original_trace`, else inductor's own map of the generated line. Usage: owners_models.py MEMREC OUT_DIR."""
 import json
 import os
 import pickle
@@ -44,13 +44,23 @@ for step in range(4):
 torch.cuda.synchronize()
 """
 
-# gpt2_compile_fx's end: PyTorch's snapshot with the FX traces (torch 2.11), beside memrec's file.
+# gpt2_compile_fx's end: PyTorch's snapshot with the FX traces (torch 2.11), beside memrec's file, and for each
+# generated line in it the model's line that inductor's own map gives (PyCodeCache.stack_frames_for_code, what
+# PyTorch's errors in compiled code name): augment_with_fx_traces annotates FX GraphModule code, not inductor's.
 FX_DUMP = """
 import pickle
+from torch._inductor.codecache import PyCodeCache
 try:
     snapshot = torch.cuda.memory._snapshot(augment_with_fx_traces=True)
-except TypeError:  # a torch without it: the comparison says so
+except TypeError:  # a torch without it
     snapshot = torch.cuda.memory._snapshot()
+inductor = {}
+for entry in snapshot["device_traces"][0]:
+    for f in entry.get("frames", []):
+        if "torchinductor_" in f["filename"] and (f["filename"], f["line"]) not in inductor:
+            source = PyCodeCache.stack_frames_for_code(f["filename"], f["line"]) or []
+            inductor[f["filename"], f["line"]] = (source[0]["filename"], source[0]["line"]) if source else None
+snapshot["inductor_lines"] = inductor
 pickle.dump(snapshot, open(PATH, "wb"))
 """
 
@@ -97,34 +107,49 @@ def compiled_blocks(memrec, path):
 
 
 def fx_agreement(memrec, path, torch_pickle):
-    """(allocations PyTorch names an FX source line for, of them where memrec's source line is the same, a sample
-    of the others), over the entries both traces hold (aligned as tests/scripts/torch_history.py aligns them)."""
+    """(allocations PyTorch names a model line for, of them where memrec's source line is the same, PyTorch's FX
+    traces among them, a sample of the others), over the entries both traces hold (aligned as
+    tests/scripts/torch_history.py aligns them). PyTorch's line: the frame's fx_original_trace where
+    augment_with_fx_traces gave one, else inductor's map of the innermost generated frame."""
     exported = path + ".pickle"
     if os.path.exists(exported):
         os.remove(exported)
     subprocess.run([memrec, "export", path, "-o", exported], check=True, capture_output=True)
-    entries = lambda p: [e for e in pickle.load(open(p, "rb"))["device_traces"][0] if e["action"] != "snapshot"]
-    theirs, ours = entries(torch_pickle), entries(exported)
+    snapshot = pickle.load(open(torch_pickle, "rb"))
+    inductor = snapshot.get("inductor_lines", {})
+    theirs = [e for e in snapshot["device_traces"][0] if e["action"] != "snapshot"]
+    ours = [e for e in pickle.load(open(exported, "rb"))["device_traces"][0] if e["action"] != "snapshot"]
     key = lambda e: (e["action"], e["addr"], e["size"], e["stream"])
     start = next((i for i in range(len(ours)) if list(map(key, ours[i:i + 50])) == list(map(key, theirs[:50]))), None)
     if start is None:
-        return 0, 0, ["the two traces do not align"]
-    total = agree = 0
+        return 0, 0, 0, ["the two traces do not align"]
+    total = agree = fx = 0
     others = []
     for t, o in zip(theirs, ours[start:]):
-        traces = [f["fx_original_trace"] for f in t["frames"] if f.get("fx_original_trace")]
-        lines = re.findall(r'File "(.+)", line (\d+)', traces[0]) if t["action"] == "alloc" and traces else []
-        if not lines:
+        want = pytorch_line(t, inductor) if t["action"] == "alloc" else None
+        if want is None:
             continue
-        want = (os.path.basename(lines[-1][0]), int(lines[-1][1]))
+        fx += want[2]
         generated = next((i for i, f in enumerate(o["frames"]) if "torchinductor_" in f["filename"]), 0)
         got = next(((os.path.basename(f["filename"]), f["line"]) for f in o["frames"][:generated]
                     if f["filename"].endswith(".py")), None)
         total += 1
-        agree += got == want
-        if got != want and len(others) < 3:
-            others.append(f"PyTorch {want}, memrec {got}")
-    return total, agree, others
+        agree += got == want[:2]
+        if got != want[:2] and len(others) < 3:
+            others.append(f"PyTorch {want[:2]}, memrec {got}")
+    return total, agree, fx, others
+
+
+def pytorch_line(entry, inductor):
+    """(file name, line, from an FX trace) of the model's line PyTorch gives for a trace entry, or None."""
+    for f in entry["frames"]:
+        if f.get("fx_original_trace"):
+            file, line = re.findall(r'File "(.+)", line (\d+)', f["fx_original_trace"])[-1]
+            return os.path.basename(file), int(line), True
+        if "torchinductor_" in f["filename"]:
+            source = inductor.get((f["filename"], f["line"]))
+            return (os.path.basename(source[0]), source[1], False) if source else None
+    return None
 
 
 def main():
@@ -146,10 +171,11 @@ def main():
             print(f"{name:13} --by {by:6}: <none> {100 * share:5.1f}% of {total / 2**30:.2f} GiB "
                   f"{'ok' if ok else 'OVER 5%'}; groups {keys}")
         if name.endswith("_fx"):
-            total, agree, others = fx_agreement(memrec, path, f"{out}/{name}.torch.pickle")
+            total, agree, fx, others = fx_agreement(memrec, path, f"{out}/{name}.torch.pickle")
             ok = total > 0 and agree == total
             failed |= not ok
-            print(f"{name:13} PyTorch's fx_original_trace line = memrec's line for {agree} of {total} allocations "
+            print(f"{name:13} PyTorch's model line = memrec's for {agree} of {total} allocations by compiled code "
+                  f"({fx} of them from augment_with_fx_traces, the rest from inductor's map) "
                   f"{'ok' if ok else 'DIFFER'} {others}")
             continue
         if wrap:
