@@ -16,6 +16,11 @@ void append_metadata(std::string& out, const FileInfo& info) {
       out += fmt::format("  {:<22} ({} bytes of JSON, kept for export)\n", key, value.size());
       continue;
     }
+    if (key == "compiled_code") {  // long JSON, already applied to the stacks and scopes
+      out += fmt::format("  {:<22} ({} bytes of JSON: generated code mapped to the model's lines and modules)\n",
+                         key, value.size());
+      continue;
+    }
     out += fmt::format("  {:<22} {}\n", key, value);
   }
 }

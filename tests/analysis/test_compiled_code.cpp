@@ -2,8 +2,11 @@
 // the stacks gain the model's source frames, the blocks the FX node's module, as eager code has them.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/fixtures.h"
 #include "common/process.h"
@@ -107,6 +110,25 @@ TEST(CompiledCode, AnUnreadableMapIsNotedAndLeftOut) {
     ASSERT_EQ(s.warnings.size(), 1u) << map;
     EXPECT_NE(s.warnings[0].find("compiled code"), std::string::npos) << s.warnings[0];
   }
+}
+
+// GPT-2 (124M) under torch.compile, recorded on an H100 (PyTorch 2.11) by bench/owners_models.py: at the peak, every
+// layer holds its activations, and only the program's own input ids (64 KiB) are outside every module.
+TEST(CompiledCode, CompiledGpt2RecordedOnAnH100NamesItsTwelveLayers) {
+  auto r = test::run_command(std::string(MEMREC_BINARY) + " stats " + test::data("gpt2_compile_h100.memrec") +
+                             " --by layer --json --top 100");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json stats = nlohmann::json::parse(r.output);
+  std::map<std::string, uint64_t> activations, bytes;
+  for (const auto& g : stats["live"]) {
+    activations[g["key"]] = g["categories"].value("activation", uint64_t{0});
+    bytes[g["key"]] = g["bytes"];
+  }
+  EXPECT_LE(bytes["<none>"], uint64_t{8 * 1024 * 8 + 4});  // the batch of token ids (8 x 1024 int64) and a scalar
+  for (int layer = 0; layer < 12; ++layer)
+    EXPECT_GT(activations["transformer.h." + std::to_string(layer)], uint64_t{400} << 20) << layer;
+  auto info = test::run_command(std::string(MEMREC_BINARY) + " info " + test::data("gpt2_compile_h100.memrec"));
+  EXPECT_NE(info.output.find("compiled_code          ("), std::string::npos) << "the map is summed up, not printed";
 }
 
 }  // namespace
