@@ -3,11 +3,12 @@ with gradient checkpointing and bf16 autocast, built from configs and trained a 
 `memrec record`. At the allocated peak, `<none>` must hold at most 5% of the bytes in `stats --by module --json` and
 in `--by layer --json`; under torch.compile, `--by layer` names every block (transformer.h.0 .. 11) and each
 compiled-code block of 1 MiB or more live at the peak names a line of the model's source that memrec's map of the
-generated code holds. gpt2_compile_fx runs the compiled model again under PyTorch's own recorder as well and compares,
-for each allocation by compiled code that both record, memrec's source line with the one PyTorch names: its
-`augment_with_fx_traces` snapshot's `fx_original_trace`, else inductor's own map of the generated line. Usage: owners_models.py MEMREC OUT_DIR."""
+generated code holds. gpt2_compile_fx runs the compiled model again and compares, for each allocation by compiled
+code, memrec's source line with the one inductor's own line map gives (as PyTorch's errors in compiled code name it).
+Usage: owners_models.py MEMREC OUT_DIR [MODEL ...]"""
 import json
 import os
+import bisect
 import pickle
 import re
 import subprocess
@@ -19,7 +20,7 @@ MODELS = {
     "gpt2_compile": ("GPT2Config", "GPT2LMHeadModel", "dict(n_layer=12, n_embd=768, n_head=12)", 8, 1024, False,
                      "model = torch.compile(model)"),
     "gpt2_compile_fx": ("GPT2Config", "GPT2LMHeadModel", "dict(n_layer=12, n_embd=768, n_head=12)", 8, 1024, False,
-                        "model = torch.compile(model)\ntorch.cuda.memory._record_memory_history(max_entries=10**7)"),
+                        "model = torch.compile(model)"),
     "llama_ckpt": ("LlamaConfig", "LlamaForCausalLM",
                    "dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16, "
                    "num_key_value_heads=8, max_position_embeddings=2048)", 4, 1024, True, ""),
@@ -44,24 +45,15 @@ for step in range(4):
 torch.cuda.synchronize()
 """
 
-# gpt2_compile_fx's end: PyTorch's snapshot with the FX traces (torch 2.11), beside memrec's file, and for each
-# generated line in it the model's line that inductor's own map gives (PyCodeCache.stack_frames_for_code, what
-# PyTorch's errors in compiled code name): augment_with_fx_traces annotates FX GraphModule code, not inductor's.
+# gpt2_compile_fx's end: inductor's own map of its generated files to the model's lines (PyCodeCache.linemaps, what
+# stack_frames_for_code and PyTorch's errors in compiled code read), saved beside memrec's file. PyTorch's
+# augment_with_fx_traces cannot serve here: it needs PyTorch's own recorder on, under which memrec gets no Python
+# frames, and on 2.11 it annotated none of inductor's frames (it maps FX GraphModule code).
 FX_DUMP = """
 import pickle
 from torch._inductor.codecache import PyCodeCache
-try:
-    snapshot = torch.cuda.memory._snapshot(augment_with_fx_traces=True)
-except TypeError:  # a torch without it
-    snapshot = torch.cuda.memory._snapshot()
-inductor = {}
-for entry in snapshot["device_traces"][0]:
-    for f in entry.get("frames", []):
-        if "torchinductor_" in f["filename"] and (f["filename"], f["line"]) not in inductor:
-            source = PyCodeCache.stack_frames_for_code(f["filename"], f["line"]) or []
-            inductor[f["filename"], f["line"]] = (source[0]["filename"], source[0]["line"]) if source else None
-snapshot["inductor_lines"] = inductor
-pickle.dump(snapshot, open(PATH, "wb"))
+pickle.dump({path: (list(lines), list(traces)) for path, (lines, traces) in PyCodeCache.linemaps.items()},
+            open(PATH, "wb"))
 """
 
 
@@ -106,62 +98,50 @@ def compiled_blocks(memrec, path):
     return compiled, named, size, modules[:6] + ["..."] + modules[-3:]
 
 
-def fx_agreement(memrec, path, torch_pickle):
-    """(allocations PyTorch names a model line for, of them where memrec's source line is the same, PyTorch's FX
-    traces among them, a sample of the others), over the entries both traces hold (aligned as
-    tests/scripts/torch_history.py aligns them). PyTorch's line: the frame's fx_original_trace where
-    augment_with_fx_traces gave one, else inductor's map of the innermost generated frame."""
+def inductor_agreement(memrec, path, linemaps_pickle):
+    """(allocations by compiled code, of them where memrec's source line is the one inductor's own map gives, a
+    sample of the others): for each alloc entry of memrec's exported trace whose stack passes through generated
+    code, the model's line as PyCodeCache.stack_frames_for_code finds it (the last line-map entry at or before the
+    generated line; the innermost frame of its stack trace) against memrec's innermost source frame."""
     exported = path + ".pickle"
     if os.path.exists(exported):
         os.remove(exported)
     subprocess.run([memrec, "export", path, "-o", exported], check=True, capture_output=True)
-    snapshot = pickle.load(open(torch_pickle, "rb"))
-    inductor = snapshot.get("inductor_lines", {})
-    theirs = [e for e in snapshot["device_traces"][0] if e["action"] != "snapshot"]
-    ours = [e for e in pickle.load(open(exported, "rb"))["device_traces"][0] if e["action"] != "snapshot"]
-    key = lambda e: (e["action"], e["addr"], e["size"], e["stream"])
-    start = next((i for i in range(len(ours)) if list(map(key, ours[i:i + 50])) == list(map(key, theirs[:50]))), None)
-    if start is None:
-        return 0, 0, 0, ["the two traces do not align"]
-    total = agree = fx = 0
+    linemaps = pickle.load(open(linemaps_pickle, "rb"))
+    total = agree = 0
     others = []
-    for t, o in zip(theirs, ours[start:]):
-        want = pytorch_line(t, inductor) if t["action"] == "alloc" else None
-        if want is None:
+    for entry in pickle.load(open(exported, "rb"))["device_traces"][0]:
+        generated = next((i for i, f in enumerate(entry["frames"]) if f["filename"] in linemaps), None)
+        if entry["action"] != "alloc" or generated is None:
             continue
-        fx += want[2]
-        generated = next((i for i, f in enumerate(o["frames"]) if "torchinductor_" in f["filename"]), 0)
-        got = next(((os.path.basename(f["filename"]), f["line"]) for f in o["frames"][:generated]
+        frame = entry["frames"][generated]
+        lines, traces = linemaps[frame["filename"]]
+        at = bisect.bisect_right(lines, frame["line"]) - 1
+        source = re.findall(r'File "(.+)", line (\d+)', traces[at] or "") if at >= 0 else []
+        if not source:
+            continue
+        want = (os.path.basename(source[-1][0]), int(source[-1][1]))
+        got = next(((os.path.basename(f["filename"]), f["line"]) for f in entry["frames"][:generated]
                     if f["filename"].endswith(".py")), None)
         total += 1
-        agree += got == want[:2]
-        if got != want[:2] and len(others) < 3:
-            others.append(f"PyTorch {want[:2]}, memrec {got}")
-    return total, agree, fx, others
-
-
-def pytorch_line(entry, inductor):
-    """(file name, line, from an FX trace) of the model's line PyTorch gives for a trace entry, or None."""
-    for f in entry["frames"]:
-        if f.get("fx_original_trace"):
-            file, line = re.findall(r'File "(.+)", line (\d+)', f["fx_original_trace"])[-1]
-            return os.path.basename(file), int(line), True
-        if "torchinductor_" in f["filename"]:
-            source = inductor.get((f["filename"], f["line"]))
-            return (os.path.basename(source[0]), source[1], False) if source else None
-    return None
+        agree += got == want
+        if got != want and len(others) < 3:
+            others.append(f"inductor {want}, memrec {got}")
+    return total, agree, others
 
 
 def main():
-    memrec, out = sys.argv[1], sys.argv[2]
+    memrec, out, only = sys.argv[1], sys.argv[2], sys.argv[3:]
     failed = False
     for name, (config, cls, kwargs, batch, seq, ckpt, wrap) in MODELS.items():
+        if only and name not in only:
+            continue
         script = f"{out}/{name}.py"
         with open(script, "w") as f:
             f.write(textwrap.dedent(PROGRAM.format(config=config, cls=cls, kwargs=kwargs, ckpt=ckpt, wrap=wrap,
                                                    batch=batch, seq=seq)))
             if name.endswith("_fx"):
-                f.write(FX_DUMP.replace("PATH", repr(f"{out}/{name}.torch.pickle")))
+                f.write(FX_DUMP.replace("PATH", repr(f"{out}/{name}.linemaps.pickle")))
         path = f"{out}/{name}.memrec"
         subprocess.run([memrec, "record", "--force", "-o", path, "--", sys.executable, script], check=True)
         for by in ("module", "layer"):
@@ -171,12 +151,11 @@ def main():
             print(f"{name:13} --by {by:6}: <none> {100 * share:5.1f}% of {total / 2**30:.2f} GiB "
                   f"{'ok' if ok else 'OVER 5%'}; groups {keys}")
         if name.endswith("_fx"):
-            total, agree, fx, others = fx_agreement(memrec, path, f"{out}/{name}.torch.pickle")
+            total, agree, others = inductor_agreement(memrec, path, f"{out}/{name}.linemaps.pickle")
             ok = total > 0 and agree == total
             failed |= not ok
-            print(f"{name:13} PyTorch's model line = memrec's for {agree} of {total} allocations by compiled code "
-                  f"({fx} of them from augment_with_fx_traces, the rest from inductor's map) "
-                  f"{'ok' if ok else 'DIFFER'} {others}")
+            print(f"{name:13} inductor's own map gives memrec's model line for {agree} of {total} allocations by "
+                  f"compiled code {'ok' if ok else 'DIFFER'} {others}")
             continue
         if wrap:
             blocks, named, size, modules = compiled_blocks(memrec, path)

@@ -333,10 +333,11 @@ step_modes() {
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --breakdown | tee -a "$OUT/summary.txt"
 }
 
-# Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer.
+# Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer;
+# OWNERS_MODELS="gpt2_compile_fx ..." runs only those.
 owners() {
   mkdir -p /tmp/owners
-  python3 bench/owners_models.py "$MEMREC" /tmp/owners | tee -a "$OUT/summary.txt"
+  python3 bench/owners_models.py "$MEMREC" /tmp/owners ${OWNERS_MODELS:-} | tee -a "$OUT/summary.txt"
 }
 
 # pip install from this clone into the Python whose torch CUDA trains with (no registry here: --no-index), then the
