@@ -52,8 +52,7 @@ torch.cuda.synchronize()
 FX_DUMP = """
 import pickle
 from torch._inductor.codecache import PyCodeCache
-pickle.dump({path: (list(lines), list(traces)) for path, (lines, traces) in PyCodeCache.linemaps.items()},
-            open(PATH, "wb"))
+pickle.dump({path: (list(m[0]), list(m[1])) for path, m in PyCodeCache.linemaps.items() if m}, open(PATH, "wb"))
 """
 
 
@@ -111,7 +110,8 @@ def inductor_agreement(memrec, path, linemaps_pickle):
     total = agree = 0
     others = []
     for entry in pickle.load(open(exported, "rb"))["device_traces"][0]:
-        generated = next((i for i, f in enumerate(entry["frames"]) if f["filename"] in linemaps), None)
+        generated = next((i for i, f in enumerate(entry["frames"])
+                          if "torchinductor_" in f["filename"] and f["filename"] in linemaps), None)
         if entry["action"] != "alloc" or generated is None:
             continue
         frame = entry["frames"][generated]
