@@ -57,8 +57,9 @@ Snapshot compiled_run(uint32_t line, const std::vector<std::string>& module_scop
 }
 
 const std::string kMap = std::string(R"({")") + kGenerated + R"(": [
-  [100, ["transformer", "transformer.h.3", "transformer.h.3.attn"], "addmm_7", [["model.py", 30, "Attention.forward"], ["model.py", 44, "Block.forward"]]],
-  [130, "", "output", []]]})";
+  [100, ["transformer", "transformer.h.3", "transformer.h.3.attn"], "addmm_7",
+   [["model.py", 30, "Attention.forward"], ["model.py", 44, "Block.forward"]]],
+  [130, [], "output", []]]})";
 
 Snapshot reread(const Snapshot& s) {
   TempDir tmp;
@@ -82,8 +83,8 @@ TEST(CompiledCode, BlocksNameTheModelsLineAndTheNodesModule) {
 }
 
 TEST(CompiledCode, ACompiledSubmodulePrefixesTheNodesModule) {
-  Snapshot s = reread(compiled_run(100, {"Model", "blocks.2"}, R"({")" + std::string(kGenerated) +  // one path, not a list
-                                            R"(": [[90, "attn", "mm", [["model.py", 30, "Attention.forward"]]]]})"));
+  Snapshot s = reread(compiled_run(100, {"Model", "blocks.2"}, R"({")" + std::string(kGenerated) +
+                                            R"(": [[90, ["attn"], "mm", [["model.py", 30, "Attention.forward"]]]]})"));
   EXPECT_EQ(enclosing_scope(s, s.events[0].scope, ScopeKind::module), "blocks.2.attn");
 }
 
@@ -104,7 +105,8 @@ TEST(CompiledCode, ResolvingTwiceChangesNothing) {
 }
 
 TEST(CompiledCode, AnUnreadableMapIsNotedAndLeftOut) {
-  for (const std::string& map : {std::string("{\"") + kGenerated + "\": [[\"x\"]]}", std::string("[1, 2"), std::string("7")}) {
+  for (const std::string& map :
+       {std::string("{\"") + kGenerated + "\": [[\"x\"]]}", std::string("[1, 2"), std::string("7")}) {
     Snapshot s = reread(compiled_run(120, {"GPT2LMHeadModel"}, map));
     EXPECT_EQ(s.stacks[s.events[0].stack].size(), 3u) << map;
     ASSERT_EQ(s.warnings.size(), 1u) << map;
