@@ -14,7 +14,8 @@ import torch
 
 from . import _C
 
-_tables = {}  # generated file -> [[first line, [module, ...outermost first], FX node, [[file, line, function], ...]], ...]
+# generated file -> [[first line, [module, ...outermost first], FX node, [[file, line, function], ...]], ...]
+_tables = {}
 _TRACE = re.compile(r'File "(.+)", line (\d+), in (.+)\n')
 _ROOT = re.compile(r"^(?:L\[['\"][^'\"]*['\"]\]|self)")
 _GETATTR = re.compile(r"getattr\(([^()]*), ['\"]([^'\"]+)['\"]\)")
@@ -51,11 +52,9 @@ def module_paths(stack):
 
 
 def _row(line, node):
-    if isinstance(node, str):  # a stack trace alone
-        meta, trace, name = {}, node, ""
-    else:
-        meta = getattr(node, "meta", None) or {}
-        trace, name = getattr(node, "stack_trace", None) or meta.get("stack_trace") or "", getattr(node, "name", "")
+    """One line-map entry of inductor's wrapper code: the FX node whose code begins at `line`."""
+    meta = getattr(node, "meta", None) or {}
+    trace, name = getattr(node, "stack_trace", None) or meta.get("stack_trace") or "", getattr(node, "name", "")
     frames = [[f, int(n), fn] for f, n, fn in reversed(_TRACE.findall(trace))]
     modules = module_paths(meta.get("nn_module_stack") or meta.get("fwd_nn_module_stack"))
     return [int(line), modules, str(name), frames]

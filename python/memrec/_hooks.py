@@ -193,13 +193,14 @@ class _BackwardCall:
 
     def _close_inputless_outside(self, t):
         """Closes the open inputless calls this call is not part of (the last opened is the innermost)."""
-        outer = set()
-        call = self.parent
-        while call is not None:
-            outer.add(id(call))
-            call = call.parent
-        while t.inputless and id(t.inputless[-1]) not in outer:
+        while t.inputless and not self._inside(t.inputless[-1]):
             _close_to(t, t.inputless[-1].level)
+
+    def _inside(self, call):
+        outer = self.parent
+        while outer is not None and outer is not call:
+            outer = outer.parent
+        return outer is not None
 
     def exit(self):
         if self.level is not None and self.thread == threading.get_ident():
