@@ -65,6 +65,21 @@ def none_share(memrec, path, by):
     return none / total if total else 0.0, total, [g["key"] for g in stats["live"][:14]]
 
 
+def exported_trace(memrec, path):
+    """The trace entries of memrec's pickle export of `path` (frames innermost first, as memrec resolved them)."""
+    exported = path + ".pickle"
+    if os.path.exists(exported):
+        os.remove(exported)
+    subprocess.run([memrec, "export", path, "-o", exported], check=True, capture_output=True)
+    return pickle.load(open(exported, "rb"))["device_traces"][0]
+
+
+def generated_frame(entry, files=None):
+    """The index of an entry's innermost frame in inductor's generated code (among `files` when given), or None."""
+    return next((i for i, f in enumerate(entry["frames"])
+                 if "torchinductor_" in f["filename"] and (files is None or f["filename"] in files)), None)
+
+
 def compiled_blocks(memrec, path):
     """(blocks, of them naming a mapped source line, their bytes, sample modules) for the compiled-code blocks of
     1 MiB or more live at the peak: those whose stack passes through inductor's generated code. Read from the
@@ -74,12 +89,8 @@ def compiled_blocks(memrec, path):
     lines = {(os.path.basename(f), n) for rows in mapped.values() for row in rows for f, n, _ in row[3]}
     modules = sorted({row[1][-1] for rows in mapped.values() for row in rows if row[1]})
     peak = json.loads(run("stats", path, "--json"))["peak_allocated"]["event"]
-    exported = path + ".pickle"
-    if os.path.exists(exported):
-        os.remove(exported)
-    run("export", path, "-o", exported)
     live = {}
-    for entry in pickle.load(open(exported, "rb"))["device_traces"][0][:peak + 1]:
+    for entry in exported_trace(memrec, path)[:peak + 1]:
         if entry["action"] == "alloc":
             live[entry["addr"]] = entry
         elif entry["action"] in ("free_requested", "free_completed"):
@@ -87,7 +98,7 @@ def compiled_blocks(memrec, path):
     compiled = named = size = 0
     for entry in live.values():
         frames = [(os.path.basename(f["filename"]), f["line"]) for f in entry["frames"]]
-        generated = next((i for i, f in enumerate(entry["frames"]) if "torchinductor_" in f["filename"]), None)
+        generated = generated_frame(entry)
         if entry["size"] < 2**20 or generated is None:
             continue
         compiled += 1
@@ -102,16 +113,11 @@ def inductor_agreement(memrec, path, linemaps_pickle):
     sample of the others): for each alloc entry of memrec's exported trace whose stack passes through generated
     code, the model's line as PyCodeCache.stack_frames_for_code finds it (the last line-map entry at or before the
     generated line; the innermost frame of its stack trace) against memrec's innermost source frame."""
-    exported = path + ".pickle"
-    if os.path.exists(exported):
-        os.remove(exported)
-    subprocess.run([memrec, "export", path, "-o", exported], check=True, capture_output=True)
     linemaps = pickle.load(open(linemaps_pickle, "rb"))
     total = agree = 0
     others = []
-    for entry in pickle.load(open(exported, "rb"))["device_traces"][0]:
-        generated = next((i for i, f in enumerate(entry["frames"])
-                          if "torchinductor_" in f["filename"] and f["filename"] in linemaps), None)
+    for entry in exported_trace(memrec, path):
+        generated = generated_frame(entry, linemaps)
         if entry["action"] != "alloc" or generated is None:
             continue
         frame = entry["frames"][generated]
