@@ -4,6 +4,7 @@
     python3 bench/alloc_pairs.py                                  # no recording
     python3 bench/alloc_pairs.py --torch-history python           # PyTorch's _record_memory_history (CUDA)
     memrec record -o pairs.memrec --stacks all -- python3 bench/alloc_pairs.py
+    python3 bench/alloc_pairs.py --depth 25   # the loop 25 calls deep in a 400-line function, as in a model
 
 On CUDA the small block comes from the caching allocator's cache after the warm-up, so the time is Python, the
 allocator and a recorder's hook. Prints `ns per pair X`, then `end_ns T` (time.time_ns()) as its last statement,
@@ -15,10 +16,21 @@ import time
 import torch
 
 
+def nested(depth, run):
+    """run() called `depth` calls deep in a function of 400 lines: each Python frame a recorder reads has a long line
+    table, as a model's forward has."""
+    filler = "\n".join(f"    v{i} = {i}" for i in range(400))
+    scope = {}
+    exec(compile(f"def nest(depth, run):\n{filler}\n    return nest(depth - 1, run) if depth else run()\n",
+                 "alloc_pairs_nest", "exec"), scope)
+    return scope["nest"](depth, run)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pairs", type=int, default=200_000)
     p.add_argument("--warmup", type=int, default=10_000)
+    p.add_argument("--depth", type=int, default=0, help="run the loop this many calls deep (see nested())")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--torch-history", choices=("python", "all"),
                    help="record with PyTorch's _record_memory_history(stacks=...), to compare costs")
@@ -26,12 +38,16 @@ def main():
     if a.torch_history:  # room for every entry, as memrec keeps every event
         torch.cuda.memory._record_memory_history(max_entries=10_000_000, stacks=a.torch_history)
     device = torch.device(a.device)
-    for _ in range(a.warmup):
-        torch.empty(256, device=device)
-    start = time.perf_counter_ns()
-    for _ in range(a.pairs):
-        torch.empty(256, device=device)
-    elapsed = time.perf_counter_ns() - start
+
+    def pairs():
+        for _ in range(a.warmup):
+            torch.empty(256, device=device)
+        start = time.perf_counter_ns()
+        for _ in range(a.pairs):
+            torch.empty(256, device=device)
+        return time.perf_counter_ns() - start
+
+    elapsed = nested(a.depth, pairs) if a.depth else pairs()
     print(f"ns per pair {elapsed / a.pairs:.1f}", flush=True)
     print(f"end_ns {time.time_ns()}", flush=True)
 

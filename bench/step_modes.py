@@ -2,8 +2,11 @@
 recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
 scopes), stacks python, and stacks all without kernels. Each round runs every mode for STEPS steps in turn; the table
 gives each mode's median step over all rounds and its cost against no recording. A GPU-bound step: Hugging Face GPT-2
-(124M, batch 8 x 1024, AdamW) when transformers is there, else examples/train.py's model at that size.
-Usage: python3 bench/step_modes.py [--rounds 3] [--steps 8] [--out /tmp/step-modes]  (CUDA only)"""
+(124M, batch 8 x 1024, AdamW).
+--breakdown: memrec's parts one by one, in a process where its scope hooks are never installed (scopes=False):
+the allocator callback with the drain thread and NVML (stacks off), then C++ frames, Python frames, both, and CUPTI's
+kernel records; against the main table's memrec rows, the scope hooks' share.
+Usage: python3 bench/step_modes.py [--rounds 3] [--steps 8] [--out /tmp/step-modes] [--breakdown]  (CUDA only)"""
 import argparse
 import os
 import statistics
@@ -23,13 +26,23 @@ def gpt2(batch, seq):
     return model, lambda: model(input_ids=ids, labels=ids).loss
 
 
-def modes(out):
+def modes(out, breakdown):
     history = torch.cuda.memory._record_memory_history
     def torch_on(stacks):
         return lambda: history(enabled="all", context="all", stacks=stacks), lambda: history(enabled=None)
     def memrec_on(name, **options):
         return lambda: memrec.start(os.path.join(out, name + ".memrec"), **options), memrec.stop
     nothing = (lambda: None, lambda: None)
+    if breakdown:
+        return {
+            "no recording": nothing,
+            "memrec stacks=off, kernels=False (callback, drain, NVML)": memrec_on("off", stacks="off", kernels=False,
+                                                                                  scopes=False),
+            "memrec stacks=cpp, kernels=False": memrec_on("cpp", stacks="cpp", kernels=False, scopes=False),
+            "memrec stacks=python, kernels=False": memrec_on("py", stacks="python", kernels=False, scopes=False),
+            "memrec stacks=all, kernels=False": memrec_on("all", stacks="all", kernels=False, scopes=False),
+            "memrec stacks=all, kernels": memrec_on("allk", stacks="all", scopes=False),
+        }
     return {
         "no recording": nothing,
         "PyTorch stacks=python": torch_on("python"),
@@ -60,6 +73,7 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--out", default="/tmp/step-modes")
+    p.add_argument("--breakdown", action="store_true")
     a = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("step_modes.py: needs CUDA")
@@ -67,7 +81,7 @@ def main():
     model, loss_of = gpt2(a.batch, a.seq)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     timed_steps(loss_of, opt, 3)  # warm-up: cuBLAS handles, the allocator's segments
-    table = modes(a.out)
+    table = modes(a.out, a.breakdown)
     samples = {name: [] for name in table}
     for _ in range(a.rounds):
         for name, (on, off) in table.items():
@@ -76,7 +90,7 @@ def main():
             off()
     base = statistics.median(samples["no recording"])
     print(f"| mode | step ms | vs none |  ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"{a.rounds} rounds x {a.steps - 1} steps)")
+          f"{a.rounds} rounds x {a.steps - 1} steps{', no scope hooks' if a.breakdown else ''})")
     print("|---|---:|---:|")
     for name, times in samples.items():
         m = statistics.median(times)

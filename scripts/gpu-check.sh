@@ -326,15 +326,18 @@ ranks_bench() {
   timeout 300 "$BUILD/bench/bench_ranks" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
 }
 
-# Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py).
+# Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py), then memrec's
+# parts one by one in a process without its scope hooks (--breakdown).
 step_modes() {
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py | tee -a "$OUT/summary.txt"
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --breakdown | tee -a "$OUT/summary.txt"
 }
 
-# Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer.
+# Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer;
+# OWNERS_MODELS="gpt2_compile_fx ..." runs only those.
 owners() {
   mkdir -p /tmp/owners
-  python3 bench/owners_models.py "$MEMREC" /tmp/owners | tee -a "$OUT/summary.txt"
+  python3 bench/owners_models.py "$MEMREC" /tmp/owners ${OWNERS_MODELS:-} | tee -a "$OUT/summary.txt"
 }
 
 # pip install from this clone into the Python whose torch CUDA trains with (no registry here: --no-index), then the

@@ -12,5 +12,5 @@ if [[ ! -x "$tests" ]]; then
   exit 1
 fi
 mkdir -p "$out"
-MEMREC_SCREENSHOT_DIR="$out" "$tests" --gtest_filter='Torch/Screenshot.*:ScreenshotAt.*:Torch/FlameShot.*:FlameShotRange.*:SegmentsShot.*'
+MEMREC_SCREENSHOT_DIR="$out" "$tests" --gtest_filter='Torch/Screenshot.*:ScreenshotAt.*:Torch/FlameShot.*:FlameShotRange.*:SegmentsShot.*:ModulesShot.*'
 ls -l "$out"/viewer_*.png

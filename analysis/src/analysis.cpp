@@ -234,11 +234,8 @@ std::string owner_label(const Snapshot& s, const Replay& r, uint32_t id) {
 }
 
 std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind) {
-  for (int depth = 0; scope != 0 && scope < s.scopes.size() && depth < 256; ++depth) {
-    if (s.scopes[scope].kind == kind) return s.strings[s.scopes[scope].name];
-    scope = s.scopes[scope].parent;
-  }
-  return {};
+  uint32_t id = enclosing_scope_id(s, scope, kind);
+  return id ? s.strings[s.scopes[id].name] : std::string{};
 }
 
 std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "compiled_code.h"
 #include "memrec/format.h"
 #include "memrec/pickle.h"
 #include "memrec/range.h"
@@ -19,9 +20,11 @@ int first_byte(const std::string& path) {
   return in.get();
 }
 
-// The recorder's notes (metadata keys notes.*, such as errors its hooks repaired) are the file's to print.
+// The recorder's notes (metadata keys notes.*, such as errors its hooks repaired) are the file's to print; compiled
+// code is mapped to the model's source and modules.
 Snapshot read_recording(const std::string& path, const std::optional<Range>& range) {
   Snapshot s = range ? read_range(path, *range).snapshot : read_file(path);
+  resolve_compiled_code(s);
   for (const auto& [key, value] : s.metadata)
     if (key.starts_with("notes.")) s.warnings.push_back(value);
   return s;

@@ -42,6 +42,14 @@ std::string_view to_string(ScopeKind k) {
   return names.at(static_cast<size_t>(k));
 }
 
+uint32_t enclosing_scope_id(const Snapshot& s, uint32_t scope, ScopeKind kind) {
+  for (int depth = 0; scope != 0 && scope < s.scopes.size() && depth < 256; ++depth) {  // the bound stops a cycle
+    if (s.scopes[scope].kind == kind) return scope;
+    scope = s.scopes[scope].parent;
+  }
+  return 0;
+}
+
 std::string_view to_string(KernelKind k) {
   static constexpr std::array<std::string_view, 3> names = {"kernel", "memcpy", "memset"};
   return names.at(static_cast<size_t>(k));

@@ -61,7 +61,7 @@ def _thread():
 
 def _reset_thread():
     _tls.__dict__.update(modules=[], forward_level=None, in_step=False, optimizer_level=None, generation=0,
-                         backwards=0, recompute=False, recompute_node=None)
+                         backwards=0, recompute=False, recompute_node=None, inputless=[])
 
 
 def _repair(error):
@@ -148,20 +148,30 @@ def _recompute_over(t):
 
 def _close_forward(t):
     """Closes the forward or recompute phase this thread left open, with its module scopes."""
-    _scopes.close_to(t.forward_level)
+    _close_to(t, t.forward_level)
     t.modules.clear()
     t.forward_level = None
     t.recompute, t.recompute_node = False, None
 
 
+def _close_to(t, level):
+    """Closes this thread's scopes down to `level`, and forgets the inputless calls among them."""
+    _scopes.close_to(level)
+    while t.inputless and t.inputless[-1].level >= level:
+        t.inputless.pop().level = None
+
+
 class _BackwardCall:
     """One module call's backward scope on the thread that runs its backward: open from the gradient of its output
     to the gradient of its input, and again in each later backward through the call (retain_graph, double
-    backward). A scope another thread opened is left to that thread's next backward."""
-    __slots__ = ("name", "level", "thread")
+    backward). A call with no input that needs a gradient (a model given token ids, an embedding) has no such end:
+    its scope stays open until a call outside it begins, or the backward ends. A scope another thread opened is
+    left to that thread's next backward."""
+    __slots__ = ("name", "parent", "has_inputs", "level", "thread")
 
-    def __init__(self, name):
-        self.name, self.level, self.thread = name, None, None
+    def __init__(self, name, parent, has_inputs):
+        self.name, self.parent, self.has_inputs = name, parent, has_inputs
+        self.level = self.thread = None
 
     def enter(self):
         if self.level is not None:  # open already: the gradient of another output
@@ -172,15 +182,29 @@ class _BackwardCall:
         if t.generation != _generation:
             t.generation = _generation
             if _scopes.innermost("phase") is None:  # an autograd thread: what an earlier backward left open
-                _scopes.close_to(0)
+                _close_to(t, 0)
                 t.modules.clear()  # and forwards recomputed there that raised (checkpoint's early stop)
                 t.forward_level = None
+        self._close_inputless_outside(t)
         self.level, self.thread = _scopes.depth(), threading.get_ident()
         _scopes.open(self.name, "module")
+        if not self.has_inputs:
+            t.inputless.append(self)
+
+    def _close_inputless_outside(self, t):
+        """Closes the open inputless calls this call is not part of (the last opened is the innermost)."""
+        while t.inputless and not self._inside(t.inputless[-1]):
+            _close_to(t, t.inputless[-1].level)
+
+    def _inside(self, call):
+        outer = self.parent
+        while outer is not None and outer is not call:
+            outer = outer.parent
+        return outer is not None
 
     def exit(self):
         if self.level is not None and self.thread == threading.get_ident():
-            _scopes.close_to(self.level)
+            _close_to(_thread(), self.level)
         self.level = None
 
 
@@ -256,9 +280,9 @@ def _module_begins(module, inputs):
     # The inputs' gradient hooks are set now, not kept for the post hook: a forward that raises must not keep
     # its inputs (activations) alive.
     call = None
-    inputs_with_grad = _tensors(inputs, []) if torch.is_grad_enabled() else []
-    if inputs_with_grad:
-        call = _BackwardCall(name)
+    if torch.is_grad_enabled():
+        inputs_with_grad = _tensors(inputs, [])
+        call = _BackwardCall(name, t.modules[-1][2] if t.modules else None, bool(inputs_with_grad))
         for x in inputs_with_grad:
             _hooks_of(x).ends.append(call)
     t.modules.append((module, _scopes.depth(), call))
@@ -276,12 +300,12 @@ def _module_ends(module, output):
         return None
     _, level, call = t.modules[i]
     del t.modules[i:]
-    _scopes.close_to(level)
+    _close_to(t, level)
     if call is not None:
         for x in _tensors(output, []):
             _hooks_of(x).begins.append(call)
     if not t.modules and t.forward_level is not None:
-        _scopes.close_to(t.forward_level)
+        _close_to(t, t.forward_level)
         t.forward_level = None
         t.recompute, t.recompute_node = False, None
     return None
@@ -303,8 +327,8 @@ def _backward_begin():
 
 @_guarded
 def _backward_end(level, sets_grads):
-    _scopes.close_to(level)
     t = _thread()
+    _close_to(t, level)
     t.backwards = max(0, t.backwards - 1)  # a repair in between started the thread afresh
     if sets_grads and t.backwards == 0 and _C.running():
         _owners_scan(_owners.on_backward_end)
@@ -337,11 +361,11 @@ def _optimizer_begin(*_):
 def _optimizer_end(optimizer=None, *_):
     t = _thread()
     if t.optimizer_level is not None:
-        _scopes.close_to(t.optimizer_level)
+        _close_to(t, t.optimizer_level)
         t.optimizer_level = None
     steps.taken += 1
     if steps.thread == threading.get_ident() and steps.level is not None:
-        _scopes.close_to(steps.level)
+        _close_to(t, steps.level)
         steps.level = None
     if steps.on_step:
         try:  # the --record window starts or stops here: memrec's failure must not become the program's

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from . import _C, _hooks, _owners, _scopes
+from . import _C, _compiled, _hooks, _owners, _scopes
 from ._say import say, under_memrec_record
 
 _HIDE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # memrec's own frames stay out of the stacks
@@ -28,9 +28,11 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     quiet = under_memrec_record()
     _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE, _cupti_busy(), quiet)
     _owners.reset(cuda)
+    _compiled.publish()
     _options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
                     metadata=meta, cuda=cuda, quiet=quiet)
     _hook_process()
+    _compiled.install()
     if scopes:
         _hooks.install()
         _hooks.open_step()
@@ -108,6 +110,7 @@ def _switch_to_cuda():
         say(f"cannot record the CUDA allocator of process {os.getpid()}, not recording: {e}")
         return
     _owners.reset(True)
+    _compiled.publish()
     _scopes.reopen(opened)
 
 

@@ -38,7 +38,8 @@ std::string utf8_attr(PyObject* o, const char* name) {
 
 // The Python stack of the allocating thread: one word per frame, (code id << 32) | line. Code objects are interned
 // under the GIL and kept alive (one reference each), so an id always names the same code; their names are
-// copied once for the drain thread, which never touches Python.
+// copied once for the drain thread, which never touches Python. Each frame costs one lookup by (code, last
+// instruction): the line is decoded from the code's line table once per place, not at every allocation.
 class PythonFrames final : public memrec::ScriptFrames {
  public:
   int capture(uint64_t* out, int max, bool may_block) override {
@@ -66,6 +67,17 @@ class PythonFrames final : public memrec::ScriptFrames {
     std::string function, file;
   };
   static constexpr uint32_t kHidden = UINT32_MAX;
+  static constexpr uint64_t kHiddenWord = UINT64_MAX;
+  struct Place {  // a code object (kept alive by intern) and its last instruction there
+    PyCodeObject* code;
+    int lasti;
+    bool operator==(const Place&) const = default;
+  };
+  struct PlaceHash {
+    size_t operator()(const Place& p) const {
+      return std::hash<const void*>()(p.code) ^ (std::hash<int>()(p.lasti) * 0x9e3779b97f4a7c15ULL);
+    }
+  };
 
   int walk(uint64_t* out, int max) {
     PyObject* error_type = nullptr, *error_value = nullptr, *error_trace = nullptr;
@@ -75,11 +87,8 @@ class PythonFrames final : public memrec::ScriptFrames {
     int n = 0;
     while (f && n < max) {
       PyCodeObject* code = PyFrame_GetCode(f);
-      uint32_t id = intern(code);
-      if (id != kHidden) {
-        int line = PyFrame_GetLineNumber(f);
-        out[n++] = (uint64_t(id) << 32) | uint32_t(line > 0 ? line : 0);
-      }
+      uint64_t word = word_of(f, code);
+      if (word != kHiddenWord) out[n++] = word;
       Py_DECREF(code);
       PyFrameObject* back = PyFrame_GetBack(f);
       Py_DECREF(f);
@@ -88,6 +97,24 @@ class PythonFrames final : public memrec::ScriptFrames {
     Py_XDECREF(f);
     PyErr_Restore(error_type, error_value, error_trace);
     return n;
+  }
+
+  static int last_instruction(PyFrameObject* f) {
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyFrame_GetLasti(f);
+#else
+    return f->f_lasti;
+#endif
+  }
+
+  uint64_t word_of(PyFrameObject* f, PyCodeObject* code) {
+    auto [it, added] = words_.try_emplace(Place{code, last_instruction(f)}, kHiddenWord);
+    if (added) {
+      uint32_t id = intern(code);
+      int line = PyFrame_GetLineNumber(f);
+      if (id != kHidden) it->second = (uint64_t(id) << 32) | uint32_t(line > 0 ? line : 0);
+    }
+    return it->second;
   }
 
   uint32_t intern(PyCodeObject* code) {
@@ -111,6 +138,7 @@ class PythonFrames final : public memrec::ScriptFrames {
 
   std::string hidden_prefix_;
   std::unordered_map<PyCodeObject*, uint32_t> ids_;  // under the GIL
+  std::unordered_map<Place, uint64_t, PlaceHash> words_;  // under the GIL
   std::mutex mu_;                                     // guards codes_ against the drain thread
   std::vector<Code> codes_;
 };

@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 
 #include <atomic>
 #include <memory>
@@ -24,8 +25,11 @@ std::atomic<bool> g_enabled{false};
 
 // Interpreter frames gathered by the allocator's context function (outside its lock, where taking the
 // interpreter's lock is safe, as PyTorch's own recorder does) and handed to on_trace with the trace entry.
+// The allocator also keeps the context with each block it hands out, and the program's own
+// torch.cuda.memory._snapshot() reads every block's context as a CapturedTraceback: ours is one, with no frames of
+// its own for PyTorch, so a snapshot taken under memrec shows those blocks without frames, as it would without it.
 constexpr int kScriptFrames = 128;
-struct ScriptContext final : c10::GatheredContext {
+struct ScriptContext final : torch::CapturedTraceback {
   uint64_t words[kScriptFrames];
   int count = 0;
 };

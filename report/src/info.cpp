@@ -1,5 +1,7 @@
 #include "memrec/info.h"
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "memrec/units.h"
@@ -10,13 +12,19 @@ namespace {
 
 using nlohmann::json;
 
+// What a metadata key holding long JSON is for (it is summed up, not printed), or "" for the other keys.
+std::string_view long_json(const std::string& key) {
+  if (key == "allocator_settings" || key == "pickle_extra") return "kept for export";
+  if (key == "compiled_code") return "generated code mapped to the model's lines and modules";
+  return {};
+}
+
 void append_metadata(std::string& out, const FileInfo& info) {
   for (const auto& [key, value] : info.metadata) {
-    if (key == "allocator_settings" || key == "pickle_extra") {  // long JSON; `memrec export` keeps it
-      out += fmt::format("  {:<22} ({} bytes of JSON, kept for export)\n", key, value.size());
-      continue;
-    }
-    out += fmt::format("  {:<22} {}\n", key, value);
+    if (std::string_view what = long_json(key); !what.empty())
+      out += fmt::format("  {:<22} ({} bytes of JSON, {})\n", key, value.size(), what);
+    else
+      out += fmt::format("  {:<22} {}\n", key, value);
   }
 }
 

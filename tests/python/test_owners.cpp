@@ -3,6 +3,7 @@
 // phase of their own.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -13,6 +14,7 @@
 #include "common/process.h"
 #include "memrec/analysis.h"
 #include "memrec/load.h"
+#include "memrec/sites.h"
 
 namespace memrec {
 namespace {
@@ -308,6 +310,51 @@ for reentrant in (True, False):
   // Parameters still have their owners, gradients too.
   EXPECT_TRUE(rec.owned.count("blocks.1.0.weight"));
   EXPECT_TRUE(rec.owned.count("blocks.1.0.weight.grad"));
+}
+
+// Code torch.compile generated, mapped back to the model: inductor is stood in for (torch 1.13 has none) by a
+// module in a generated file's place run from the model's forward, and by the map memrec's hook notes when inductor
+// writes such a file (the FX node's nn_module_stack and stack trace at each line that begins a node's code).
+TEST(Owners, CompiledCodeIsOwnedByTheNodesModuleAndSourceLine) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "torchinductor_u");
+  std::string generated = dir / "torchinductor_u/cab.py";
+  std::ofstream(generated) << "import torch\n\n\ndef call(x):\n    buf0 = torch.empty(4096)\n    return buf0\n";
+  Recording rec = record(dir, "compiled", R"(import torch
+from memrec import _compiled
+
+
+class Node:  # an FX node as inductor's line map holds it
+    def __init__(self, name, modules, trace):
+        self.name, self.meta, self.stack_trace = name, {"nn_module_stack": {m: (m, object) for m in modules}}, trace
+
+
+trace = 'File "/src/model.py", line 40, in forward\n    x = self.h[3](x)\nFile "/src/model.py", line 22, in forward\n    return self.attn(x)\n'
+_compiled._note(")" + generated + R"(", [(3, Node("empty", ["L['self'].transformer", "L['self'].transformer.h[3]", "L['self']._modules['transformer']._modules['h']._modules['3'].attn"], trace))])
+generated = {}
+exec(compile(open(")" + generated + R"(").read(), ")" + generated + R"(", "exec"), generated)
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return generated["call"](x)
+
+
+kept = Model()(torch.ones(2))
+)");
+  const Snapshot& s = rec.s;
+  std::set<std::string> modules, sites;
+  for (const Event& e : s.events)
+    if (e.action == Action::alloc && e.size == 4096 * sizeof(float)) {
+      std::string chain;  // the module scopes, innermost first
+      for (uint32_t sc = e.scope; sc != 0; sc = s.scopes[sc].parent)
+        if (s.scopes[sc].kind == ScopeKind::module) chain += s.strings[s.scopes[sc].name] + " < ";
+      modules.insert(chain);
+      sites.insert(allocation_site(s, e.stack));
+    }
+  EXPECT_EQ(modules, std::set<std::string>{"transformer.h.3.attn < transformer.h.3 < transformer < Model < "});
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_TRUE(sites.begin()->starts_with("forward (model.py:22)")) << *sites.begin();
 }
 
 }  // namespace

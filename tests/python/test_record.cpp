@@ -232,6 +232,43 @@ model(torch.sin(torch.ones(4, 8, requires_grad=True))).sum().backward()
   EXPECT_EQ(modules_of_op["aten::mm"], (std::set<std::string>{"0", "2"}));  // not the enclosing Sequential
 }
 
+// A model given token ids (no input needs a gradient) that returns its loss in a dict, as Hugging Face models do:
+// the loss's backward ops are in the model's scope, the embedding's in the embedding's, the head's in the head's.
+TEST(Record, ModulesGivenTokenIdsKeepTheirBackwardScope) {
+  TempDir dir;
+  std::ofstream(dir / "lm.py") << R"(import torch, torch.nn as nn
+class LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(64, 16), nn.Linear(16, 64)
+    def forward(self, ids):
+        logits = self.head(self.emb(ids))
+        return {"loss": nn.functional.cross_entropy(logits.view(-1, 64), ids.view(-1)), "logits": logits}
+model = LM()
+ids = torch.randint(0, 64, (4, 32))
+for _ in range(2):
+    model(ids)["loss"].backward()
+)";
+  auto r = run_command(record("-o " + dir / "lm.memrec", kPython + " " + dir / "lm.py"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Snapshot s = load_snapshot(dir / "lm.memrec");
+  std::map<std::string, std::set<std::string>> modules_of_site;  // backward allocations' sites -> module scopes
+  for (const Event& e : s.events)
+    if (e.action == Action::alloc && enclosing_scope(s, e.scope, ScopeKind::phase) == "backward")
+      modules_of_site[allocation_site(s, e.stack)].insert(enclosing_scope(s, e.scope, ScopeKind::module));
+  auto modules_where = [&](const std::string& text) {
+    std::set<std::string> out;
+    for (const auto& [site, modules] : modules_of_site)
+      if (site.find(text) != std::string::npos) out.insert(modules.begin(), modules.end());
+    return out;
+  };
+  EXPECT_EQ(modules_where("NllLossBackward0"), std::set<std::string>{"LM"});
+  EXPECT_EQ(modules_where("LogSoftmaxBackward0"), std::set<std::string>{"LM"});
+  EXPECT_EQ(modules_where("AddmmBackward0"), std::set<std::string>{"head"});
+  EXPECT_EQ(modules_where("EmbeddingBackward0"), std::set<std::string>{"emb"});
+  EXPECT_EQ(modules_where(""), (std::set<std::string>{"", "LM", "head", "emb"}));  // "": backward's seed, ones_like
+}
+
 // An internal error in memrec's hooks (here forced: naming a module fails) never reaches the program: it runs to
 // its end and prints nothing more, and the file says what was repaired.
 TEST(Record, HookErrorsAreRepairedAndNoted) {

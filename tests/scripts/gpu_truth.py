@@ -144,9 +144,11 @@ def check(a):
               f"{run['context_min']} .. {run['context_max']} B (spread {spread / 2**20:.2f} MiB; not checked: CUDA's "
               "lazy module loading adds each library's kernels to the context when it is first used)")
         contexts = step_contexts(a, facts, start)
-        spread = max(contexts) - min(contexts)
+        # Step 0 is left out: the context still settles after the first step (2.00 MiB less after it, once, on an H100).
+        spread = max(contexts[1:]) - min(contexts[1:])
         print(f"context 50 ms after each step's end, steps 0..{len(contexts) - 1} (the raw cuMemAlloc held over steps "
-              f"3..7): {contexts} (spread {spread} B, {spread / 2**20:.2f} MiB; tolerance 2 MiB)")
+              f"3..7): {contexts} (spread over steps 1..{len(contexts) - 1}: {spread} B, {spread / 2**20:.2f} MiB; "
+              "tolerance 2 MiB)")
         if spread > TOLERANCE:
             failures.append(f"NVML used - (reserved + other) moved by {spread} B over the steps")
     for f in failures:

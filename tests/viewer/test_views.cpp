@@ -258,6 +258,24 @@ TEST(ModulesShot, BoxesSplitByCategoryAndAgreeWithStats) {
   keep_for_readme(dir, "viewer_modules.png");
 }
 
+// The module view of GPT-2 under torch.compile (recorded on an H100): the compiled code's blocks nest by module as
+// eager code's do, so each of the twelve layers has its box inside `transformer`.
+TEST(ModulesShot, CompiledCodeNestsByModule) {
+  test::TempDir dir;
+  Shot shot = test::screenshot(test::data("gpt2_compile_h100.memrec"), "--view modules --size 1280x720", dir);
+  ASSERT_TRUE(shot.layout.contains("modules")) << shot.output;
+  std::set<std::string> layers;
+  for (const auto& b : shot.layout["modules"]["boxes"]) {
+    std::string label = b["label"];
+    if (label.starts_with("transformer.h.") && label.find('.', 14) == std::string::npos) {
+      layers.insert(label);
+      EXPECT_GT(b["by_category"].value("activation", uint64_t{0}), uint64_t{400} << 20) << label;
+    }
+  }
+  EXPECT_EQ(layers.size(), 12u) << shot.layout["modules"].dump().substr(0, 2000);
+  keep_for_readme(dir, "viewer_modules_compiled.png");
+}
+
 // --view timeline --range: the plot spans the range (its columns cover T1..T2 to within a column).
 TEST(TimelineShotRange, TheTimelineSpansTheRange) {
   test::TempDir dir;

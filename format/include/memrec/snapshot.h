@@ -370,4 +370,7 @@ struct Snapshot {
   bool operator==(const Snapshot&) const = default;
 };
 
+// The innermost scope of `kind` at `scope` or around it (its own kind counts), or 0 when there is none.
+uint32_t enclosing_scope_id(const Snapshot& s, uint32_t scope, ScopeKind kind);
+
 }  // namespace memrec

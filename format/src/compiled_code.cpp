@@ -1,0 +1,206 @@
+#include "compiled_code.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+namespace memrec {
+namespace {
+
+struct MappedLine {
+  uint32_t first_line = 0;
+  uint32_t chain = 0;             // index of its module chain (ModuleChains); 0 = none
+  std::vector<uint32_t> frames;  // the model's source, innermost first
+};
+
+using Table = std::vector<MappedLine>;  // by first line
+
+// The FX nodes' module paths relative to the compiled module, outermost first, as string ids; chain 0 is empty.
+using ModuleChains = std::vector<std::vector<uint32_t>>;
+
+// A row's modules: a list of paths, outermost first.
+uint32_t read_chain(Snapshot& s, const nlohmann::json& modules, ModuleChains& chains) {
+  std::vector<uint32_t> chain;
+  for (const auto& m : modules)
+    if (auto path = m.get<std::string>(); !path.empty()) chain.push_back(s.strings.intern(path));
+  if (chain.empty()) return 0;
+  auto it = std::find(chains.begin(), chains.end(), chain);
+  if (it != chains.end()) return static_cast<uint32_t>(it - chains.begin());
+  chains.push_back(std::move(chain));
+  return static_cast<uint32_t>(chains.size() - 1);
+}
+
+// The tables of the generated files the stacks pass through; frames and strings interned into `s`. Throws
+// nlohmann's errors on a bad shape.
+std::map<std::string, Table> read_tables(Snapshot& s, const nlohmann::json& j, ModuleChains& chains) {
+  std::unordered_set<std::string> files;
+  for (const Frame& f : s.frames.all()) files.insert(s.strings[f.file]);
+  std::map<std::string, Table> tables;
+  for (const auto& [path, lines] : j.items()) {
+    if (!files.count(path)) continue;
+    Table& table = tables[path];
+    for (const auto& entry : lines) {
+      MappedLine m{.first_line = entry.at(0).get<uint32_t>(), .chain = read_chain(s, entry.at(1), chains),
+                   .frames = {}};
+      for (const auto& f : entry.at(3))
+        m.frames.push_back(s.frames.intern(Frame{.pc = 0,
+                                                 .function = s.strings.intern(f.at(2).get<std::string>()),
+                                                 .file = s.strings.intern(f.at(0).get<std::string>()),
+                                                 .library = 0,
+                                                 .line = f.at(1).get<uint32_t>()}));
+      table.push_back(std::move(m));
+    }
+    std::stable_sort(table.begin(), table.end(),
+                     [](const MappedLine& a, const MappedLine& b) { return a.first_line < b.first_line; });
+  }
+  return tables;
+}
+
+const MappedLine* lookup(const Table& table, uint32_t line) {
+  auto it = std::upper_bound(table.begin(), table.end(), line,
+                             [](uint32_t l, const MappedLine& m) { return l < m.first_line; });
+  if (it == table.begin() || (it - 1)->frames.empty()) return nullptr;
+  return &*(it - 1);
+}
+
+// Rewrites the stacks in place (ids kept); returns each stack's module chain (0 = none).
+std::vector<uint32_t> resolve_stacks(Snapshot& s, const std::map<std::string, Table>& tables) {
+  std::vector<const Table*> table_of(s.frames.size(), nullptr);
+  for (uint32_t f = 0; f < s.frames.size(); ++f)
+    if (auto it = tables.find(s.strings[s.frames[f].file]); it != tables.end()) table_of[f] = &it->second;
+  std::vector<uint32_t> module_of(s.stacks.size(), 0);
+  std::vector<uint32_t> offsets{0}, frame_ids;
+  bool changed = false;
+  for (uint32_t id = 0; id < s.stacks.size(); ++id) {
+    std::span<const uint32_t> frames = s.stacks[id];
+    auto generated = std::find_if(frames.begin(), frames.end(),
+                                  [&](uint32_t f) { return f < table_of.size() && table_of[f]; });
+    const MappedLine* m =
+        generated == frames.end() ? nullptr : lookup(*table_of[*generated], s.frames[*generated].line);
+    bool resolved = m && generated - frames.begin() >= static_cast<ptrdiff_t>(m->frames.size()) &&
+                    std::equal(m->frames.begin(), m->frames.end(), generated - m->frames.size());
+    frame_ids.insert(frame_ids.end(), frames.begin(), generated);
+    if (m && !resolved) {
+      frame_ids.insert(frame_ids.end(), m->frames.begin(), m->frames.end());
+      changed = true;
+    }
+    frame_ids.insert(frame_ids.end(), generated, frames.end());
+    offsets.push_back(static_cast<uint32_t>(frame_ids.size()));
+    if (m) module_of[id] = m->chain;
+  }
+  if (changed) s.stacks.assign(std::move(offsets), std::move(frame_ids));
+  return module_of;
+}
+
+// The module scopes of events made by compiled code: the FX node's modules, nested as eager calls nest, under the
+// module that ran the code (a compiled root module's scope is its class name; a compiled submodule's is its path,
+// which prefixes the node's). Made once per (scope, chain); each made scope ends at its last event's time.
+class ModuleScopes {
+ public:
+  explicit ModuleScopes(Snapshot& s) : s_(s), first_made_(static_cast<uint32_t>(s.scopes.size())) {}
+
+  // The innermost module scope for an event at `scope` whose stack ran `chain` (`scope` itself when it is the one
+  // made for it already: a file written after resolving).
+  uint32_t innermost(uint32_t scope, uint32_t chain_id, const std::vector<uint32_t>& chain, uint8_t device,
+                     int64_t t) {
+    auto [it, fresh] = innermost_.try_emplace(Key{scope, chain_id, device}, scope);
+    if (fresh && !made_for(scope, chain)) {
+      std::string prefix = prefix_of(scope);
+      uint32_t at = scope;
+      for (uint32_t module : chain)
+        at = made(at, prefix.empty() ? module : s_.strings.intern(prefix + s_.strings[module]), device, t);
+      it->second = at;
+    }
+    if (it->second >= first_made_) ends_[it->second - first_made_] = std::max(ends_[it->second - first_made_], t);
+    return it->second;
+  }
+
+  // Writes each made scope's end: its own events' last time, or a scope nested in it's (parents have lower ids).
+  void close() {
+    for (size_t k = ends_.size(); k-- > 0;) {
+      uint32_t id = first_made_ + static_cast<uint32_t>(k), parent = s_.scopes[id].parent;
+      if (parent >= first_made_) ends_[parent - first_made_] = std::max(ends_[parent - first_made_], ends_[k]);
+      s_.scopes.update(id, [&](Scope& sc) { sc.end_ns = ends_[k]; });
+    }
+  }
+
+ private:
+  bool made_for(uint32_t scope, const std::vector<uint32_t>& chain) const {
+    if (scope == 0 || scope >= s_.scopes.size() || s_.scopes[scope].kind != ScopeKind::module) return false;
+    const std::string& name = s_.strings[s_.scopes[scope].name];
+    const std::string& path = s_.strings[chain.back()];
+    return name == path || (name.ends_with(path) && name[name.size() - path.size() - 1] == '.');
+  }
+
+  uint32_t made(uint32_t parent, uint32_t name, uint8_t device, int64_t t) {
+    auto [it, fresh] = made_.try_emplace(Key{parent, name, device}, 0);
+    if (fresh) {
+      it->second = static_cast<uint32_t>(s_.scopes.size());
+      s_.scopes.push_back(Scope{.start_ns = t, .end_ns = t, .name = name, .parent = parent,
+                                .kind = ScopeKind::module, .device = device});
+      ends_.push_back(t);
+    }
+    return it->second;
+  }
+
+  std::string prefix_of(uint32_t scope) const {
+    uint32_t runner = enclosing_scope_id(s_, scope, ScopeKind::module);
+    if (runner == 0 || enclosing_scope_id(s_, s_.scopes[runner].parent, ScopeKind::module) == 0) return {};
+    return s_.strings[s_.scopes[runner].name] + ".";
+  }
+
+  struct Key {  // a scope (0 on every device: the device tells them apart), and a name or a chain
+    uint32_t scope, what;
+    uint8_t device;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uint64_t>()(uint64_t{k.scope} << 32 | k.what) ^ (size_t{k.device} << 56);
+    }
+  };
+
+  Snapshot& s_;
+  const uint32_t first_made_;                                 // the first scope id made here
+  std::vector<int64_t> ends_;                                 // by made scope id - first_made_
+  std::unordered_map<Key, uint32_t, KeyHash> made_;           // (parent scope, name, device) -> scope
+  std::unordered_map<Key, uint32_t, KeyHash> innermost_;      // (event's scope, chain, device) -> innermost scope
+};
+
+}  // namespace
+
+void resolve_compiled_code(Snapshot& s) {
+  auto it = s.metadata.find("compiled_code");
+  if (it == s.metadata.end()) return;
+  const std::string unreadable = "the map of compiled code to the model is unreadable, left out: ";
+  ModuleChains chains(1);
+  std::vector<uint32_t> chain_of;  // by stack
+  try {
+    nlohmann::json map = nlohmann::json::parse(it->second);
+    if (!map.is_object()) {
+      s.warnings.push_back(unreadable + "not a JSON object");
+      return;
+    }
+    chain_of = resolve_stacks(s, read_tables(s, map, chains));
+  } catch (const nlohmann::json::exception& e) {
+    s.warnings.push_back(unreadable + e.what());
+    return;
+  }
+  if (chains.size() == 1) return;
+  ModuleScopes scopes(s);
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    Event e = s.events[i];
+    uint32_t chain = e.stack < chain_of.size() ? chain_of[e.stack] : 0;
+    if (chain == 0) continue;
+    uint32_t scope = scopes.innermost(e.scope, chain, chains[chain], e.device, e.time_ns);
+    if (scope == e.scope) continue;
+    e.scope = scope;
+    s.events.set(i, e);
+  }
+  scopes.close();
+}
+
+}  // namespace memrec

@@ -1,0 +1,112 @@
+"""torch.compile's generated code mapped back to the model, for the reader (format/src/compiled_code.h).
+
+When inductor writes a graph's Python module, each line that begins a node's code is noted with the FX node's
+module (nn_module_stack; fwd_nn_module_stack in a backward graph) and the model's source frames (the node's stack
+trace), and the whole map goes to the recording as its "compiled_code" metadata, again after each compile. Nothing
+is compiled again, and memrec imports inductor only when the program calls torch.compile with inductor. A graph
+that inductor loads from its cache is not compiled here, so its lines are not mapped (its stacks stay as recorded).
+"""
+import functools
+import json
+import re
+
+import torch
+
+from . import _C
+
+# generated file -> [[first line, [module, ...outermost first], FX node, [[file, line, function], ...]], ...]
+_tables = {}
+_TRACE = re.compile(r'File "(.+)", line (\d+), in (.+)\n')
+_ROOT = re.compile(r"^(?:L\[['\"][^'\"]*['\"]\]|self)")
+_GETATTR = re.compile(r"getattr\(([^()]*), ['\"]([^'\"]+)['\"]\)")
+_ITEM = re.compile(r"(?:\._modules)?\[['\"]?([^'\"\]]+)['\"]?\]")
+
+
+class Failures:
+    """Errors of memrec's own while mapping compiled code: those lines stay unmapped, and the file says so."""
+    count = 0
+
+
+def _failed(error):
+    Failures.count += 1
+    try:
+        _C.set_metadata("notes.compiled_code", f"memrec could not map compiled code to the model {Failures.count} "
+                        f"time(s); those blocks keep the generated code's lines ({type(error).__name__}: {error})")
+    except Exception:  # noqa: BLE001  nothing of memrec's reaches the program
+        pass
+
+
+def module_paths(stack):
+    """The modules of an nn_module_stack, outermost first, named as memrec names modules, relative to the compiled
+    one: "L['self'].transformer.h[3].attn" and "L['self']._modules['h']._modules['3']" -> "transformer.h.3.attn",
+    "h.3"; the compiled module itself ("L['self']") is left out."""
+    paths = []
+    for value in (stack or {}).values():
+        path = str(value[0] if isinstance(value, tuple) else value)
+        while _GETATTR.search(path):
+            path = _GETATTR.sub(r"\1.\2", path)
+        path = _ITEM.sub(r".\1", _ROOT.sub("", path)).strip(".")
+        if path:
+            paths.append(path)
+    return paths
+
+
+def _row(line, node):
+    """One line-map entry of inductor's wrapper code: the FX node whose code begins at `line`."""
+    meta = getattr(node, "meta", None) or {}
+    trace, name = getattr(node, "stack_trace", None) or meta.get("stack_trace") or "", getattr(node, "name", "")
+    frames = [[f, int(n), fn] for f, n, fn in reversed(_TRACE.findall(trace))]
+    modules = module_paths(meta.get("nn_module_stack") or meta.get("fwd_nn_module_stack"))
+    return [int(line), modules, str(name), frames]
+
+
+def _note(path, line_map):
+    try:
+        if path and line_map:
+            _tables[str(path)] = [_row(line, node) for line, node in line_map]
+            publish()
+    except Exception as e:  # noqa: BLE001  nothing of memrec's reaches the program
+        _failed(e)
+
+
+def publish():
+    """Sends the map to the running recording (at its start too: graphs compiled before it still run)."""
+    if _tables and _C.running():
+        _C.set_metadata("compiled_code", json.dumps(_tables, separators=(",", ":")))
+
+
+def _hook_inductor():
+    graph = __import__("torch._inductor.graph", fromlist=["GraphLowering"])
+    lowering = graph.GraphLowering
+    original = getattr(lowering, "_compile_to_module_lines", None)
+    if original is None or getattr(original, "_memrec", False):
+        return
+
+    @functools.wraps(original)
+    def compile_to_module_lines(self, wrapper_code, *args, **kwargs):
+        module = original(self, wrapper_code, *args, **kwargs)
+        _note(getattr(self, "cache_path", None) or getattr(module, "__file__", None),
+              getattr(wrapper_code, "line_map", None))
+        return module
+
+    compile_to_module_lines._memrec = True
+    lowering._compile_to_module_lines = compile_to_module_lines
+
+
+def install():
+    """Wraps torch.compile (torch 2.x): a call with inductor hooks inductor's code writer first."""
+    compile_ = getattr(torch, "compile", None)
+    if compile_ is None or getattr(compile_, "_memrec", False):
+        return
+
+    @functools.wraps(compile_)
+    def compile_and_map(*args, **kwargs):
+        if kwargs.get("backend", "inductor") == "inductor":
+            try:
+                _hook_inductor()
+            except Exception as e:  # noqa: BLE001  no map then; the program's compile goes on as without memrec
+                _failed(e)
+        return compile_(*args, **kwargs)
+
+    compile_and_map._memrec = True
+    torch.compile = compile_and_map

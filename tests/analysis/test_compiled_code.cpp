@@ -1,0 +1,137 @@
+// Code that torch.compile generated, mapped back to the model through the recording's "compiled_code" metadata:
+// the stacks gain the model's source frames, the blocks the FX node's module, as eager code has them.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/fixtures.h"
+#include "common/process.h"
+#include "memrec/analysis.h"
+#include "memrec/format.h"
+#include "memrec/load.h"
+#include "memrec/sites.h"
+
+namespace memrec {
+namespace {
+
+using test::TempDir;
+
+constexpr const char* kGenerated = "/tmp/torchinductor_u/ab/cabc.py";
+
+struct Compiled {
+  Snapshot s;
+  uint32_t generated_frame = 0;
+};
+
+uint32_t frame(Snapshot& s, const std::string& function, const std::string& file, uint32_t line,
+               const std::string& library = "") {
+  return s.frames.intern(Frame{.pc = 0, .function = s.strings.intern(function), .file = s.strings.intern(file),
+                               .library = library.empty() ? 0 : s.strings.intern(library), .line = line});
+}
+
+uint32_t scope(Snapshot& s, const std::string& name, ScopeKind kind, uint32_t parent) {
+  s.scopes.push_back(Scope{.start_ns = 0, .end_ns = 1000, .name = s.strings.intern(name), .parent = parent,
+                           .kind = kind, .device = 0});
+  return static_cast<uint32_t>(s.scopes.size() - 1);
+}
+
+// One allocation by the generated code at `line` (a buffer of the compiled forward), run under `module_scopes`
+// (outermost first), and one by eager code.
+Snapshot compiled_run(uint32_t line, const std::vector<std::string>& module_scopes, const std::string& map) {
+  Snapshot s;
+  uint32_t op = frame(s, "at::empty_strided", "", 0, "libtorch_cuda.so");
+  uint32_t generated = frame(s, "call", kGenerated, line);
+  uint32_t user = frame(s, "train", "train.py", 12);
+  uint32_t compiled = s.stacks.intern(std::vector<uint32_t>{op, generated, user});
+  uint32_t eager = s.stacks.intern(std::vector<uint32_t>{op, user});
+  uint32_t parent = 0;
+  for (const std::string& m : module_scopes) parent = scope(s, m, ScopeKind::module, parent);
+  s.events.push_back(Event{.time_ns = 10, .addr = 0x1000, .size = 4096, .stack = compiled, .scope = parent});
+  s.events.push_back(Event{.time_ns = 20, .addr = 0x3000, .size = 512, .stack = eager, .scope = parent});
+  s.metadata["compiled_code"] = map;
+  return s;
+}
+
+const std::string kMap = std::string(R"({")") + kGenerated + R"(": [
+  [100, ["transformer", "transformer.h.3", "transformer.h.3.attn"], "addmm_7",
+   [["model.py", 30, "Attention.forward"], ["model.py", 44, "Block.forward"]]],
+  [130, [], "output", []]]})";
+
+Snapshot reread(const Snapshot& s) {
+  TempDir tmp;
+  write_file(s, tmp / "c.memrec");
+  return load_snapshot(tmp / "c.memrec", nullptr);
+}
+
+TEST(CompiledCode, BlocksNameTheModelsLineAndTheNodesModule) {
+  Snapshot s = reread(compiled_run(120, {"GPT2LMHeadModel"}, kMap));
+  Event buffer = s.events[0], eager = s.events[1];
+  EXPECT_EQ(allocation_site(s, buffer.stack), "Attention.forward (model.py:30) via at::empty_strided");
+  EXPECT_EQ(enclosing_scope(s, buffer.scope, ScopeKind::module), "transformer.h.3.attn");
+  EXPECT_EQ(layer_of(enclosing_scope(s, buffer.scope, ScopeKind::module)), "transformer.h.3");
+  std::vector<std::string> outer;  // nested as eager calls nest, in the module that ran the code
+  for (uint32_t sc = s.scopes[buffer.scope].parent; sc != 0; sc = s.scopes[sc].parent)
+    outer.push_back(s.strings[s.scopes[sc].name]);
+  EXPECT_EQ(outer, (std::vector<std::string>{"transformer.h.3", "transformer", "GPT2LMHeadModel"}));
+  EXPECT_EQ(enclosing_scope(s, eager.scope, ScopeKind::module), "GPT2LMHeadModel");
+  EXPECT_EQ(allocation_site(s, eager.stack), "train (train.py:12) via at::empty_strided");
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(CompiledCode, ACompiledSubmodulePrefixesTheNodesModule) {
+  Snapshot s = reread(compiled_run(100, {"Model", "blocks.2"}, R"({")" + std::string(kGenerated) +
+                                            R"(": [[90, ["attn"], "mm", [["model.py", 30, "Attention.forward"]]]]})"));
+  EXPECT_EQ(enclosing_scope(s, s.events[0].scope, ScopeKind::module), "blocks.2.attn");
+}
+
+TEST(CompiledCode, LinesBeforeTheMapOrWithoutSourceStayAsRecorded) {
+  for (uint32_t line : {50u, 140u}) {
+    Snapshot s = reread(compiled_run(line, {"GPT2LMHeadModel"}, kMap));
+    EXPECT_EQ(s.stacks[s.events[0].stack].size(), 3u) << line;
+    EXPECT_EQ(enclosing_scope(s, s.events[0].scope, ScopeKind::module), "GPT2LMHeadModel") << line;
+  }
+}
+
+TEST(CompiledCode, ResolvingTwiceChangesNothing) {
+  Snapshot once = reread(compiled_run(120, {"GPT2LMHeadModel"}, kMap));
+  Snapshot twice = reread(once);
+  EXPECT_TRUE(twice.stacks == once.stacks);
+  EXPECT_EQ(twice.scopes.size(), once.scopes.size());
+  EXPECT_EQ(twice.events[0].scope, once.events[0].scope);
+}
+
+TEST(CompiledCode, AnUnreadableMapIsNotedAndLeftOut) {
+  for (const std::string& map :
+       {std::string("{\"") + kGenerated + "\": [[\"x\"]]}", std::string("[1, 2"), std::string("7")}) {
+    Snapshot s = reread(compiled_run(120, {"GPT2LMHeadModel"}, map));
+    EXPECT_EQ(s.stacks[s.events[0].stack].size(), 3u) << map;
+    ASSERT_EQ(s.warnings.size(), 1u) << map;
+    EXPECT_NE(s.warnings[0].find("compiled code"), std::string::npos) << s.warnings[0];
+  }
+}
+
+// GPT-2 (124M) under torch.compile, recorded on an H100 (PyTorch 2.11) by bench/owners_models.py: at the peak, every
+// layer holds its activations, and only the program's own input ids (64 KiB) are outside every module.
+TEST(CompiledCode, CompiledGpt2RecordedOnAnH100NamesItsTwelveLayers) {
+  auto r = test::run_command(std::string(MEMREC_BINARY) + " stats " + test::data("gpt2_compile_h100.memrec") +
+                             " --by layer --json --top 100");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json stats = nlohmann::json::parse(r.output);
+  std::map<std::string, uint64_t> activations, bytes;
+  for (const auto& g : stats["live"]) {
+    activations[g["key"]] = g["categories"].value("activation", uint64_t{0});
+    bytes[g["key"]] = g["bytes"];
+  }
+  EXPECT_LE(bytes["<none>"], uint64_t{8 * 1024 * 8 + 4});  // the batch of token ids (8 x 1024 int64) and a scalar
+  for (int layer = 0; layer < 12; ++layer)
+    EXPECT_GT(activations["transformer.h." + std::to_string(layer)], uint64_t{400} << 20) << layer;
+  auto info = test::run_command(std::string(MEMREC_BINARY) + " info " + test::data("gpt2_compile_h100.memrec"));
+  EXPECT_NE(info.output.find("compiled_code          ("), std::string::npos) << "the map is summed up, not printed";
+}
+
+}  // namespace
+}  // namespace memrec
