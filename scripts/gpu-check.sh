@@ -389,12 +389,19 @@ bench_compare() {
     tee -a "$OUT/summary.txt"
 }
 
+# A real training run recorded for LONG_RUN_SECONDS (default 150), then opened by every command (bench/long_run.py).
+long_run() {
+  python3 bench/long_run.py "$MEMREC" /tmp/long_run "${LONG_RUN_SECONDS:-150}" | tee -a "$OUT/summary.txt"
+  rm -rf /tmp/long_run
+}
+
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; g++ --version | head -1; } \
   >> "$OUT/summary.txt" 2>&1
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
-              ranks ranks_bench owners step_modes example benchmarks analysis_bench bench_compare pip_install)
+              ranks ranks_bench owners step_modes example benchmarks analysis_bench bench_compare long_run
+              pip_install)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"
