@@ -3,14 +3,18 @@ with gradient checkpointing and bf16 autocast, built from configs and trained a 
 `memrec record`. At the allocated peak, `<none>` must hold at most 5% of the bytes in `stats --by module --json` and
 in `--by layer --json`; under torch.compile, `--by layer` names every block (transformer.h.0 .. 11) and each
 compiled-code block of 1 MiB or more live at the peak names a line of the model's source that memrec's map of the
-generated code holds. gpt2_compile_fx runs the compiled model again and compares, for each allocation by compiled
-code, memrec's source line with the one inductor's own line map gives (as PyTorch's errors in compiled code name it).
+generated code holds. Each compiled model has an inductor cache of its own: gpt2_compile compiles into an empty one;
+gpt2_compile_cached runs again on it, loading the graphs gpt2_compile compiled under memrec; gpt2_compile_fx
+loads graphs that a run without memrec put in its cache. The two that load cached graphs compare, for each
+allocation by compiled code, memrec's source line with the one inductor's own line map gives (as PyTorch's errors in
+compiled code name it).
 Usage: owners_models.py MEMREC OUT_DIR [MODEL ...]"""
 import json
 import os
 import bisect
 import pickle
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,12 +23,20 @@ MODELS = {
     "gpt2_eager": ("GPT2Config", "GPT2LMHeadModel", "dict(n_layer=12, n_embd=768, n_head=12)", 8, 1024, False, ""),
     "gpt2_compile": ("GPT2Config", "GPT2LMHeadModel", "dict(n_layer=12, n_embd=768, n_head=12)", 8, 1024, False,
                      "model = torch.compile(model)"),
+    "gpt2_compile_cached": ("GPT2Config", "GPT2LMHeadModel", "dict(n_layer=12, n_embd=768, n_head=12)", 8, 1024, False,
+                            "model = torch.compile(model)"),
     "gpt2_compile_fx": ("GPT2Config", "GPT2LMHeadModel", "dict(n_layer=12, n_embd=768, n_head=12)", 8, 1024, False,
                         "model = torch.compile(model)"),
     "llama_ckpt": ("LlamaConfig", "LlamaForCausalLM",
                    "dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16, "
                    "num_key_value_heads=8, max_position_embeddings=2048)", 4, 1024, True, ""),
 }
+
+# A compiled model's inductor cache (a folder of OUT_DIR, emptied when the run starts) and whether a run without
+# memrec fills it first.
+CACHES = {"gpt2_compile": ("inductor_memrec", False), "gpt2_compile_cached": ("inductor_memrec", False),
+          "gpt2_compile_fx": ("inductor_plain", True)}
+CHECK_AGAINST_INDUCTOR = ("gpt2_compile_cached", "gpt2_compile_fx")
 
 PROGRAM = """
 import contextlib, torch, transformers
@@ -136,9 +148,22 @@ def inductor_agreement(memrec, path, linemaps_pickle):
     return total, agree, others
 
 
+def environment(out, name, emptied):
+    """The program's environment: its model's inductor cache, emptied at its first use in this run."""
+    env = dict(os.environ)
+    if name in CACHES:
+        cache = f"{out}/{CACHES[name][0]}"
+        if cache not in emptied:
+            shutil.rmtree(cache, ignore_errors=True)
+            emptied.add(cache)
+        env["TORCHINDUCTOR_CACHE_DIR"] = cache
+    return env
+
+
 def main():
     memrec, out, only = sys.argv[1], sys.argv[2], sys.argv[3:]
     failed = False
+    emptied = set()
     for name, (config, cls, kwargs, batch, seq, ckpt, wrap) in MODELS.items():
         if only and name not in only:
             continue
@@ -146,28 +171,30 @@ def main():
         with open(script, "w") as f:
             f.write(textwrap.dedent(PROGRAM.format(config=config, cls=cls, kwargs=kwargs, ckpt=ckpt, wrap=wrap,
                                                    batch=batch, seq=seq)))
-            if name.endswith("_fx"):
+            if name in CHECK_AGAINST_INDUCTOR:
                 f.write(FX_DUMP.replace("PATH", repr(f"{out}/{name}.linemaps.pickle")))
         path = f"{out}/{name}.memrec"
-        subprocess.run([memrec, "record", "--force", "-o", path, "--", sys.executable, script], check=True)
+        env = environment(out, name, emptied)
+        if CACHES.get(name, (None, False))[1]:
+            subprocess.run([sys.executable, script], check=True, env=env)
+        subprocess.run([memrec, "record", "--force", "-o", path, "--", sys.executable, script], check=True, env=env)
         for by in ("module", "layer"):
             share, total, keys = none_share(memrec, path, by)
             ok = share <= 0.05
             failed |= not ok
-            print(f"{name:13} --by {by:6}: <none> {100 * share:5.1f}% of {total / 2**30:.2f} GiB "
+            print(f"{name:19} --by {by:6}: <none> {100 * share:5.1f}% of {total / 2**30:.2f} GiB "
                   f"{'ok' if ok else 'OVER 5%'}; groups {keys}")
-        if name.endswith("_fx"):
+        if name in CHECK_AGAINST_INDUCTOR:
             total, agree, others = inductor_agreement(memrec, path, f"{out}/{name}.linemaps.pickle")
             ok = total > 0 and agree == total
             failed |= not ok
-            print(f"{name:13} inductor's own map gives memrec's model line for {agree} of {total} allocations by "
+            print(f"{name:19} inductor's own map gives memrec's model line for {agree} of {total} allocations by "
                   f"compiled code {'ok' if ok else 'DIFFER'} {others}")
-            continue
         if wrap:
             blocks, named, size, modules = compiled_blocks(memrec, path)
             ok = blocks > 0 and named == blocks
             failed |= not ok
-            print(f"{name:13} compiled-code blocks of 1 MiB+ live at the peak: {named} of {blocks} name a line of "
+            print(f"{name:19} compiled-code blocks of 1 MiB+ live at the peak: {named} of {blocks} name a line of "
                   f"the model's source ({size / 2**30:.2f} GiB) {'ok' if ok else 'MISSING'}; mapped modules {modules}")
     sys.exit(1 if failed else 0)
 

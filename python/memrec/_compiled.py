@@ -3,11 +3,16 @@
 When inductor writes a graph's Python module, each line that begins a node's code is noted with the FX node's
 module (nn_module_stack; fwd_nn_module_stack in a backward graph) and the model's source frames (the node's stack
 trace), and the whole map goes to the recording as its "compiled_code" metadata, again after each compile. Nothing
-is compiled again, and memrec imports inductor only when the program calls torch.compile with inductor. A graph
-that inductor loads from its cache is not compiled here, so its lines are not mapped (its stacks stay as recorded).
+is compiled again, and memrec imports inductor only when the program calls torch.compile with inductor.
+
+A graph that inductor loads from its cache is not lowered again: its map is read from the file memrec wrote beside
+the generated one when it was compiled under memrec (GENERATED.memrec.json), else it is made from the line map
+inductor keeps with the cached graph, which has the source frames but neither the FX node nor the modules.
 """
 import functools
+import inspect
 import json
+import os
 import re
 
 import torch
@@ -60,11 +65,40 @@ def _row(line, node):
     return [int(line), modules, str(name), frames]
 
 
+def _trace_row(line, trace):
+    """A line-map entry of a cached graph: inductor kept the node's stack trace only."""
+    return [int(line), [], "", [[f, int(n), fn] for f, n, fn in reversed(_TRACE.findall(trace or ""))]]
+
+
+def _beside(path):
+    return f"{path}.memrec.json"
+
+
 def _note(path, line_map):
+    """A graph lowered here: its map, kept beside the generated file for the runs that load it from the cache."""
     try:
         if path and line_map:
             _tables[str(path)] = [_row(line, node) for line, node in line_map]
+            with open(_beside(path), "w") as f:
+                json.dump(_tables[str(path)], f, separators=(",", ":"))
             publish()
+    except Exception as e:  # noqa: BLE001  nothing of memrec's reaches the program
+        _failed(e)
+
+
+def _loaded(path, linemap):
+    """A generated file loaded (from the cache, or just lowered: then _note replaces this with the full map)."""
+    try:
+        if not path or str(path) in _tables:
+            return
+        if os.path.exists(_beside(path)):
+            with open(_beside(path)) as f:
+                _tables[str(path)] = json.load(f)
+        elif linemap:
+            _tables[str(path)] = [_trace_row(line, trace) for line, trace in linemap]
+        else:
+            return
+        publish()
     except Exception as e:  # noqa: BLE001  nothing of memrec's reaches the program
         _failed(e)
 
@@ -91,6 +125,29 @@ def _hook_inductor():
 
     compile_to_module_lines._memrec = True
     lowering._compile_to_module_lines = compile_to_module_lines
+    _hook_cache_loads()
+
+
+def _hook_cache_loads():
+    cache = __import__("torch._inductor.codecache", fromlist=["PyCodeCache"]).PyCodeCache
+    load = cache.load_by_key_path
+    if getattr(load, "_memrec", False) or not hasattr(load, "__func__"):
+        return
+    signature = inspect.signature(load)
+
+    @functools.wraps(load)
+    def load_and_map(cls, *args, **kwargs):
+        module = load.__func__(cls, *args, **kwargs)
+        try:
+            given = signature.bind_partial(*args, **kwargs).arguments
+        except TypeError as e:
+            _failed(e)
+        else:
+            _loaded(given.get("path") or getattr(module, "__file__", None), given.get("linemap"))
+        return module
+
+    load_and_map._memrec = True
+    cache.load_by_key_path = classmethod(load_and_map)
 
 
 def install():
