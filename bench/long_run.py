@@ -56,17 +56,18 @@ def main():
     script, path = f"{out}/long_train.py", f"{out}/long.memrec"
     with open(script, "w") as f:
         f.write(textwrap.dedent(PROGRAM))
-    plain = timed([sys.executable, script, "5"])
+    plain = timed([sys.executable, script, "10"])
     wall, rss, printed = timed([memrec, "record", "--force", "-o", path, "--", sys.executable, script, seconds])
     info = json.loads(timed([memrec, "info", path, "--json"])[2])
     size = os.path.getsize(path)
     steps = int(printed.split("steps ", 1)[1].split()[0])
+    plain_steps = int(plain[2].split("steps ", 1)[1].split()[0])
     print(f"recorded {info['events']:,} events, {info['kernels']:,} kernels, {info['scopes']:,} scopes, "
           f"{info['dropped_events']:,} dropped, in {wall:.1f} s ({info['events'] / wall / 1e6:.2f}M events/s "
           f"over the whole command); file {size / 1e9:.3f} GB ({size / max(info['events'], 1):.1f} B/event); "
-          f"peak RSS of memrec record and the program {rss / 2**20:.0f} MiB, the program alone (5 s) "
+          f"peak RSS of memrec record and the program {rss / 2**20:.0f} MiB, the program alone (10 s) "
           f"{plain[1] / 2**20:.0f} MiB")
-    print(f"{steps:,} training steps")
+    print(f"{steps:,} training steps, {steps / float(seconds):.1f}/s; without memrec {plain_steps / 10:.1f}/s")
     middle = f"{steps // 2}..{steps // 2}"
     commands = {
         "info": ["info", path],
