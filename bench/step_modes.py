@@ -2,11 +2,12 @@
 recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
 scopes), stacks python, and stacks all without kernels. Each round runs every mode for STEPS steps in turn; the table
 gives each mode's median step over all rounds and its cost against no recording. A GPU-bound step: Hugging Face GPT-2
-(124M, batch 8 x 1024, AdamW).
+(124M, batch 8 x 1024, AdamW); --model encoder: a CPU-bound one, a small nn.TransformerEncoder.
 --breakdown: memrec's parts one by one, in a process where its scope hooks are never installed (scopes=False):
 the allocator callback with the drain thread and NVML (stacks off), then C++ frames, Python frames, both, and CUPTI's
 kernel records; against the main table's memrec rows, the scope hooks' share.
-Usage: python3 bench/step_modes.py [--rounds 3] [--steps 8] [--out /tmp/step-modes] [--breakdown]  (CUDA only)"""
+Usage: python3 bench/step_modes.py [--rounds 3] [--steps 8] [--out /tmp/step-modes] [--breakdown]
+                                   [--model gpt2|encoder --batch 8 --seq 1024]  (CUDA only)"""
 import argparse
 import os
 import statistics
@@ -24,6 +25,17 @@ def gpt2(batch, seq):
     model = transformers.GPT2LMHeadModel(config).cuda().train()
     ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
     return model, lambda: model(input_ids=ids, labels=ids).loss
+
+
+def encoder(batch, seq):
+    """A CPU-bound step: a small nn.TransformerEncoder (4 layers, d 128), many small kernels and allocations."""
+    layer = torch.nn.TransformerEncoderLayer(128, 4, 512, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, 4).cuda().train()
+    x = torch.randn(batch, seq, 128, device="cuda")
+    return model, lambda: model(x).pow(2).mean()
+
+
+MODELS = {"gpt2": gpt2, "encoder": encoder}
 
 
 def modes(out, breakdown):
@@ -74,11 +86,12 @@ def main():
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--out", default="/tmp/step-modes")
     p.add_argument("--breakdown", action="store_true")
+    p.add_argument("--model", choices=MODELS, default="gpt2")
     a = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("step_modes.py: needs CUDA")
     os.makedirs(a.out, exist_ok=True)
-    model, loss_of = gpt2(a.batch, a.seq)
+    model, loss_of = MODELS[a.model](a.batch, a.seq)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     timed_steps(loss_of, opt, 3)  # warm-up: cuBLAS handles, the allocator's segments
     table = modes(a.out, a.breakdown)
@@ -90,7 +103,8 @@ def main():
             off()
     base = statistics.median(samples["no recording"])
     print(f"| mode | step ms | vs none |  ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"{a.rounds} rounds x {a.steps - 1} steps{', no scope hooks' if a.breakdown else ''})")
+          f"{a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps - 1} steps"
+          f"{', no scope hooks' if a.breakdown else ''})")
     print("|---|---:|---:|")
     for name, times in samples.items():
         m = statistics.median(times)

@@ -327,10 +327,14 @@ ranks_bench() {
 }
 
 # Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py), then memrec's
-# parts one by one in a process without its scope hooks (--breakdown).
+# parts one by one in a process without its scope hooks (--breakdown); the same on a small CPU-bound model.
 step_modes() {
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py | tee -a "$OUT/summary.txt"
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --breakdown | tee -a "$OUT/summary.txt"
+  local small=(--model encoder --batch 8 --seq 64 --steps 40)
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py "${small[@]}" | tee -a "$OUT/summary.txt"
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py "${small[@]}" --breakdown |
+    tee -a "$OUT/summary.txt"
 }
 
 # Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer;
