@@ -327,11 +327,21 @@ class Filer {
 };
 
 // group_allocations() with each block's category from `category_of(id)`; by_category: fill Group::by_category.
+// Adds an owned block's bytes to its group's owner; `at` finds an owner's row in a group by (group, owner name).
+void add_owned(Group& g, uint32_t group, uint32_t name, uint64_t bytes,
+               std::unordered_map<uint64_t, uint32_t>& at) {
+  g.owned += bytes;
+  auto [it, fresh] = at.try_emplace(uint64_t(group) << 32 | name, static_cast<uint32_t>(g.owners.size()));
+  if (fresh) g.owners.emplace_back(name, 0);
+  g.owners[it->second].second += bytes;
+}
+
 template <class CategoryOf>
 std::vector<Group> group_with(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by,
                               CategoryOf category_of, bool by_category) {
   Filer filer(s, r, ids, by);
   std::vector<Group> out;
+  std::unordered_map<uint64_t, uint32_t> owner_at;
   for (size_t i = 0; i < ids.size(); ++i) {
     uint32_t id = ids[i];
     const Allocation& a = r.allocations()[id];
@@ -343,13 +353,15 @@ std::vector<Group> group_with(const Snapshot& s, const Replay& r, std::span<cons
     Group& g = out[group];
     if (new_stack && g.stacks++ == 0) g.stack = a.stack;
     g.bytes += a.size;
-    g.owned += row != kNoOwner ? a.size : 0;
     ++g.count;
     if (by_category) g.by_category[static_cast<size_t>(c)] += a.size;
+    if (row != kNoOwner) add_owned(g, group, s.owners[row].name, a.size, owner_at);
   }
   std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : natural_less(a.key, b.key);
   });
+  for (Group& g : out)
+    std::sort(g.owners.begin(), g.owners.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return out;
 }
 

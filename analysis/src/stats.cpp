@@ -33,6 +33,16 @@ GroupRow::Stack stack_of(const Snapshot& s, const Group& g) {
 
 double share_of(uint64_t bytes, uint64_t total) { return total ? double(bytes) / double(total) : 0.0; }
 
+// The owners a group's row names: the largest few.
+constexpr size_t kOwnersPerGroup = 5;
+
+std::vector<std::pair<std::string, uint64_t>> owner_rows(const Snapshot& s, const Group& g) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < g.owners.size() && i < kOwnersPerGroup; ++i)
+    out.emplace_back(s.strings[g.owners[i].first], g.owners[i].second);
+  return out;
+}
+
 // The first `top` groups, then one row for the rest.
 std::vector<GroupRow> group_rows(const Snapshot& s, const std::vector<Group>& groups, size_t top, uint64_t total) {
   std::vector<GroupRow> rows;
@@ -41,6 +51,7 @@ std::vector<GroupRow> group_rows(const Snapshot& s, const std::vector<Group>& gr
     const Group& g = groups[i];
     rows.push_back({g.key, g.bytes, g.count, share_of(g.bytes, total), g.by_category, std::nullopt, g.owned});
     if (g.stacks) rows.back().stack = stack_of(s, g);
+    rows.back().owners = owner_rows(s, g);
     shown += g.bytes;
     shown_count += g.count;
     shown_owned += g.owned;

@@ -42,8 +42,10 @@ void add_stack(json& row, const GroupRow::Stack& stack) {
 json groups_json(const std::vector<GroupRow>& groups) {
   json rows = json::array();
   for (const GroupRow& g : groups) {
+    json owners = json::array();
+    for (const auto& [name, bytes] : g.owners) owners.push_back({{"owner", name}, {"bytes", bytes}});
     rows.push_back({{"key", g.key}, {"bytes", g.bytes}, {"count", g.count}, {"share", g.share},
-                    {"categories", categories_json(g.by_category)}, {"owned", g.owned}});
+                    {"categories", categories_json(g.by_category)}, {"owned", g.owned}, {"owners", owners}});
     if (g.stack) add_stack(rows.back(), *g.stack);
   }
   return rows;

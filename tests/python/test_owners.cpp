@@ -160,6 +160,24 @@ TEST(Owners, AdamStateGradientsAndParametersAreNamed) {
     exp_avg |= row["key"] == "net.0.weight.exp_avg" && row["bytes"] == 2048;
   }
   EXPECT_TRUE(exp_avg) << j["live"].dump();
+
+  // By module, net.0's row names its owners, largest first, and they add up to its owned bytes.
+  cli = run_command(kMemrec + " stats " + rec.file + " --by module --top 100 --at 100s --json 2>/dev/null");
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  j = nlohmann::json::parse(cli.output);
+  const nlohmann::json* row0 = nullptr;
+  for (const auto& row : j["live"])
+    if (row["key"] == "net.0") row0 = &row;
+  ASSERT_NE(row0, nullptr) << j["live"].dump();
+  const auto& row0_owners = (*row0)["owners"];
+  ASSERT_FALSE(row0_owners.empty()) << row0->dump();
+  EXPECT_EQ(row0_owners[0]["bytes"], 2048) << row0->dump();  // the weight, its gradient, exp_avg, exp_avg_sq: 2048 each
+  std::set<std::string> names;
+  for (const auto& o : row0_owners) names.insert(o["owner"]);
+  EXPECT_TRUE(names.count("net.0.weight.exp_avg")) << row0->dump();
+  uint64_t all = 0;
+  for (const auto& [name, bytes] : net0->owners) all += bytes;
+  EXPECT_EQ(all, net0->owned);
   auto info = run_command(kMemrec + " info " + rec.file);
   EXPECT_NE(info.output.find("owners: "), std::string::npos) << info.output;
   EXPECT_NE(info.output.find(", 0 unresolved"), std::string::npos) << info.output;

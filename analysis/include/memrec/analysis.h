@@ -95,6 +95,8 @@ struct Group {
   uint32_t stack = 0;   // GroupBy::stack: the group's first stack (its key is allocation_site of it)
   uint32_t stacks = 0;  // GroupBy::stack: how many distinct stacks the group holds
   uint64_t owned = 0;   // bytes of the group's blocks that have an owner (Replay::owner_of)
+  // Those bytes by owner name (a string id of Owner::name), largest first.
+  std::vector<std::pair<uint32_t, uint64_t>> owners;
 };
 
 // A block's key under `by` as group_allocations() files it ("" when it has none); `c` is its category. Not for

@@ -76,6 +76,7 @@ struct GroupRow {
   std::array<uint64_t, kCategoryCount> by_category{};
   std::optional<Stack> stack;
   uint64_t owned = 0;  // bytes of blocks with an owner (Group::owned)
+  std::vector<std::pair<std::string, uint64_t>> owners;  // the largest owners of those bytes (kOwnersPerGroup)
 };
 
 struct SiteRow {
