@@ -3,11 +3,13 @@
 # loop through memrec::Recorder (bench/recorder/soak_record.cpp), then opens the file with every command, each under
 # /usr/bin/time -v for its wall time and peak resident memory. Prints a Markdown table; deletes the file at the end.
 #
-#   bench/soak_100m.sh [EVENTS] [BUILD]      (defaults: 100000000, build; the file goes to $TMPDIR or /tmp)
+#   bench/soak_100m.sh [EVENTS] [RATE] [BUILD]    (defaults: 100000000; 400000 events/s, 0 for as fast as the loop
+#                                                 runs; build. The file goes to $TMPDIR or /tmp)
 set -euo pipefail
 
 events=${1:-100000000}
-build=${2:-build}
+rate=${2:-400000}
+build=${3:-build}
 memrec=$build/cli/memrec
 dir=$(mktemp -d "${TMPDIR:-/tmp}/memrec_soak.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
@@ -28,11 +30,12 @@ measure() {
   echo "| $what | $wall | $rss |"
 }
 
-echo "commit $(git rev-parse --short HEAD), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $events events"
+echo "commit $(git rev-parse --short HEAD), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $events events," \
+  "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| command | wall s | peak RSS MiB |"
 echo "|---|---|---|"
-measure "record (soak_record, no stacks)" "$build/bench/soak_record" "$run" "$events"
+measure "record (soak_record, no stacks, $rate events/s asked)" "$build/bench/soak_record" "$run" "$events" "$rate"
 recorded=$(cat "$dir/out.txt")
 steps=$(sed -E 's/.*"steps": ([0-9]+).*/\1/' <<< "$recorded")
 middle=$((steps / 2))
@@ -47,4 +50,5 @@ measure "view --steps $middle..$middle --screenshot" xvfb-run -a "$memrec" view 
   --screenshot "$dir/step.png"
 echo
 echo "recorder: $recorded"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "file: $(stat -c %s "$run") bytes, step pickle: $(stat -c %s "$dir/step.pickle") bytes"

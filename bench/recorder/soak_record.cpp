@@ -5,7 +5,9 @@
 // whole step, the rest a few tensors long, inside a "step N" scope and an op scope around every three tensors.
 // Prints one line of JSON: events kept and dropped, the loop's rate, the recorder's resident memory as it grew.
 //
-//   soak_record OUT.memrec EVENTS [--stacks]     (--stacks: capture every allocation's C++ stack, as by default)
+//   soak_record OUT.memrec EVENTS [RATE] [--stacks]
+// RATE: events a second the loop is held to (0 or none: as fast as it runs); --stacks: capture every allocation's
+// C++ stack, as `memrec record` does by default.
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -71,13 +74,14 @@ void run_step(const std::vector<Slot>& slots, const std::vector<std::vector<size
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: soak_record OUT.memrec EVENTS [--stacks]\n");
+    std::fprintf(stderr, "usage: soak_record OUT.memrec EVENTS [RATE] [--stacks]\n");
     return 2;
   }
   uint64_t target = std::strtoull(argv[2], nullptr, 10);
+  double rate = argc > 3 ? std::strtod(argv[3], nullptr) : 0;
   memrec::RecorderOptions options;
   options.output = argv[1];
-  options.stacks = argc > 3 && std::string(argv[3]) == "--stacks";
+  options.stacks = std::string(argv[argc - 1]) == "--stacks";
   options.ops = false;  // op scopes come from run_step: aten's own would wrap every at::empty
   options.quiet = true;
   std::mt19937 rng(7);
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
   uint64_t steps = (target + per_step - 1) / per_step;
   for (uint64_t step = 0; step < steps; ++step) {
     run_step(slots, frees_at, live, step);
+    if (rate > 0) std::this_thread::sleep_until(start + std::chrono::duration<double>((step + 1) * per_step / rate));
     if ((step + 1) % std::max<uint64_t>(steps / 10, 1) == 0)
       growth += fmt::format("{}{:.0f}", growth.empty() ? "" : ",", resident_mib().first);
   }
@@ -103,8 +108,8 @@ int main(int argc, char** argv) {
   memrec::RecorderStats st = recorder.stats();
   fmt::print("{{\"events\": {}, \"dropped\": {}, \"scopes_dropped\": {}, \"steps\": {}, \"loop_s\": {:.1f}, "
              "\"total_s\": {:.1f}, \"events_per_s\": {:.0f}, \"rss_mib_by_tenth\": [{}], \"peak_rss_mib\": {:.0f}, "
-             "\"stacks\": {}}}\n",
+             "\"stacks\": {}, \"rate_asked\": {:.0f}}}\n",
              st.events, st.dropped, st.scopes_dropped, steps, loop_s, total_s,
-             static_cast<double>(st.events) / loop_s, growth, resident_mib().second, options.stacks);
+             static_cast<double>(st.events) / loop_s, growth, resident_mib().second, options.stacks, rate);
   return 0;
 }
