@@ -43,7 +43,8 @@ measure "info" "$memrec" info "$run"
 measure "stats" "$memrec" stats "$run"
 measure "diff (the file against itself)" "$memrec" diff "$run" "$run"
 measure "report" xvfb-run -a "$memrec" report "$run" -o "$dir/report.html"
-measure "export --steps $middle..$middle (pickle)" "$memrec" export "$run" --steps "$middle..$middle" -o "$dir/step.pickle"
+measure "export --steps $middle..$middle (pickle)" "$memrec" export "$run" --steps "$middle..$middle" \
+  -o "$dir/step.pickle"
 measure "view --screenshot" xvfb-run -a "$memrec" view "$run" --screenshot "$dir/view.png"
 measure "stats --steps $middle..$middle" "$memrec" stats "$run" --steps "$middle..$middle"
 measure "view --steps $middle..$middle --screenshot" xvfb-run -a "$memrec" view "$run" --steps "$middle..$middle" \

@@ -64,7 +64,8 @@ uint32_t largest_with_stack(const Document& doc, uint32_t step) {
 }  // namespace
 
 App::App(const std::string& path, std::optional<uint8_t> device, int width, int height, bool offscreen)
-    : App(std::async(std::launch::async, Document::open, path, device, std::nullopt, stderr), width, height, offscreen) {}
+    : App(std::async(std::launch::async, Document::open, path, device, std::nullopt, stderr), width, height,
+          offscreen) {}
 
 App::App(std::future<std::unique_ptr<Document>> loading, int width, int height, bool offscreen)
     : width_(width), height_(height), offscreen_(offscreen) {
