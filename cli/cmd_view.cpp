@@ -1,5 +1,5 @@
 // `memrec view FILE... [--screenshot out.png] [--view timeline|flame|segments|modules] [--at TIME|peak]
-//  [--range T1..T2 | --steps A..B] [--group-by KEY] [--size WxH] [--device N]`
+//  [--range T1..T2 | --steps A..B] [--group-by KEY] [--size WxH] [--device N] [--follow]`
 #include <memory>
 
 #include "commands.h"
@@ -14,8 +14,9 @@ void add_view_command(CLI::App& app) {
   auto size = std::make_shared<std::string>();
   auto files = std::make_shared<std::vector<std::string>>();
   auto* cmd = app.add_subcommand("view", "Open a .memrec file or a PyTorch snapshot pickle in the viewer");
+  // Checked in the callback: --follow waits for a file not created yet.
   cmd->add_option("file", *files, "Recording to open (.memrec or .pickle); several: the ranks of one run side by side")
-      ->required()->check(CLI::ExistingFile);
+      ->required();
   cmd->add_option("--screenshot", opts->screenshot, "Render off-screen, write this PNG and exit");
   cmd->add_option("--at", opts->at, "Instant to analyze: 'peak' (default) or a time after the start, e.g. 12ms");
   cmd->add_option("--view", opts->view, "The view the screenshot shows: timeline (default), flame, segments or modules");
@@ -31,8 +32,14 @@ void add_view_command(CLI::App& app) {
   cmd->add_flag("--every-frame", opts->every_frame,
                "Stack trees keep every frame (default: the interpreter, libc and dispatcher frames are folded)");
   cmd->add_option("--size", *size, "Window or screenshot size, WxH (default 1600x900)");
+  cmd->add_flag("--follow", opts->follow,
+                "Show the file while it is written: reloaded as it grows (checked four times a second); waits for a "
+                "file not created yet");
   add_device_option(cmd, opts->device);
   cmd->callback([opts, size, files] {
+    if (!opts->follow)
+      for (std::string& f : *files)
+        if (std::string why = CLI::ExistingFile(f); !why.empty()) throw CLI::ValidationError("file", why);
     opts->path = files->front();
     if (files->size() > 1) opts->ranks = *files;
     check_outputs(*files, {{"--screenshot", opts->screenshot}});

@@ -1,5 +1,7 @@
 #include "memrec/load.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -47,6 +49,12 @@ Snapshot load_snapshot(const std::string& path, std::FILE* notes, const std::opt
   Snapshot s = read_any(path, range);
   if (notes) print_warnings(s, notes);
   return s;
+}
+
+FileStamp file_stamp(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return {};
+  return {st.st_size, st.st_mtim};
 }
 
 }  // namespace memrec

@@ -4,12 +4,12 @@
 
 #include <curses.h>
 #include <langinfo.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <clocale>
 #include <cstring>
 
+#include "memrec/load.h"
 #include "memrec/snapshot.h"
 #include "top_view.h"
 
@@ -47,21 +47,6 @@ class Curses {
   SCREEN* screen_ = nullptr;
 };
 
-// What says a file changed: its size and modification time.
-struct FileStamp {
-  off_t size = -1;
-  timespec mtime{};
-  bool operator==(const FileStamp& o) const {
-    return size == o.size && mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec;
-  }
-};
-
-FileStamp stamp(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return {};
-  return {st.st_size, st.st_mtim};
-}
-
 // The document and what is derived from it for the current screen width, reloaded as the file grows.
 class Tail {
  public:
@@ -69,7 +54,7 @@ class Tail {
 
   // Reads the file again when it changed; a read that fails keeps what was shown and says why.
   void reload() {
-    FileStamp now = stamp(options_.file);
+    FileStamp now = file_stamp(options_.file);
     if (stamp_ && now == *stamp_) return;
     stamp_ = now;
     try {

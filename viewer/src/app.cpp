@@ -50,18 +50,41 @@ struct FramebufferApi {
   }
 };
 
+// The inspector starts on the biggest block live at the instant that has a stack: the usual first question.
+uint32_t largest_with_stack(const Document& doc, uint32_t step) {
+  std::vector<uint32_t> live;
+  doc.timeline->live_at(step, live);
+  const Replay& r = *doc.replay;
+  uint32_t best = kNone;
+  for (uint32_t id : live)
+    if (r.stack_of(id) != 0 && (best == kNone || r.size_of(id) > r.size_of(best))) best = id;
+  return best;
+}
+
 }  // namespace
 
 App::App(const std::string& path, std::optional<uint8_t> device, int width, int height, bool offscreen)
-    : App(std::async(std::launch::async, Document::open, path, device, std::nullopt), width, height, offscreen) {}
+    : App(std::async(std::launch::async, Document::open, path, device, std::nullopt, stderr), width, height,
+          offscreen) {}
 
 App::App(std::future<std::unique_ptr<Document>> loading, int width, int height, bool offscreen)
     : width_(width), height_(height), offscreen_(offscreen) {
+  open_window();
+  show(loading.get());
+}
+
+App::App(std::unique_ptr<Follower> follower, int width, int height, bool offscreen)
+    : follower_(std::move(follower)), width_(width), height_(height), offscreen_(offscreen) {
+  open_window();
+  glfwSetWindowTitle(window_, ("memrec - following " + follower_->path()).c_str());
+}
+
+void App::open_window() {
   if (!glfwInit()) throw Error("cannot open a window: no display (set DISPLAY, or run under xvfb-run -a)");
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
   if (offscreen_) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
-  window_ = glfwCreateWindow(offscreen_ ? 64 : width, offscreen_ ? 64 : height, "memrec", nullptr, nullptr);
+  window_ = glfwCreateWindow(offscreen_ ? 64 : width_, offscreen_ ? 64 : height_, "memrec", nullptr, nullptr);
   if (!window_) {
     glfwTerminate();
     throw Error("cannot create an OpenGL 3.0 window");
@@ -72,13 +95,13 @@ App::App(std::future<std::unique_ptr<Document>> loading, int width, int height, 
     FramebufferApi fb = FramebufferApi::load();
     glGenTextures(1, &color_);
     glBindTexture(GL_TEXTURE_2D, color_);
-    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, width, height, 0, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, width_, height_, 0, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
     fb.gen(1, &framebuffer_);
     fb.bind(GL_FRAMEBUFFER, framebuffer_);
     fb.texture(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_TEXTURE_2D, color_, 0);
     if (GLenum status = fb.status(GL_FRAMEBUFFER); status != GL_FRAMEBUFFER_COMPLETE)
-      throw Error(fmt::format("cannot render off-screen: a {}x{} framebuffer is incomplete (status 0x{:x}, {})", width,
-                              height, status, reinterpret_cast<const char*>(glGetString(GL_RENDERER))));
+      throw Error(fmt::format("cannot render off-screen: a {}x{} framebuffer is incomplete (status 0x{:x}, {})", width_,
+                              height_, status, reinterpret_cast<const char*>(glGetString(GL_RENDERER))));
   }
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
@@ -86,11 +109,45 @@ App::App(std::future<std::unique_ptr<Document>> loading, int width, int height, 
   ImGui::StyleColorsDark();
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
   ImGui_ImplOpenGL3_Init("#version 130");
-  doc_ = loading.get();
-  glfwSetWindowTitle(window_, ("memrec - " + doc_->path).c_str());
+}
+
+void App::show(std::unique_ptr<Document> doc) {
+  doc_ = std::move(doc);
+  glfwSetWindowTitle(window_, ((follower_ ? "memrec - following " : "memrec - ") + doc_->path).c_str());
   state_.fit_activity(*doc_);
+  fitted_ = {state_.t0, state_.span};
   state_.set_instant(*doc_, doc_->replay->peak_allocated().step);
 }
+
+void App::swap_in(std::unique_ptr<Document> next) {
+  const Document& old = *doc_;
+  double old_end = static_cast<double>(old.timeline->end_ns() - old.timeline->begin_ns());
+  bool untouched = fitted_ && state_.t0 == fitted_->first && state_.span == fitted_->second;
+  bool at_end = state_.t1() >= old_end;
+  bool at_peak = state_.instant == old.replay->peak_allocated().step;
+  doc_ = std::move(next);
+  const Document& doc = *doc_;
+  double end = static_cast<double>(doc.timeline->end_ns() - doc.timeline->begin_ns());
+  if (untouched) state_.fit_activity(doc), fitted_ = {state_.t0, state_.span};
+  else if (at_end) state_.pan(end - old_end);
+  uint32_t instant = at_peak || (state_.instant != kNoEvent && state_.instant >= doc.replay->steps())
+                         ? doc.replay->peak_allocated().step : state_.instant;
+  state_.attribution.reset();  // of the old document's blocks
+  state_.set_instant(doc, instant);
+  if (state_.selected_allocation != kNone && state_.selected_allocation >= doc.replay->allocations().size())
+    state_.selected_allocation = kNone;
+  state_.clear_highlight();
+}
+
+void App::follow() {
+  std::unique_ptr<Document> next = follower_->poll();
+  if (!next) return;
+  if (doc_) return swap_in(std::move(next));
+  show(std::move(next));
+  state_.selected_allocation = largest_with_stack(*doc_, state_.instant);
+}
+
+std::string App::follow_line() const { return follower_ ? follower_->line(doc_.get()) : std::string(); }
 
 App::~App() {
   ImGui_ImplOpenGL3_Shutdown();
@@ -164,6 +221,12 @@ void App::open_rank(size_t index) {
 }
 
 void App::build_ui() {
+  if (follower_) {
+    follow();
+    std::string line = follow_line();
+    ImGui::TextUnformatted(line.c_str());
+    if (!doc_) return;
+  }
   if (doc_->ranks)
     if (auto picked = ranks_.draw(*doc_->ranks, doc_->rank_index, ImGui::GetContentRegionAvail().y * 0.4f))
       if (*picked != doc_->rank_index) open_rank(*picked);
@@ -236,17 +299,6 @@ void App::draw_panels(float height) {
 }
 
 namespace {
-
-// The inspector starts on the biggest block live at the instant that has a stack: the usual first question.
-uint32_t largest_with_stack(const Document& doc, uint32_t step) {
-  std::vector<uint32_t> live;
-  doc.timeline->live_at(step, live);
-  const Replay& r = *doc.replay;
-  uint32_t best = kNone;
-  for (uint32_t id : live)
-    if (r.stack_of(id) != 0 && (best == kNone || r.size_of(id) > r.size_of(best))) best = id;
-  return best;
-}
 
 nlohmann::json flame_layout(const FlameView& f) {
   nlohmann::json boxes = nlohmann::json::array();
@@ -377,6 +429,33 @@ Aim parse_aim(const Options& o) {
   return aim;
 }
 
+// Checks --follow's company before any window opens.
+void check_follow(const Options& o) {
+  if (!o.screenshot.empty())
+    throw Error("--follow shows a recording in a window while it is written and --screenshot draws one picture: "
+                "drop one of them");
+  if (!o.ranks.empty()) throw Error("--follow follows one file, not several ranks");
+  if (!o.at.empty()) throw Error("--follow opens on the peak so far and keeps it as the file grows: drop --at");
+  if (!o.range.empty() || !o.steps.empty())
+    throw Error("--follow shows the whole file as it grows: drop --range and --steps");
+}
+
+// Applies the flags that aim the views (the tab, the grouping, the frames, a range).
+void aim_views(ViewState& st, const Aim& aim, const Options& options) {
+  st.focus = aim.focus;
+  st.grouping = aim.grouping;
+  st.frames = options.every_frame ? Frames::all : Frames::user;
+  st.flat = aim.flat;
+  st.range = aim.range;
+}
+
+int follow(const Options& options, const Aim& aim) {
+  App app(std::make_unique<Follower>(options.path, options.device), options.width, options.height, false);
+  aim_views(app.state(), aim, options);
+  while (!app.should_close()) app.frame();
+  return 0;
+}
+
 }  // namespace
 
 std::optional<std::pair<int, int>> parse_size(std::string_view text) {
@@ -388,20 +467,19 @@ std::optional<std::pair<int, int>> parse_size(std::string_view text) {
 }
 
 int run(const Options& options) {
+  if (options.follow) check_follow(options);
   std::optional<int64_t> at = options.at.empty() ? std::nullopt : parse_at(options.at);  // checked before anything opens
   Aim aim = parse_aim(options);
+  if (options.follow) return follow(options, aim);
   bool offscreen = !options.screenshot.empty();
   auto loading = options.ranks.size() > 1
                      ? std::async(std::launch::async, open_ranks, options.ranks, options.device)
-                     : std::async(std::launch::async, Document::open, options.path, options.device, aim.part);
+                     : std::async(std::launch::async, Document::open, options.path, options.device, aim.part,
+                                  stderr);
   App app(std::move(loading), options.width, options.height, offscreen);
   app.chrome = !offscreen;  // pictures show the views, not the search box and key hints
   ViewState& st = app.state();
-  st.focus = aim.focus;
-  st.grouping = aim.grouping;
-  st.frames = options.every_frame ? Frames::all : Frames::user;
-  st.flat = aim.flat;
-  st.range = aim.range;
+  aim_views(st, aim, options);
   if (aim.part && (aim.focus == Focus::flame || aim.focus == Focus::modules))  // the bytes its events allocated
     st.range = {0, app.doc().timeline->end_ns() - app.doc().timeline->begin_ns()};
   if (aim.zoom) st.t0 = static_cast<double>(aim.zoom->first), st.span = static_cast<double>(aim.zoom->second - aim.zoom->first);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "document.h"
+#include "follow.h"
 #include "views.h"
 
 struct GLFWwindow;
@@ -21,6 +22,9 @@ class App {
   App(std::future<std::unique_ptr<Document>> loading, int width, int height, bool offscreen);
   // Starts loading `path` on another thread and opens the window meanwhile.
   App(const std::string& path, std::optional<uint8_t> device, int width, int height, bool offscreen);
+  // Follows a recording while it is written (memrec view --follow): a line says what it waits for until the file
+  // reads, then each document the follower loads is swapped in, keeping what the user looks at.
+  App(std::unique_ptr<Follower> follower, int width, int height, bool offscreen);
   ~App();
   App(const App&) = delete;
   App& operator=(const App&) = delete;
@@ -38,6 +42,9 @@ class App {
   std::function<void(ImGuiIO&)> input;
 
   Document& doc() { return *doc_; }
+  bool loaded() const { return doc_ != nullptr; }  // false while following a file not readable yet
+  // Following: the line the window shows about the file (Follower::line); empty otherwise.
+  std::string follow_line() const;
   ViewState& state() { return state_; }
   const TimelineView& timeline() const { return timeline_; }
   const LanesView& lanes() const { return lanes_; }
@@ -51,6 +58,13 @@ class App {
   float status_y() const { return status_y_; }  // top of the status bar in the last frame
 
  private:
+  void open_window();
+  // Shows the first document: the run's activity, at the peak.
+  void show(std::unique_ptr<Document> doc);
+  // Swaps a reloaded document in: the view keeps its zoom and pan (a view fitted to the run, or showing its end,
+  // follows the run's growth), its instant (the peak moves with the peak), its tab and the selected block.
+  void swap_in(std::unique_ptr<Document> next);
+  void follow();
   void build_ui();
   void draw_panels(float height);
   // Opens rank `index` of the document's ranks in the views, keeping the ranks view as it is.
@@ -59,6 +73,8 @@ class App {
 
   std::unique_ptr<Document> doc_;
   ViewState state_;
+  std::unique_ptr<Follower> follower_;
+  std::optional<std::pair<double, double>> fitted_;  // t0 and span as fitted last, to tell whether the user moved
   GLFWwindow* window_ = nullptr;
   int width_, height_;
   bool offscreen_;

@@ -1,17 +1,23 @@
 #include "document.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "memrec/devices.h"
 #include "memrec/load.h"
 
 namespace memrec::viewer {
 
+uint64_t Document::next_id() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+
 std::unique_ptr<Document> Document::open(const std::string& path, std::optional<uint8_t> device,
-                                         std::optional<Range> part) {
+                                         std::optional<Range> part, std::FILE* notes) {
   auto doc = std::make_unique<Document>();
   doc->path = path;
-  doc->snapshot = load_snapshot(path, stderr, part);
+  doc->snapshot = load_snapshot(path, notes, part);
   doc->devices = devices_of(doc->snapshot);
   if (doc->devices.empty()) doc->devices.push_back(0);
   doc->analyze(choose_device(doc->snapshot, device));

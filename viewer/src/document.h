@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,9 @@
 namespace memrec::viewer {
 
 struct Document {
+  // A number no other Document of this process had: views that cache what they drew compare it, not the address,
+  // which a later document may reuse (following a file swaps in a new document at each reload).
+  const uint64_t id = next_id();
   std::string path;
   Snapshot snapshot;
   uint8_t device = 0;
@@ -32,8 +36,9 @@ struct Document {
   size_t rank_index = 0;
 
   // Loads the file (with `part`, only that part of it) and analyzes `device` (unset: choose_device's default).
+  // The file's notes go to `notes` (none when null); the status bar shows them too.
   static std::unique_ptr<Document> open(const std::string& path, std::optional<uint8_t> device,
-                                        std::optional<Range> part = {});
+                                        std::optional<Range> part = {}, std::FILE* notes = stderr);
   // Builds the replay, timeline and lanes of one device.
   void analyze(uint8_t device);
   uint64_t device_events() const { return replay->steps(); }
@@ -41,6 +46,7 @@ struct Document {
   const std::vector<Category>& categories() const;
 
  private:
+  static uint64_t next_id();
   mutable std::optional<std::vector<Category>> categories_;
 };
 

@@ -64,7 +64,7 @@ void FlameView::update_tree(const Document& doc, const ViewState& state) {
   bool ranged = state.range.has_value();
   bool own = ranged || mode_ == Mode::modules;
   Grouping grouping = mode_ == Mode::modules ? Grouping::module : state.grouping;
-  bool same = built_doc_ == &doc && built_device_ == doc.device && built_ranged_ == ranged &&
+  bool same = built_doc_ == doc.id && built_device_ == doc.device && built_ranged_ == ranged &&
               (ranged ? built_range_ == *state.range && built_grouping_ == grouping && built_frames_ == state.frames
                       : built_version_ == state.attribution_version);
   if (same && tree_) return;
@@ -80,7 +80,7 @@ void FlameView::update_tree(const Document& doc, const ViewState& state) {
     own_tree_.reset();
     tree_ = &*state.attribution;
   }
-  built_doc_ = &doc;
+  built_doc_ = doc.id;
   built_device_ = doc.device;
   built_ranged_ = ranged;
   built_grouping_ = grouping;

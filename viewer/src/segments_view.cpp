@@ -69,13 +69,15 @@ void block_tooltip(const Document& doc, uint32_t id, bool pending) {
 float SegmentsView::bar_height() { return kBarHeight; }
 
 void SegmentsView::update(const Document& doc, const ViewState& state) {
-  if (replay_ != doc.replay.get()) {
+  bool same_replay = doc_id_ == doc.id && device_ == doc.device;
+  if (!same_replay) {
     delayed_ = Delayed(*doc.replay);
     history_.emplace(doc.snapshot, *doc.replay);
   }
-  if (step_ == state.instant && replay_ == doc.replay.get()) return;
+  if (step_ == state.instant && same_replay) return;
   step_ = state.instant;
-  replay_ = doc.replay.get();
+  doc_id_ = doc.id;
+  device_ = doc.device;
   std::vector<uint32_t> live;
   doc.timeline->live_at(state.instant, live);
   segments_ = history_->at(state.instant, live);

@@ -172,7 +172,7 @@ class FlameView {
   std::vector<uint8_t> hits_;        // per node: its label holds the search text
   std::string searched_;
   // What the tree was built for.
-  const Document* built_doc_ = nullptr;
+  uint64_t built_doc_ = 0;  // Document::id
   uint8_t built_device_ = 0;
   bool built_ranged_ = false;
   std::pair<int64_t, int64_t> built_range_;
@@ -217,7 +217,8 @@ class SegmentsView {
     uint64_t reserved = 0, allocated = 0, pending = 0, inactive_split = 0, free = 0;
   } totals_;
   uint32_t step_ = kNoEvent;
-  const Replay* replay_ = nullptr;
+  uint64_t doc_id_ = 0;  // what the history was made of: Document::id and device
+  uint8_t device_ = 0;
 };
 
 class SearchView {

@@ -1,7 +1,10 @@
 // Opening a snapshot whatever its format.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdio>
+#include <ctime>
 #include <optional>
 #include <string>
 
@@ -17,5 +20,16 @@ Snapshot load_snapshot(const std::string& path, std::FILE* notes = nullptr, cons
 
 // One "memrec: note: ..." line per Snapshot::warnings entry.
 void print_warnings(const Snapshot& s, std::FILE* out);
+
+// What says a file changed since it was last read (a recording still being written): its size and modification
+// time. A file that does not exist has size -1.
+struct FileStamp {
+  off_t size = -1;
+  timespec mtime{};
+  bool operator==(const FileStamp& o) const {
+    return size == o.size && mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec;
+  }
+};
+FileStamp file_stamp(const std::string& path);
 
 }  // namespace memrec

@@ -19,7 +19,8 @@ struct Options {
   std::string range;       // "T1..T2": the timeline's span (--view timeline), else the bytes allocated in it
   std::string steps;       // "A..B": read only those training steps (memrec::parse_range reads both)
   std::string group_by;    // stack|op|module|phase|category|layer|site|pool (default: stack)
-  bool every_frame = false;  // the stack trees keep every frame instead of folding the internal ones
+  bool every_frame = false;
+  bool follow = false;     // show the file while it is written, reloading it as it grows (one file, a window)  // the stack trees keep every frame instead of folding the internal ones
   int width = 1600;
   int height = 900;
   std::optional<uint8_t> device;  // unset: the first device with events (memrec::choose_device)
