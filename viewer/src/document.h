@@ -13,6 +13,7 @@
 #include "memrec/range.h"
 #include "memrec/ranks.h"
 #include "memrec/replay.h"
+#include "memrec/scale.h"
 #include "memrec/snapshot.h"
 #include "memrec/timeline.h"
 
@@ -30,6 +31,8 @@ struct Document {
   // Opened as one rank of several (memrec view A B ...): all of them, and which one this is.
   std::shared_ptr<const RankSet> ranks;
   size_t rank_index = 0;
+  // memrec view --scale-with: the prediction at another size drawn over the timeline (memrec/scale.h).
+  std::shared_ptr<const ScaleWhatif> ghost;
 
   // Loads the file (with `part`, only that part of it) and analyzes `device` (unset: choose_device's default).
   static std::unique_ptr<Document> open(const std::string& path, std::optional<uint8_t> device,
