@@ -160,7 +160,8 @@ void write_report(ReportArgs a) {
   inputs.insert(inputs.end(), a.ghost.with.begin(), a.ghost.with.end());
   check_outputs(inputs, {{"-o", a.output}});
   std::optional<Range> part = a.part.parsed();
-  if (part && a.ghost.given()) throw Error(fmt::format("--scale-with predicts from whole runs: leave out {}", part->flag));
+  if (part && a.ghost.given())
+    throw Error(fmt::format("--scale-with predicts from whole runs: leave out {}", part->flag));
   Snapshot s = load_snapshot(a.input, stderr, part);  // bad input fails here, before the viewer runs
   a.device = choose_device(s, a.device);  // the picture and the tables show the same device
   std::optional<ScaleWhatif> scale;

@@ -1,5 +1,6 @@
 // `memrec view FILE... [--screenshot out.png] [--view timeline|flame|segments|modules] [--at TIME|peak]
-//  [--range T1..T2 | --steps A..B] [--group-by KEY] [--size WxH] [--device N] [--scale-with RUN --sizes A,B --predict N]`
+//  [--range T1..T2 | --steps A..B] [--group-by KEY] [--size WxH] [--device N]
+//  [--scale-with RUN --sizes A,B --predict N]`
 #include <memory>
 
 #include "commands.h"
@@ -46,7 +47,8 @@ void add_view_command(CLI::App& app) {
       opts->width = wh->first;
       opts->height = wh->second;
     }
-    if (ghost->given()) opts->ghost = std::make_shared<const ScaleWhatif>(ghost_prediction(*ghost, opts->path, opts->device));
+    if (ghost->given())
+      opts->ghost = std::make_shared<const ScaleWhatif>(ghost_prediction(*ghost, opts->path, opts->device));
     int rc = viewer::run(*opts);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

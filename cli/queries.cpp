@@ -125,7 +125,8 @@ ScaleWhatif scale_prediction(const ScaleQuery& q, std::optional<size_t> drawn_ov
     throw Error(fmt::format("--sizes gives {} size{} for {} runs: give one size per run, in the runs' order",
                             sizes.size(), sizes.size() == 1 ? "" : "s", q.files.size()));
   if (q.predict.empty() && !q.fit) throw Error("give the sizes to predict with --predict 8,16, or --fit for the largest size that fits");
-  ScaleWhatifOptions w{.predict = {}, .fit = q.fit, .conf = q.conf, .device_memory = std::nullopt, .curve_run = std::nullopt};
+  ScaleWhatifOptions w{
+      .predict = {}, .fit = q.fit, .conf = q.conf, .device_memory = std::nullopt, .curve_run = std::nullopt};
   if (!q.predict.empty()) w.predict = parse_sizes(q.predict, "--predict");
   if (!q.device_memory.empty()) w.device_memory = parse_memory(q.device_memory);
   std::vector<size_t> order(q.files.size());

@@ -125,8 +125,9 @@ std::string timeline(const ReportOptions& o) {
   return out + "<img alt=\"Memory timeline: allocated blocks over time, the peak marked in red\" src=\"data:image/png;base64," +
          base64_encode(o.png) + "\">"
          "<p class=\"note\">Rendered by <code>memrec view --screenshot --at peak</code>: each band is one allocation, "
-         "colored by call site; the white line is allocated bytes, the orange line reserved bytes, the red line the peak" +
-         std::string(o.scale ? "; the dashed lines are the prediction at another size (below)" : "") + ".</p></section>";
+         "colored by call site; the white line is allocated bytes, the orange line reserved bytes, the red line the "
+         "peak" + std::string(o.scale ? "; the dashed lines are the prediction at another size (below)" : "") +
+         ".</p></section>";
 }
 
 std::string layer_table(const StatsResult& layers) {

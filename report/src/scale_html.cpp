@@ -19,7 +19,8 @@ constexpr size_t kCurvePoints = 1600;  // the picture's width: as fine as what i
 std::string dash_cell() { return "<td class=\"num\">–</td>"; }
 
 std::string run_row(const ScaleWhatif::Run& r, bool base) {
-  return fmt::format("<tr class=\"recorded\"><td class=\"key\">{}{}</td><td class=\"num\">{}</td>{}{}<td>–</td><td></td></tr>",
+  return fmt::format("<tr class=\"recorded\"><td class=\"key\">{}{}</td><td class=\"num\">{}</td>{}{}<td>–</td>"
+                     "<td></td></tr>",
                      html_escape(r.name), base ? " (base)" : "", r.size, bytes_cell(r.peak_allocated), dash_cell());
 }
 
@@ -33,11 +34,13 @@ std::string prediction_row(const ScalePrediction& p) {
                      html_escape(scale_where_text(p, p.curve->time_ns[p.curve->peak])));
 }
 
-// The curve at kCurvePoints spans of the run's time, each span's highest bytes (so its peak is the prediction's).
+// The curve at kCurvePoints spans of the run's time: point i is span [floor(i * span_ns), floor((i + 1) * span_ns)),
+// given by its start and its highest bytes (so that the curve's peak is the prediction's).
 nlohmann::json curve_json(const ScalePrediction& p, const ScaleWhatif& w) {
   const ScaleCurve& c = *p.curve;
   double dt = (static_cast<double>(c.time_ns.back()) + 2) / kCurvePoints;
-  nlohmann::json time = nlohmann::json::array(), allocated = nlohmann::json::array(), reserved = nlohmann::json::array();
+  nlohmann::json time = nlohmann::json::array(), allocated = nlohmann::json::array();
+  nlohmann::json reserved = nlohmann::json::array();
   std::vector<ScaleSpan> spans = curve_spans(c, 0, dt, kCurvePoints);
   for (size_t i = 0; i < spans.size(); ++i) {
     if (!spans[i].shown) continue;
@@ -50,7 +53,8 @@ nlohmann::json curve_json(const ScalePrediction& p, const ScaleWhatif& w) {
           {"peak_ns", c.time_ns[c.peak]},
           {"device_memory", or_null(w.memory.bytes)},
           {"oom_ns", oom ? nlohmann::json(c.time_ns[*c.oom]) : nlohmann::json(nullptr)},
-          {"time_ns", time}, {"allocated", allocated}, {"reserved", c.reserved.empty() ? nlohmann::json(nullptr) : reserved}};
+          {"span_ns", dt}, {"time_ns", time}, {"allocated", allocated},
+          {"reserved", c.reserved.empty() ? nlohmann::json(nullptr) : reserved}};
 }
 
 }  // namespace
@@ -67,7 +71,8 @@ std::string scale_section_html(const ScaleWhatif& w) {
                      fmt::join(sizes, ", "),
                      w.settings ? ", and through the allocator model for the reserved bytes" : "",
                      p.peak_reserved ? ", light blue the reserved bytes" : "",
-                     p.oom.value_or(false) ? ", light red the device's memory, where the prediction runs out of it" : "");
+                     p.oom.value_or(false) ? ", light red the device's memory, where the prediction runs out of it"
+                                           : "");
   out += "<table><thead><tr><th>Run</th><th class=\"num\">Size</th><th class=\"num\">Peak allocated</th>"
          "<th class=\"num\">Peak reserved</th><th>Fits</th><th>Allocated peak in</th></tr></thead><tbody>";
   for (size_t j = 0; j < w.runs.size(); ++j) out += run_row(w.runs[j], j == w.base);

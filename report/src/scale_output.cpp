@@ -76,7 +76,8 @@ void render_predictions(std::string& out, const ScaleWhatif& w) {
   out += fmt::format("  {:>8} {:>15} {:>14} {:>5}  {}\n", "size", "peak allocated", "peak reserved", "fits", "allocated peak in");
   for (const ScalePrediction& p : w.predictions)
     out += fmt::format("  {:>8} {:>15} {:>14} {:>5}  {}\n", p.size, format_bytes(p.peak_allocated),
-                       p.peak_reserved ? format_bytes(*p.peak_reserved) : "-", scale_fits_text(p), scale_where_text(p, p.peak_ns));
+                       p.peak_reserved ? format_bytes(*p.peak_reserved) : "-", scale_fits_text(p),
+                       scale_where_text(p, p.peak_ns));
 }
 
 void render_growth(std::string& out, const ScaleWhatif& w) {

@@ -352,7 +352,8 @@ TEST(ScaleCurve, SpansHoldTheHighestValueInForce) {
     auto t1 = static_cast<int64_t>(std::floor((static_cast<double>(i) - 9) * dt));
     std::optional<uint64_t> want;
     for (size_t k = 0; k < c.time_ns.size(); ++k) {
-      bool in_force = c.time_ns[k] <= t0 && (k + 1 == c.time_ns.size() || c.time_ns[k + 1] > t0) && t0 <= c.time_ns.back();
+      bool last_before = c.time_ns[k] <= t0 && (k + 1 == c.time_ns.size() || c.time_ns[k + 1] > t0);
+      bool in_force = last_before && t0 <= c.time_ns.back();
       if (in_force || (c.time_ns[k] > t0 && c.time_ns[k] < t1)) want = std::max(want.value_or(0), c.allocated[k]);
     }
     EXPECT_EQ(spans[i].shown, want.has_value()) << i;

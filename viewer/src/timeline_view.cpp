@@ -257,7 +257,8 @@ void TimelineView::draw_ghost(const Document& doc, ImDrawList* list) {
   std::optional<uint64_t> limit = ghost_limit(doc);
   if (limit)
     for (int i = 0; i < grid_.width; ++i)
-      if (dash_on(grid_.first + i)) pixel(grid_.x + static_cast<float>(i), y_of(*limit), y_of(*limit), kDeviceMemoryColor);
+      if (dash_on(grid_.first + i))
+        pixel(grid_.x + static_cast<float>(i), y_of(*limit), y_of(*limit), kDeviceMemoryColor);
   auto dashed = [&](uint64_t ScaleSpan::*bytes, uint32_t color) {
     for (int i = 0; i < grid_.width; ++i) {
       const ScaleSpan& col = ghost_columns_[i];
