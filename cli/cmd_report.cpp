@@ -1,4 +1,5 @@
-// `memrec report FILE -o report.html [--screenshot PNG | --no-screenshot] [--device N] [--top N]`
+// `memrec report FILE -o report.html [--screenshot PNG | --no-screenshot] [--device N] [--top N]
+//  [--scale-with RUN --sizes A,B --predict N]`
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -40,6 +41,7 @@ struct ReportArgs {
   std::optional<uint8_t> device;  // chosen from the file before the picture is drawn
   size_t top = 15;
   RangeFlags part;
+  GhostFlags ghost;
 };
 
 std::string read_bytes(const fs::path& path) {
@@ -132,6 +134,8 @@ Picture render_timeline([[maybe_unused]] const ReportArgs& a) {
                                    "--device", std::to_string(*a.device)};
   if (!a.part.range.empty()) args.insert(args.end(), {"--range", a.part.range});
   if (!a.part.steps.empty()) args.insert(args.end(), {"--steps", a.part.steps});
+  std::vector<std::string> ghost = a.ghost.given() ? a.ghost.args() : std::vector<std::string>{};
+  args.insert(args.end(), ghost.begin(), ghost.end());
   auto xvfb = find_in_path("xvfb-run");
   if (!std::getenv("DISPLAY") && xvfb) args.insert(args.begin(), {*xvfb, "-a"});
   int rc = run_process(args, log, std::chrono::seconds(120));
@@ -152,9 +156,16 @@ Picture picture(const ReportArgs& a) {
 }
 
 void write_report(ReportArgs a) {
-  check_outputs({a.input, a.screenshot}, {{"-o", a.output}});
-  Snapshot s = load_snapshot(a.input, stderr, a.part.parsed());  // bad input fails here, before the viewer runs
+  std::vector<std::string> inputs = {a.input, a.screenshot};
+  inputs.insert(inputs.end(), a.ghost.with.begin(), a.ghost.with.end());
+  check_outputs(inputs, {{"-o", a.output}});
+  std::optional<Range> part = a.part.parsed();
+  if (part && a.ghost.given())
+    throw Error(fmt::format("--scale-with predicts from whole runs: leave out {}", part->flag));
+  Snapshot s = load_snapshot(a.input, stderr, part);  // bad input fails here, before the viewer runs
   a.device = choose_device(s, a.device);  // the picture and the tables show the same device
+  std::optional<ScaleWhatif> scale;
+  if (a.ghost.given()) scale = ghost_prediction(a.ghost, a.input, a.device);
   Picture pic = picture(a);
   if (pic.png.empty() && !a.no_screenshot)
     fmt::print(stderr, "memrec report: no timeline picture: {}; writing the report without it\n", pic.missing);
@@ -162,7 +173,8 @@ void write_report(ReportArgs a) {
                                      .device = *a.device,
                                      .top = a.top,
                                      .png = pic.png,
-                                     .missing_png = pic.missing});
+                                     .missing_png = pic.missing,
+                                     .scale = scale ? &*scale : nullptr});
   write_output(a.output, [&](const std::string& path) {
     std::ofstream out(path, std::ios::binary);
     out << html;
@@ -186,6 +198,7 @@ void add_report_command(CLI::App& app) {
   add_internal_option(cmd);
   cmd->add_option("--top", a->top, "rows per table")->check(CLI::Range(1, 100000));
   add_range_options(cmd, a->part);
+  add_ghost_options(cmd, a->ghost);
   cmd->callback([a] { write_report(*a); });
 }
 

@@ -1,9 +1,11 @@
 // `memrec view FILE... [--screenshot out.png] [--view timeline|flame|segments|modules] [--at TIME|peak]
-//  [--range T1..T2 | --steps A..B] [--group-by KEY] [--size WxH] [--device N] [--follow]`
+//  [--range T1..T2 | --steps A..B] [--group-by KEY] [--size WxH] [--device N] [--follow]
+//  [--scale-with RUN --sizes A,B --predict N]`
 #include <memory>
 
 #include "commands.h"
 #include "output.h"
+#include "memrec/scale.h"
 #include "memrec/snapshot.h"
 #include "memrec/viewer.h"
 
@@ -13,6 +15,7 @@ void add_view_command(CLI::App& app) {
   auto opts = std::make_shared<viewer::Options>();
   auto size = std::make_shared<std::string>();
   auto files = std::make_shared<std::vector<std::string>>();
+  auto ghost = std::make_shared<GhostFlags>();
   auto* cmd = app.add_subcommand("view", "Open a .memrec file or a PyTorch snapshot pickle in the viewer");
   // Checked in the callback: --follow waits for a file not created yet.
   cmd->add_option("file", *files, "Recording to open (.memrec or .pickle); several: the ranks of one run side by side")
@@ -36,19 +39,25 @@ void add_view_command(CLI::App& app) {
                 "Show the file while it is written: reloaded as it grows (checked four times a second); waits for a "
                 "file not created yet");
   add_device_option(cmd, opts->device);
-  cmd->callback([opts, size, files] {
+  add_ghost_options(cmd, *ghost);
+  cmd->callback([opts, size, files, ghost] {
     if (!opts->follow)
       for (std::string& f : *files)
         if (std::string why = CLI::ExistingFile(f); !why.empty()) throw CLI::ValidationError("file", why);
     opts->path = files->front();
     if (files->size() > 1) opts->ranks = *files;
     check_outputs(*files, {{"--screenshot", opts->screenshot}});
+    if (ghost->given() && files->size() > 1) throw Error("--scale-with draws over one run, not over several ranks");
+    if (ghost->given() && opts->follow)
+      throw Error("--follow shows a recording as it grows and --scale-with a finished one: drop one of them");
     if (!size->empty()) {
       auto wh = viewer::parse_size(*size);
       if (!wh) throw Error("--size wants WxH between 320x240 and 8192x8192, got " + *size);
       opts->width = wh->first;
       opts->height = wh->second;
     }
+    if (ghost->given())
+      opts->ghost = std::make_shared<const ScaleWhatif>(ghost_prediction(*ghost, opts->path, opts->device));
     int rc = viewer::run(*opts);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

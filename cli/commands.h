@@ -35,6 +35,22 @@ inline void add_range_options(CLI::App* cmd, RangeFlags& f) {
   cmd->add_option("--steps", f.steps, "read only the training steps A..B (scopes named 'step N'), e.g. 3..5");
 }
 
+// --scale-with RUN --sizes --predict [--device-memory] [--alloc-conf] on report and view (GhostFlags).
+inline void add_ghost_options(CLI::App* cmd, GhostFlags& g) {
+  auto* with = cmd->add_option("--scale-with", g.with,
+                               "a run of the same program at another size (repeatable, one or two): draw the "
+                               "prediction at --predict's size over this run's timeline (memrec whatif scale)")
+                   ->check(CLI::ExistingFile);
+  cmd->add_option("--sizes", g.sizes, "with --scale-with: this run's size (batch or sequence length), then each "
+                                      "--scale-with run's: 4,2")->needs(with);
+  cmd->add_option("--predict", g.predict, "with --scale-with: the size whose prediction is drawn, e.g. 8")->needs(with);
+  cmd->add_option("--device-memory", g.device_memory,
+                  "with --scale-with: the device's memory, e.g. 80GiB (default: the recording's, less what NVML saw "
+                  "outside the allocator)")->needs(with);
+  cmd->add_option("--alloc-conf", g.conf, "with --scale-with: allocator settings for the predicted reserved memory "
+                                          "(default: those the run was recorded with)")->needs(with);
+}
+
 void add_io_commands(CLI::App& app);        // import, export, info (cmd_io.cpp)
 void add_analysis_commands(CLI::App& app);  // stats, diff (cmd_analysis.cpp)
 void add_whatif_command(CLI::App& app);     // whatif checkpoint, allocator, scale (cmd_whatif.cpp)

@@ -1,5 +1,8 @@
 #include "queries.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include <fmt/format.h>
 
 #include "memrec/allocator_output.h"
@@ -116,22 +119,55 @@ Answer allocator_answer(const AllocatorQuery& q) {
   return {allocator_whatif_json(result), allocator_whatif_text(result)};
 }
 
-Answer scale_answer(const ScaleQuery& q) {
+ScaleWhatif scale_prediction(const ScaleQuery& q, std::optional<size_t> drawn_over) {
   std::vector<uint64_t> sizes = parse_sizes(q.sizes, "--sizes");
   if (sizes.size() != q.files.size())
     throw Error(fmt::format("--sizes gives {} size{} for {} runs: give one size per run, in the runs' order",
                             sizes.size(), sizes.size() == 1 ? "" : "s", q.files.size()));
   if (q.predict.empty() && !q.fit) throw Error("give the sizes to predict with --predict 8,16, or --fit for the largest size that fits");
-  ScaleWhatifOptions w{.predict = {}, .fit = q.fit, .conf = q.conf, .device_memory = std::nullopt};
+  ScaleWhatifOptions w{
+      .predict = {}, .fit = q.fit, .conf = q.conf, .device_memory = std::nullopt, .curve_run = std::nullopt};
   if (!q.predict.empty()) w.predict = parse_sizes(q.predict, "--predict");
   if (!q.device_memory.empty()) w.device_memory = parse_memory(q.device_memory);
+  std::vector<size_t> order(q.files.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (drawn_over) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] < sizes[b]; });
+    w.curve_run = static_cast<size_t>(std::find(order.begin(), order.end(), *drawn_over) - order.begin());
+  }
   std::vector<Snapshot> snapshots;
-  for (const std::string& file : q.files) snapshots.push_back(load_snapshot(file, stderr));
+  for (size_t i : order) snapshots.push_back(load_snapshot(q.files[i], stderr));
   std::vector<ScaleRun> runs;
-  for (size_t i = 0; i < snapshots.size(); ++i)
-    runs.push_back({q.files[i], &snapshots[i], choose_device(snapshots[i], q.device), sizes[i]});
-  ScaleWhatif result = scale_whatif(runs, w);
+  for (size_t j = 0; j < order.size(); ++j)
+    runs.push_back({q.files[order[j]], &snapshots[j], choose_device(snapshots[j], q.device), sizes[order[j]]});
+  return scale_whatif(runs, w);
+}
+
+Answer scale_answer(const ScaleQuery& q) {
+  ScaleWhatif result = scale_prediction(q);
   return {scale_whatif_json(result), scale_whatif_text(result)};
+}
+
+std::vector<std::string> GhostFlags::args() const {
+  std::vector<std::string> out;
+  for (const std::string& run : with) out.insert(out.end(), {"--scale-with", run});
+  out.insert(out.end(), {"--sizes", sizes, "--predict", predict});
+  if (!device_memory.empty()) out.insert(out.end(), {"--device-memory", device_memory});
+  if (conf) out.insert(out.end(), {"--alloc-conf", *conf});
+  return out;
+}
+
+ScaleWhatif ghost_prediction(const GhostFlags& g, const std::string& file, std::optional<uint8_t> device) {
+  if (g.sizes.empty() || g.predict.empty())
+    throw Error("--scale-with needs --sizes (this run's size, then each --scale-with run's) and --predict with the "
+                "size to draw");
+  if (parse_sizes(g.predict, "--predict").size() != 1)
+    throw Error(fmt::format("--predict takes the one size drawn over the timeline here, got '{}' (memrec whatif "
+                            "scale predicts several)", g.predict));
+  ScaleQuery q{.files = {file}, .sizes = g.sizes, .predict = g.predict, .device_memory = g.device_memory,
+               .conf = g.conf, .device = device, .fit = false};
+  q.files.insert(q.files.end(), g.with.begin(), g.with.end());
+  return scale_prediction(q, 0);
 }
 
 Answer info_answer(const std::string& file) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memrec/range.h"
+#include "memrec/scale.h"
 
 namespace memrec::cli {
 
@@ -79,6 +80,22 @@ struct ScaleQuery {
   bool fit = false;
 };
 Answer scale_answer(const ScaleQuery& q);
+// The runs loaded and predicted. With `drawn_over` (an index into q.files), each prediction's curve on that run's
+// clock, and the runs taken in the order of their sizes.
+ScaleWhatif scale_prediction(const ScaleQuery& q, std::optional<size_t> drawn_over = std::nullopt);
+
+// `--scale-with RUN --sizes 4,2 --predict 8` on report and view: the prediction at one size (memrec whatif scale)
+// drawn as a ghost over FILE's timeline; --sizes gives FILE's size first, then each --scale-with run's.
+struct GhostFlags {
+  std::vector<std::string> with;
+  std::string sizes, predict, device_memory;
+  std::optional<std::string> conf;
+  bool given() const { return !with.empty(); }
+  // The flags as given, for the `memrec view --screenshot` that `memrec report` runs.
+  std::vector<std::string> args() const;
+};
+// The prediction at --predict's size with its curve on FILE's clock; throws Error, one sentence, on bad flags.
+ScaleWhatif ghost_prediction(const GhostFlags& g, const std::string& file, std::optional<uint8_t> device);
 
 Answer info_answer(const std::string& file);
 

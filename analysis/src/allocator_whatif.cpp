@@ -149,8 +149,11 @@ AllocatorPrediction predict_allocator(const Snapshot& s, const Replay& r, const 
   uint32_t end = o.stop_after == kNoEvent ? r.steps() : std::min(r.steps(), o.stop_after + 1);
   bool first = true;
   size_t start_actions = 0;  // the actions that rebuilt the start state are no part of the recording
+  if (o.keep_reserved) p.reserved_after.reserve(end);
   drive(s, r, memory, m, conf == recorded_alloc_conf(s), end, [&](uint32_t step, const AllocatorModel& model) __attribute__((always_inline)) {
     if (step == kNoEvent) start_actions = model.segment_actions().size();
+    else if (o.keep_reserved) p.reserved_after.push_back(model.reserved());
+    if (p.first_oom_step == kNoEvent && model.ooms() > 0) p.first_oom_step = step;
     if (model.allocated() > p.allocated_peak) p.allocated_peak = model.allocated();
     if (model.reserved() > p.reserved_peak || first) {
       first = false;

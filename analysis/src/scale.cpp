@@ -54,7 +54,26 @@ class ScaledHistory {
     return snapshot_;
   }
 
+  // Each event's time on the clock of `run` (since its first event): when the allocation's counterpart there had the
+  // same event, else the time of the event before; never going back.
+  std::vector<int64_t> times_on(const ScaleFit& fit, size_t run) const {
+    const Replay& r = fit.replay(run);
+    std::vector<int64_t> out(events_.size());
+    int64_t t = 0;
+    for (size_t i = 0; i < events_.size(); ++i) {
+      uint32_t id = ids_[i] == kNoEvent ? kNoEvent : fit.counterpart(run, ids_[i]);
+      if (uint32_t step = id == kNoEvent ? kNoEvent : step_of(r, id, events_[i].action); step < r.steps())
+        t = std::max(t, r.time_of(step) - r.time_of(0));
+      out[i] = t;
+    }
+    return out;
+  }
+
  private:
+  static uint32_t step_of(const Replay& r, uint32_t id, Action a) {
+    if (a == Action::alloc) return r.alloc_steps()[id];
+    return a == Action::free_requested ? r.free_steps()[id] : r.completed_steps()[id];
+  }
   static Event with_action(Event e, Action a) {
     e.action = a;
     return e;
@@ -73,9 +92,11 @@ class ScaledHistory {
 // Predictions at given sizes: the fitted bytes, the rewritten history replayed, the allocator model over it.
 class Predictor {
  public:
-  Predictor(const ScaleFit& fit, const ScaleRun& base, std::optional<AllocConf> conf, const ScaleMemory& memory)
+  Predictor(const ScaleFit& fit, const ScaleRun& base, std::optional<AllocConf> conf, const ScaleMemory& memory,
+            std::optional<size_t> curve_run)
       : fit_(fit), base_(base), history_(base, fit.base_replay()), phases_(*base.snapshot, base.device),
         conf_(std::move(conf)), memory_(memory) {
+    if (curve_run) times_ = history_.times_on(fit, *curve_run);
     if (memory.bytes) limits_.limit = *memory.bytes;
     limits_.total = memory.given ? *memory.bytes : memory.total ? memory.total : limits_.limit;
     limits_.given = memory.given;
@@ -97,18 +118,36 @@ class Predictor {
     p.size = size;
     p.peak_allocated = r.peak_allocated().bytes;
     uint64_t peak = p.peak_allocated;
+    AllocatorPrediction a;
     if (conf_) {
-      AllocatorPrediction a = predict_allocator(s, r, *conf_, limits_);
+      a = predict_allocator(s, r, *conf_, limits_, {.keep_reserved = times_.has_value()});
       p.peak_reserved = peak = a.reserved_peak;
       p.ooms = a.ooms;
     }
     if (memory_.bytes) p.oom = conf_ ? p.ooms > 0 : peak > *memory_.bytes;
     place(p, r);
     p.growth = growth(r, bytes);
+    if (times_) p.curve = curve(r, std::move(a));
     return p;
   }
 
  private:
+  // The replay's totals and the model's reserved bytes after each step, at the times of the run drawn under them.
+  ScaleCurve curve(const Replay& r, AllocatorPrediction a) const {
+    ScaleCurve c;
+    c.time_ns = *times_;
+    c.reserved = std::move(a.reserved_after);
+    c.allocated.reserve(r.steps());
+    r.for_each_after(0, r.steps(), [&](uint32_t, const Totals& t) { c.allocated.push_back(t.allocated); });
+    if (r.peak_allocated().step < r.steps()) c.peak = r.peak_allocated().step;
+    if (conf_ && a.first_oom_step < r.steps()) c.oom = a.first_oom_step;
+    if (!conf_ && memory_.bytes) {
+      auto over = std::find_if(c.allocated.begin(), c.allocated.end(), [&](uint64_t b) { return b > *memory_.bytes; });
+      if (over != c.allocated.end()) c.oom = static_cast<size_t>(over - c.allocated.begin());
+    }
+    return c;
+  }
+
   // The step and phase holding the allocated peak, on the base run's clock.
   void place(ScalePrediction& p, const Replay& r) {
     const Peak& peak = r.peak_allocated();
@@ -156,6 +195,7 @@ class Predictor {
   std::optional<AllocConf> conf_;  // unset on a CPU: no caching allocator to model
   ScaleMemory memory_;
   DeviceLimits limits_;
+  std::optional<std::vector<int64_t>> times_;  // per step of the rewritten history, when curves are asked for
   std::unordered_map<uint32_t, std::string> sites_;  // by stack
 };
 
@@ -326,6 +366,26 @@ void add_below_zero(ScaleWhatif& w, const ScaleFit& fit, const ScaleRun& base, c
 
 }  // namespace
 
+std::vector<ScaleSpan> curve_spans(const ScaleCurve& c, int64_t first, double dt, size_t n) {
+  std::vector<ScaleSpan> out(n);
+  if (c.time_ns.empty()) return out;
+  auto start = static_cast<int64_t>(std::floor(static_cast<double>(first) * dt));
+  size_t j = std::upper_bound(c.time_ns.begin(), c.time_ns.end(), start) - c.time_ns.begin();  // the first after it
+  for (size_t i = 0; i < n; ++i) {
+    auto end = static_cast<int64_t>(std::floor(static_cast<double>(first + static_cast<int64_t>(i) + 1) * dt));
+    ScaleSpan& span = out[i];
+    auto take = [&](size_t k) {
+      span.allocated = std::max(span.allocated, c.allocated[k]);
+      if (!c.reserved.empty()) span.reserved = std::max(span.reserved, c.reserved[k]);
+      span.shown = true;
+    };
+    if (j > 0 && start <= c.time_ns.back()) take(j - 1);
+    for (; j < c.time_ns.size() && c.time_ns[j] < end; ++j) take(j);
+    start = end;
+  }
+  return out;
+}
+
 ScaleWhatif scale_whatif(std::span<const ScaleRun> runs, const ScaleWhatifOptions& o) {
   check_sizes(runs);
   ScaleFit fit(runs);
@@ -347,7 +407,9 @@ ScaleWhatif scale_whatif(std::span<const ScaleRun> runs, const ScaleWhatifOption
     throw Error(fmt::format("--fit needs the device's memory, which {} does not record ({}): give it with --device-memory",
                             base.name, cpu ? "a CPU run" : "no device.total_memory"));
   add_notes(w, cpu);
-  Predictor predictor(fit, base, cpu ? std::nullopt : std::optional(conf), w.memory);
+  if (o.curve_run && *o.curve_run >= runs.size())
+    throw Error(fmt::format("no run {} to draw the prediction over: there are {}", *o.curve_run, runs.size()));
+  Predictor predictor(fit, base, cpu ? std::nullopt : std::optional(conf), w.memory, o.curve_run);
   Predictions predictions(predictor);
   for (uint64_t size : o.predict) w.predictions.push_back(predictions.at(size));
   if (o.fit) add_fit(w, predictions, base.size);

@@ -154,6 +154,7 @@ void ScaleFit::match() {
   Lone lone;
   for (size_t j = 0; j < runs.size(); ++j) {
     if (j == base_) continue;
+    counterparts_[j].assign(key_of[base_].size(), kNoEvent);
     for (uint32_t id = 0; id < key_of[j].size(); ++id) {
       auto it = base_id.find(key_of[j][id]);
       if (it == base_id.end()) {
@@ -162,6 +163,7 @@ void ScaleFit::match() {
       }
       points_[it->second].runs |= static_cast<uint8_t>(1 << j);
       points_[it->second].bytes[j] = replays_[j]->size_of(id);
+      counterparts_[j][it->second] = id;
       ++matched_[j];
     }
     check_same_program(runs[base_], runs[j], matched_[j], key_of[base_].size(), key_of[j].size());

@@ -62,16 +62,6 @@ footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
 constexpr Category kCategoryOrder[] = {Category::activation, Category::parameter, Category::gradient,
                                       Category::optimizer_state, Category::input, Category::temporary, Category::unknown};
 
-// 54644744 -> "54,644,744": exact byte counts next to the rounded ones.
-std::string grouped(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 std::string label(std::string_view category) {
   std::string out(category);
   std::replace(out.begin(), out.end(), '_', ' ');
@@ -79,10 +69,6 @@ std::string label(std::string_view category) {
 }
 
 std::string percent(double share) { return fmt::format("{:.1f}%", share * 100.0); }
-
-std::string bytes_cell(uint64_t bytes) {
-  return fmt::format("<td class=\"num\" title=\"{} bytes\">{}</td>", grouped(bytes), format_bytes(bytes));
-}
 
 // A horizontal bar: one colored piece per (css class, fraction of the full width).
 std::string bar(const std::vector<std::pair<std::string, double>>& pieces) {
@@ -139,8 +125,9 @@ std::string timeline(const ReportOptions& o) {
   return out + "<img alt=\"Memory timeline: allocated blocks over time, the peak marked in red\" src=\"data:image/png;base64," +
          base64_encode(o.png) + "\">"
          "<p class=\"note\">Rendered by <code>memrec view --screenshot --at peak</code>: each band is one allocation, "
-         "colored by call site; the white line is allocated bytes, the orange line reserved bytes, the red line the peak.</p>"
-         "</section>";
+         "colored by call site; the white line is allocated bytes, the orange line reserved bytes, the red line the "
+         "peak" + std::string(o.scale ? "; the dashed lines are the prediction at another size (below)" : "") +
+         ".</p></section>";
 }
 
 std::string layer_table(const StatsResult& layers) {
@@ -306,6 +293,20 @@ bool has_module_scopes(const Snapshot& s, uint8_t device) {
 
 }  // namespace
 
+// 54644744 -> "54,644,744": exact byte counts next to the rounded ones.
+std::string grouped(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string bytes_cell(uint64_t bytes) {
+  return fmt::format("<td class=\"num\" title=\"{} bytes\">{}</td>", grouped(bytes), format_bytes(bytes));
+}
+
 std::string html_escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -346,6 +347,7 @@ std::string report_html(const Snapshot& s, const ReportOptions& o) {
   body += "<section class=\"cards\">" + peak_card("peak-allocated", "Peak allocated", by_category.peak_allocated) +
           peak_card("peak-reserved", "Peak reserved", by_category.peak_reserved) + "</section>";
   body += timeline(o);
+  if (o.scale) body += scale_section_html(*o.scale);
   // Every layer gets a row, however many there are: the table answers "which layer holds the most".
   if (has_module_scopes(s, o.device))
     body += layer_table(stats(s, {.at_ns = std::nullopt, .by = GroupBy::layer, .top = SIZE_MAX, .device = o.device}));

@@ -9,6 +9,7 @@
 
 #include "memrec/allocator_whatif.h"
 #include "memrec/analysis.h"
+#include "memrec/scale.h"
 #include "memrec/units.h"
 
 namespace memrec {
@@ -28,6 +29,19 @@ std::string_view to_string(SettingsSource s);
 inline constexpr const char* kAssumedDefaults =
     "the file does not say which allocator settings the run used: assuming PyTorch's defaults (give them with "
     "--alloc-conf)";
+
+// `memrec whatif scale`'s words, shared by its text and the report's section (scale_output.cpp): a note, whether a
+// prediction fits ("yes", "OOM", "?"), and where its allocated peak falls ("step 1, backward at +263 ms", the time
+// given on the clock of the run it is shown with).
+std::string scale_note_text(ScaleNote n, const ScaleWhatif& w);
+std::string scale_fits_text(const ScalePrediction& p);
+std::string scale_where_text(const ScalePrediction& p, int64_t peak_ns);
+// 54644744 -> "54,644,744": exact byte counts next to the rounded ones (html.cpp).
+std::string grouped(uint64_t n);
+// A table cell with the bytes rounded, the exact count on hover (html.cpp).
+std::string bytes_cell(uint64_t bytes);
+// The report's section on a prediction drawn over its timeline (scale_html.cpp).
+std::string scale_section_html(const ScaleWhatif& w);
 
 // The value, or null when unset.
 template <class T>

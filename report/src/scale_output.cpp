@@ -39,24 +39,6 @@ std::string memory_source(const ScaleMemory& m) {
   return fmt::format("the recording's device total less {} outside the allocator", format_bytes(*m.outside));
 }
 
-std::string note_text(ScaleNote n, const ScaleWhatif& w) {
-  switch (n) {
-    case ScaleNote::cpu:
-      return "a CPU run: libtorch's CPU allocator keeps no cache, so there is no reserved peak to predict";
-    case ScaleNote::memory_unknown:
-      return "the device's memory is unknown: whether a size runs out of memory is not predicted (give it with "
-             "--device-memory)";
-    case ScaleNote::outside_unmeasured:
-      return "the run has no NVML samples, so the memory outside the allocator (the CUDA context, NCCL) is not "
-             "known: the device's whole memory is taken as available";
-    case ScaleNote::assumed_defaults:
-      return kAssumedDefaults;
-    case ScaleNote::no_limit_found:
-      return fmt::format("no size up to {} runs out of the device's {}: the peak does not grow with the size",
-                         kLargestFitted, format_bytes(w.memory.bytes.value_or(0)));
-  }
-  return "";
-}
 
 json prediction_json(const ScalePrediction& p) {
   json growth = json::array();
@@ -74,16 +56,7 @@ json unmatched_json(const UnmatchedAllocations& u, const ScaleWhatif& w) {
   return j;
 }
 
-std::string fits_text(const ScalePrediction& p) {
-  if (!p.oom) return "?";
-  return *p.oom ? "OOM" : "yes";
-}
 
-std::string where_text(const ScalePrediction& p) {
-  std::string where = p.step;
-  if (!p.phase.empty()) where += (where.empty() ? "" : ", ") + p.phase;
-  return fmt::format("{}{}+{}", where, where.empty() ? "" : " at ", format_duration(p.peak_ns));
-}
 
 void render_runs(std::string& out, const ScaleWhatif& w) {
   out += fmt::format("device {}: {} runs matched by scope, site and order; predictions rewrite {} (size {})\n",
@@ -103,7 +76,8 @@ void render_predictions(std::string& out, const ScaleWhatif& w) {
   out += fmt::format("  {:>8} {:>15} {:>14} {:>5}  {}\n", "size", "peak allocated", "peak reserved", "fits", "allocated peak in");
   for (const ScalePrediction& p : w.predictions)
     out += fmt::format("  {:>8} {:>15} {:>14} {:>5}  {}\n", p.size, format_bytes(p.peak_allocated),
-                       p.peak_reserved ? format_bytes(*p.peak_reserved) : "-", fits_text(p), where_text(p));
+                       p.peak_reserved ? format_bytes(*p.peak_reserved) : "-", scale_fits_text(p),
+                       scale_where_text(p, p.peak_ns));
 }
 
 void render_growth(std::string& out, const ScaleWhatif& w) {
@@ -131,6 +105,36 @@ void render_unmatched(std::string& out, const ScaleWhatif& w) {
 
 }  // namespace
 
+std::string scale_note_text(ScaleNote n, const ScaleWhatif& w) {
+  switch (n) {
+    case ScaleNote::cpu:
+      return "a CPU run: libtorch's CPU allocator keeps no cache, so there is no reserved peak to predict";
+    case ScaleNote::memory_unknown:
+      return "the device's memory is unknown: whether a size runs out of memory is not predicted (give it with "
+             "--device-memory)";
+    case ScaleNote::outside_unmeasured:
+      return "the run has no NVML samples, so the memory outside the allocator (the CUDA context, NCCL) is not "
+             "known: the device's whole memory is taken as available";
+    case ScaleNote::assumed_defaults:
+      return kAssumedDefaults;
+    case ScaleNote::no_limit_found:
+      return fmt::format("no size up to {} runs out of the device's {}: the peak does not grow with the size",
+                         kLargestFitted, format_bytes(w.memory.bytes.value_or(0)));
+  }
+  return "";
+}
+
+std::string scale_fits_text(const ScalePrediction& p) {
+  if (!p.oom) return "?";
+  return *p.oom ? "OOM" : "yes";
+}
+
+std::string scale_where_text(const ScalePrediction& p, int64_t peak_ns) {
+  std::string where = p.step;
+  if (!p.phase.empty()) where += (where.empty() ? "" : ", ") + p.phase;
+  return fmt::format("{}{}+{}", where, where.empty() ? "" : " at ", format_duration(peak_ns));
+}
+
 json scale_whatif_json(const ScaleWhatif& w) {
   json runs = json::array(), predictions = json::array(), unmatched = json::array(), notes = json::array();
   for (size_t j = 0; j < w.runs.size(); ++j) {
@@ -140,7 +144,7 @@ json scale_whatif_json(const ScaleWhatif& w) {
   }
   for (const ScalePrediction& p : w.predictions) predictions.push_back(prediction_json(p));
   for (const UnmatchedAllocations& u : w.unmatched) unmatched.push_back(unmatched_json(u, w));
-  for (ScaleNote n : w.notes) notes.push_back(note_text(n, w));
+  for (ScaleNote n : w.notes) notes.push_back(scale_note_text(n, w));
   json fit = w.fit ? json{{"largest", w.fit->largest}, {"device_memory", w.fit->device_memory}, {"margin", w.fit->margin}}
                    : json(nullptr);
   const ScaleMemory& m = w.memory;
@@ -159,7 +163,7 @@ json scale_whatif_json(const ScaleWhatif& w) {
 
 std::string scale_whatif_text(const ScaleWhatif& w) {
   std::string out;
-  for (ScaleNote n : w.notes) out += fmt::format("note: {}\n", note_text(n, w));
+  for (ScaleNote n : w.notes) out += fmt::format("note: {}\n", scale_note_text(n, w));
   render_runs(out, w);
   if (!w.predictions.empty()) render_predictions(out, w);
   if (w.fit)

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -267,6 +268,99 @@ TEST(Scale, AllocationsFittedBelowZeroAreReported) {
     below += u.count;
   }
   EXPECT_GT(below, 0u);
+}
+
+// The curve drawn over a run (report and view --scale-with) is the prediction's replay step by step: its peaks are
+// the prediction's, and at the base run's own size it is that run's recorded history.
+TEST(ScaleCurve, AtTheBaseRunsSizeItIsTheRecordedHistory) {
+  ScaleWhatif w = scale_whatif(batches(), {.predict = {4, 8}, .curve_run = 1});
+  Replay b4(recording("scale_batch4.memrec"), 0);
+  const ScaleCurve& at4 = *w.predictions[0].curve;
+  ASSERT_EQ(at4.time_ns.size(), b4.steps());
+  b4.for_each_after(0, b4.steps(), [&](uint32_t step, const Totals& t) {
+    ASSERT_EQ(at4.allocated[step], t.allocated) << step;
+    ASSERT_EQ(at4.time_ns[step], b4.time_of(step) - b4.time_of(0)) << step;
+  });
+  const ScalePrediction& p = w.predictions[1];
+  const ScaleCurve& c = *p.curve;
+  EXPECT_EQ(*std::max_element(c.allocated.begin(), c.allocated.end()), p.peak_allocated);
+  EXPECT_EQ(c.allocated[c.peak], p.peak_allocated);
+  EXPECT_EQ(c.time_ns[c.peak], p.peak_ns);  // the base run's clock is its own
+  EXPECT_TRUE(c.reserved.empty());          // a CPU run
+  EXPECT_FALSE(c.oom);
+  EXPECT_FALSE(scale_whatif(batches(), {.predict = {8}}).predictions[0].curve);  // only when asked for
+}
+
+// Over the smaller run, each event is placed where its allocation's counterpart had it: the predicted peak falls in
+// the step and phase the prediction names, on that run's clock, and the curve ends within the run.
+TEST(ScaleCurve, OverAnotherRunItFollowsThatRunsSteps) {
+  ScaleWhatif w = scale_whatif(batches(), {.predict = {8}, .curve_run = 0});
+  const ScalePrediction& p = w.predictions[0];
+  const ScaleCurve& c = *p.curve;
+  const Snapshot& b2 = recording("scale_batch2.memrec");
+  Replay r2(b2, 0);
+  EXPECT_TRUE(std::is_sorted(c.time_ns.begin(), c.time_ns.end()));
+  EXPECT_LE(c.time_ns.back(), r2.time_of(r2.steps() - 1) - r2.time_of(0));
+  EXPECT_EQ(c.allocated[c.peak], p.peak_allocated);
+  int64_t at = r2.time_of(0) + c.time_ns[c.peak];
+  EXPECT_EQ(b2.strings[b2.scopes[scope_at(b2, ScopeKind::step, 0, at)].name], p.step);
+  PhaseIndex phases(b2, 0);
+  EXPECT_EQ(to_string(phases.kind(phases.at(at))), p.phase);
+  // The batch 8 peak is where batch 2's own peak is: the same allocation.
+  EXPECT_EQ(c.time_ns[c.peak], r2.peak_allocated().time_ns - r2.time_of(0));
+}
+
+TEST(ScaleCurve, OnCudaTheReservedCurveIsTheAllocatorModels) {
+  const char* name = "alloc_default.memrec";
+  std::vector<ScaleRun> same = {run(name, 1), run(name, 2)};
+  ScaleWhatif w = scale_whatif(same, {.predict = {4}, .curve_run = 0});
+  const ScalePrediction& p = w.predictions[0];
+  const ScaleCurve& c = *p.curve;
+  ASSERT_EQ(c.reserved.size(), c.allocated.size());
+  EXPECT_EQ(*std::max_element(c.reserved.begin(), c.reserved.end()), *p.peak_reserved);
+  EXPECT_EQ(*p.peak_reserved, allocator_whatif(recording(name), 0, {}).prediction.reserved_peak);
+  for (size_t i = 0; i < c.allocated.size(); ++i) ASSERT_LE(c.allocated[i], c.reserved[i]) << i;
+  // A device too small for it: the curve marks the first request the model could not serve, which it then serves
+  // beyond the memory (the recorded program went on), so that reserved crosses the memory there.
+  uint64_t memory = *p.peak_reserved / 2;
+  ScaleWhatif small = scale_whatif(same, {.predict = {4}, .device_memory = memory, .curve_run = 0});
+  const ScaleCurve& s = *small.predictions[0].curve;
+  ASSERT_TRUE(s.oom);
+  EXPECT_EQ(small.predictions[0].oom, true);
+  EXPECT_GT(s.reserved[*s.oom], memory);
+  for (size_t i = 0; i < *s.oom; ++i) ASSERT_LE(s.reserved[i], memory) << i;
+}
+
+TEST(ScaleCurve, OnTheCpuItRunsOutWhereAllocatedFirstPassesTheMemory) {
+  uint64_t memory = measured_peak("scale_batch4.memrec") * 3 / 2;
+  ScaleWhatif w = scale_whatif(batches(), {.predict = {8}, .device_memory = memory, .curve_run = 1});
+  const ScaleCurve& c = *w.predictions[0].curve;
+  ASSERT_TRUE(c.oom);
+  EXPECT_GT(c.allocated[*c.oom], memory);
+  for (size_t i = 0; i < *c.oom; ++i) ASSERT_LE(c.allocated[i], memory) << i;
+}
+
+// Spans hold the highest value in force over them, checked against a scan of every point.
+TEST(ScaleCurve, SpansHoldTheHighestValueInForce) {
+  ScaleWhatif w = scale_whatif(batches(), {.predict = {8}, .curve_run = 0});
+  const ScaleCurve& c = *w.predictions[0].curve;
+  double dt = static_cast<double>(c.time_ns.back()) / 300;
+  std::vector<ScaleSpan> spans = curve_spans(c, -10, dt, 330);
+  uint64_t highest = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    auto t0 = static_cast<int64_t>(std::floor((static_cast<double>(i) - 10) * dt));
+    auto t1 = static_cast<int64_t>(std::floor((static_cast<double>(i) - 9) * dt));
+    std::optional<uint64_t> want;
+    for (size_t k = 0; k < c.time_ns.size(); ++k) {
+      bool last_before = c.time_ns[k] <= t0 && (k + 1 == c.time_ns.size() || c.time_ns[k + 1] > t0);
+      bool in_force = last_before && t0 <= c.time_ns.back();
+      if (in_force || (c.time_ns[k] > t0 && c.time_ns[k] < t1)) want = std::max(want.value_or(0), c.allocated[k]);
+    }
+    EXPECT_EQ(spans[i].shown, want.has_value()) << i;
+    EXPECT_EQ(spans[i].allocated, want.value_or(0)) << i;
+    highest = std::max(highest, spans[i].allocated);
+  }
+  EXPECT_EQ(highest, w.predictions[0].peak_allocated);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "memrec/units.h"
 #include "common/fixtures.h"
 #include "common/histories.h"
+#include "common/report_page.h"
 
 namespace memrec {
 namespace {
@@ -28,6 +29,8 @@ const std::string kPython = test::data("torch_2layer_python.pickle");
 constexpr std::string_view kPngSignature = "\x89PNG\r\n\x1a\n";
 
 using test::memrec;
+using test::base64_decode;
+using test::embedded_png;
 
 json json_of(const std::string& args) {
   auto r = memrec(args + " --json");
@@ -43,29 +46,6 @@ std::string read_file(const std::string& path) {
 }
 
 bool viewer_built() { return memrec("--help").output.find("(unavailable: the viewer") == std::string::npos; }
-
-std::string base64_decode(std::string_view text) {
-  static const std::string kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  uint32_t bits = 0;
-  int count = 0;
-  for (char c : text) {
-    size_t v = kAlphabet.find(c);
-    if (v == std::string::npos) break;  // '=' padding ends the data
-    bits = (bits << 6) | uint32_t(v);
-    if ((count += 6) >= 8) out += char((bits >> (count -= 8)) & 0xFF);
-  }
-  return out;
-}
-
-// The decoded bytes of the page's data:image/png;base64 <img>, or "" when there is none.
-std::string embedded_png(const std::string& html) {
-  const std::string prefix = "src=\"data:image/png;base64,";
-  size_t at = html.find(prefix);
-  if (at == std::string::npos) return "";
-  at += prefix.size();
-  return base64_decode(std::string_view(html).substr(at, html.find('"', at) - at));
-}
 
 // Width and height from the PNG header (IHDR, big-endian, right after the signature).
 std::pair<uint32_t, uint32_t> png_size(const std::string& png) {

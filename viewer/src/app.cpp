@@ -374,6 +374,7 @@ void print_layout(App& app, const std::string& png, int height) {
   if (st.focus == Focus::modules) out["modules"] = flame_layout(app.modules());
   if (st.focus == Focus::segments) out["segments"] = segments_layout(app);
   if (app.doc().ranks) out["ranks"] = app.ranks().layout(*app.doc().ranks);
+  if (app.doc().ghost) out["ghost"] = app.timeline().ghost_layout(app.doc());
   fmt::print("{}\n", out.dump());
   std::fflush(stdout);
 }
@@ -470,6 +471,8 @@ int run(const Options& options) {
   if (options.follow) check_follow(options);
   std::optional<int64_t> at = options.at.empty() ? std::nullopt : parse_at(options.at);  // checked before anything opens
   Aim aim = parse_aim(options);
+  if (options.ghost && aim.part)
+    throw Error("--scale-with draws over the whole recording: --range only with --view timeline, and no --steps");
   if (options.follow) return follow(options, aim);
   bool offscreen = !options.screenshot.empty();
   auto loading = options.ranks.size() > 1
@@ -478,6 +481,7 @@ int run(const Options& options) {
                                   stderr);
   App app(std::move(loading), options.width, options.height, offscreen);
   app.chrome = !offscreen;  // pictures show the views, not the search box and key hints
+  app.doc().ghost = options.ghost;
   ViewState& st = app.state();
   aim_views(st, aim, options);
   if (aim.part && (aim.focus == Focus::flame || aim.focus == Focus::modules))  // the bytes its events allocated

@@ -14,6 +14,7 @@
 #include "memrec/range.h"
 #include "memrec/ranks.h"
 #include "memrec/replay.h"
+#include "memrec/scale.h"
 #include "memrec/snapshot.h"
 #include "memrec/timeline.h"
 
@@ -34,6 +35,8 @@ struct Document {
   // Opened as one rank of several (memrec view A B ...): all of them, and which one this is.
   std::shared_ptr<const RankSet> ranks;
   size_t rank_index = 0;
+  // memrec view --scale-with: the prediction at another size drawn over the timeline (memrec/scale.h).
+  std::shared_ptr<const ScaleWhatif> ghost;
 
   // Loads the file (with `part`, only that part of it) and analyzes `device` (unset: choose_device's default).
   // The file's notes go to `notes` (none when null); the status bar shows them too.

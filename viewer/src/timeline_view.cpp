@@ -1,6 +1,7 @@
 // The memory timeline: every live block stacked as a band (oldest at the bottom), the allocated total as a white
 // line on top, reserved as an orange line, the peak as a red marker. Painted per pixel column into one texture from
-// the Timeline's level-of-detail structures; panning repaints only the columns that scrolled in.
+// the Timeline's level-of-detail structures; panning repaints only the columns that scrolled in. With --scale-with,
+// the prediction at another size is drawn over it as dashed ghost lines.
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
@@ -31,10 +32,40 @@ uint32_t dim(uint32_t c) {
   return 0xFF000000u | mix(0) | mix(8) | mix(16);
 }
 
-uint64_t plot_max_bytes(const Timeline& tl) {
-  Envelope all = tl.envelope_steps(kNoEvent, tl.steps() ? tl.steps() - 1 : kNoEvent);
-  return std::max<uint64_t>(std::max(all.allocated_max, all.reserved_max) + all.reserved_max / 20, 1024);
+// The prediction drawn over the timeline (--scale-with), if any.
+const ScalePrediction* ghost_of(const Document& doc) {
+  if (!doc.ghost || doc.ghost->predictions.empty()) return nullptr;
+  const ScalePrediction& p = doc.ghost->predictions.front();
+  return p.curve && !p.curve->time_ns.empty() ? &p : nullptr;
 }
+
+// "size 8 (predicted): peak 3.25 MiB allocated, 4 MiB reserved"
+std::string ghost_label(const ScalePrediction& p) {
+  std::string out = fmt::format("size {} (predicted): peak {} allocated", p.size, format_bytes(p.peak_allocated));
+  if (p.peak_reserved) out += fmt::format(", {} reserved", format_bytes(*p.peak_reserved));
+  return out;
+}
+
+// The device's memory, drawn where the ghost runs out of it.
+std::optional<uint64_t> ghost_limit(const Document& doc) {
+  const ScalePrediction* p = ghost_of(doc);
+  if (!p || !p->oom.value_or(false)) return std::nullopt;
+  return doc.ghost->memory.bytes;
+}
+
+uint64_t plot_max_bytes(const Document& doc) {
+  const Timeline& tl = *doc.timeline;
+  Envelope all = tl.envelope_steps(kNoEvent, tl.steps() ? tl.steps() - 1 : kNoEvent);
+  uint64_t top = std::max(all.allocated_max, all.reserved_max);
+  if (const ScalePrediction* p = ghost_of(doc)) {
+    top = std::max({top, p->peak_allocated, p->peak_reserved.value_or(0), ghost_limit(doc).value_or(0)});
+    return top + top / 5;  // room for the ghost's legend above its peak
+  }
+  return std::max<uint64_t>(top + all.reserved_max / 20, 1024);
+}
+
+// Ghost lines are dashed by whole columns, on the absolute column grid so that the dashes stay put while panning.
+bool dash_on(int64_t column) { return ((column % 12) + 12) % 12 < 8; }
 
 }  // namespace
 
@@ -51,7 +82,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   double dt = state.span / width;
   auto first = static_cast<int64_t>(std::floor(state.t0 / dt));
   grid_ = ColumnGrid{std::floor(origin.x + kAxisWidth), std::floor(origin.y), width, first, first * dt, dt, tl.begin_ns()};
-  bytes_per_row_ = static_cast<double>(plot_max_bytes(tl)) / rows;
+  bytes_per_row_ = static_cast<double>(plot_max_bytes(doc)) / rows;
 
   stale_.resize(width, 1);
   bool same_source = !resized && cached_highlight_ == state.highlight_version && cached_doc_ == &doc &&
@@ -73,6 +104,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   ImDrawList* list = ImGui::GetWindowDrawList();
   image_.draw(list, ImVec2(grid_.x, grid_.y));
   draw_overlay(doc, state, list);
+  draw_ghost(doc, list);
   draw_device_band(doc, grid_, list, grid_.y + rows + kAxisHeight);
 
   ImGui::SetCursorScreenPos(ImVec2(grid_.x, grid_.y));
@@ -162,9 +194,6 @@ void TimelineView::paint_column(const Document& doc, const ViewState& state, int
     }
     image_.at(i, rows - 1 - r) = c;
   }
-  auto row_of = [&](uint64_t bytes) {
-    return std::clamp(static_cast<int>(static_cast<double>(bytes) / bytes_per_row_), 0, rows - 1);
-  };
   // Reserved is drawn above the allocated line only, so it never hides a band.
   int top = row_of(e.allocated_max);
   for (int r = std::max(row_of(e.reserved_min), top + 1); r <= row_of(e.reserved_max); ++r)
@@ -200,6 +229,80 @@ void TimelineView::draw_overlay(const Document& doc, const ViewState& state, ImD
     marker(tl.time_of(state.instant), kSelectedColor, "selected");
   const Peak& peak = doc.replay->peak_allocated();
   marker(peak.time_ns, kPeakColor, "peak " + format_bytes(peak.bytes));
+}
+
+int TimelineView::row_of(uint64_t bytes) const {
+  return std::clamp(static_cast<int>(static_cast<double>(bytes) / bytes_per_row_), 0, image_.height() - 1);
+}
+
+// The columns' highest predicted bytes, found again only when the columns move.
+void TimelineView::find_ghost_columns(const ScaleCurve& c) {
+  std::pair<int64_t, double> grid{grid_.first, grid_.dt};
+  if (ghost_curve_ == &c && ghost_grid_ == grid && ghost_columns_.size() == static_cast<size_t>(grid_.width)) return;
+  ghost_curve_ = &c;
+  ghost_grid_ = grid;
+  ghost_columns_ = curve_spans(c, grid_.first, grid_.dt, grid_.width);
+}
+
+void TimelineView::draw_ghost(const Document& doc, ImDrawList* list) {
+  const ScalePrediction* p = ghost_of(doc);
+  if (!p) return;
+  const ScaleCurve& c = *p->curve;
+  find_ghost_columns(c);
+  float bottom = grid_.y + static_cast<float>(image_.height() - 1);
+  auto y_of = [&](uint64_t bytes) { return bottom - static_cast<float>(row_of(bytes)); };
+  auto pixel = [&](float x, float y0, float y1, uint32_t color) {  // one pixel column from y0 to y1, no smoothing
+    list->AddRectFilled(ImVec2(x, std::min(y0, y1)), ImVec2(x + 1, std::max(y0, y1) + 1), color);
+  };
+  std::optional<uint64_t> limit = ghost_limit(doc);
+  if (limit)
+    for (int i = 0; i < grid_.width; ++i)
+      if (dash_on(grid_.first + i))
+        pixel(grid_.x + static_cast<float>(i), y_of(*limit), y_of(*limit), kDeviceMemoryColor);
+  auto dashed = [&](uint64_t ScaleSpan::*bytes, uint32_t color) {
+    for (int i = 0; i < grid_.width; ++i) {
+      const ScaleSpan& col = ghost_columns_[i];
+      if (!col.shown || !dash_on(grid_.first + i)) continue;
+      float y = y_of(col.*bytes), x = grid_.x + static_cast<float>(i);
+      bool joined = i > 0 && ghost_columns_[i - 1].shown && dash_on(grid_.first + i - 1);
+      pixel(x, joined ? y_of(ghost_columns_[i - 1].*bytes) : y, y, color);
+    }
+  };
+  if (!c.reserved.empty()) dashed(&ScaleSpan::reserved, kGhostReservedColor);
+  dashed(&ScaleSpan::allocated, kGhostAllocatedColor);
+  // The predicted peak: a short bar at its height, drawn whatever the dashes.
+  float peak_x = grid_.x_of(grid_.origin + c.time_ns[c.peak]), peak_y = y_of(c.allocated[c.peak]);
+  for (float x = peak_x - 4; x <= peak_x + 4; ++x)
+    if (x >= grid_.x && x < grid_.x + grid_.width) pixel(x, peak_y, peak_y, kGhostAllocatedColor);
+  std::vector<std::pair<std::string, uint32_t>> legend = {{ghost_label(*p), kGhostAllocatedColor}};
+  if (limit && c.oom) {
+    float x = grid_.x_of(grid_.origin + c.time_ns[*c.oom]);
+    if (x >= grid_.x && x < grid_.x + grid_.width) pixel(x, y_of(*limit) - 4, y_of(*limit) + 4, kDeviceMemoryColor);
+    legend.emplace_back(fmt::format("device memory {}: runs out at +{}", format_bytes(*limit),
+                                    format_duration(c.time_ns[*c.oom])), kDeviceMemoryColor);
+  }
+  float y = grid_.y + 2 + ImGui::GetTextLineHeight();  // under the peak marker's label
+  for (const auto& [text, color] : legend) {
+    float x = grid_.x + static_cast<float>(grid_.width) - ImGui::CalcTextSize(text.c_str()).x - 6;
+    list->AddText(ImVec2(x, y), color, text.c_str());
+    y += ImGui::GetTextLineHeight();
+  }
+}
+
+nlohmann::json TimelineView::ghost_layout(const Document& doc) const {
+  const ScalePrediction* p = ghost_of(doc);
+  if (!p) return nullptr;
+  const ScaleCurve& c = *p->curve;
+  nlohmann::json reserved = nullptr;
+  if (!c.reserved.empty()) reserved = *std::max_element(c.reserved.begin(), c.reserved.end());
+  std::optional<uint64_t> limit = ghost_limit(doc);
+  return {{"size", p->size},
+          {"peak_allocated", *std::max_element(c.allocated.begin(), c.allocated.end())},
+          {"peak_reserved", reserved},
+          {"peak_ns", c.time_ns[c.peak]},
+          {"oom_ns", limit && c.oom ? nlohmann::json(c.time_ns[*c.oom]) : nlohmann::json(nullptr)},
+          {"device_memory", limit ? nlohmann::json(*limit) : nlohmann::json(nullptr)},
+          {"label", ghost_label(*p)}};
 }
 
 void TimelineView::handle_input(Document& doc, ViewState& state, bool hovered, bool clicked) {

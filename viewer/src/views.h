@@ -71,14 +71,22 @@ class TimelineView {
   double bytes_per_row() const { return bytes_per_row_; }
   // Whether every column shows the current view (zooming repaints over a few frames).
   bool complete() const;
+  // The ghost (--scale-with) as drawn: its size, its peaks and their place, read back from its curve, and the
+  // device's memory where it runs out: {"size", "peak_allocated", "peak_reserved", "peak_ns", "oom_ns",
+  // "device_memory", "label"}.
+  nlohmann::json ghost_layout(const Document& doc) const;
 
  private:
+
   void resample(int64_t first, double dt);
   void scroll(int64_t shift);
   void refine(const Document& doc, const ViewState& state, int64_t first);
   void paint_column(const Document& doc, const ViewState& state, int i, int64_t column);
   void handle_input(Document& doc, ViewState& state, bool hovered, bool clicked);
   void draw_overlay(const Document& doc, const ViewState& state, ImDrawList* list);
+  void find_ghost_columns(const ScaleCurve& c);
+  void draw_ghost(const Document& doc, ImDrawList* list);
+  int row_of(uint64_t bytes) const;
 
   PixelImage image_;
   ColumnGrid grid_;
@@ -92,6 +100,9 @@ class TimelineView {
   uint64_t cached_highlight_ = ~0ull;
   const Document* cached_doc_ = nullptr;
   uint8_t cached_device_ = 0;
+  std::vector<ScaleSpan> ghost_columns_;  // the ghost's highest predicted bytes in each pixel column
+  std::pair<int64_t, double> ghost_grid_{0, -1};  // the first column and dt they were found for
+  const ScaleCurve* ghost_curve_ = nullptr;       // the curve they were found for
 };
 
 class LanesView {

@@ -35,11 +35,14 @@ struct AllocatorPrediction {
   uint64_t free_at_peak = 0;               // reserved but not allocated at the reserved peak (fragmentation)
   uint64_t device_allocs = 0, device_frees = 0;  // cudaMalloc/cuMemMap and cudaFree/cuMemUnmap calls
   uint64_t ooms = 0;                             // requests the model could not serve within the device's memory
+  uint32_t first_oom_step = kNoEvent;            // the replay step of the first of them
   std::vector<SegmentAction> segment_actions;    // with keep_actions
+  std::vector<uint64_t> reserved_after;          // with keep_reserved: reserved after each replay step
 };
 
 struct AllocatorReplayOptions {
   bool keep_actions = false;
+  bool keep_reserved = false;
   uint32_t stop_after = kNoEvent;  // stop after this replay step (for the layout at an instant)
 };
 

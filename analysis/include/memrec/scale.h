@@ -63,6 +63,9 @@ class ScaleFit {
   uint64_t matched(size_t run) const { return matched_[run]; }
   uint64_t allocations(size_t run) const { return replays_[run]->allocations().size(); }
   uint64_t peak_allocated(size_t run) const { return replays_[run]->peak_allocated().bytes; }
+  const Replay& replay(size_t run) const { return *replays_[run]; }
+  // The allocation of `run` matched to base allocation `id` (kNoEvent: none); the base run's is `id` itself.
+  uint32_t counterpart(size_t run, uint32_t id) const { return run == base_ ? id : counterparts_[run][id]; }
   // Bytes of every base allocation (by id) at `size`; ids whose fit falls below zero are 0 and listed in `below`.
   std::vector<uint64_t> bytes_at(uint64_t size, std::vector<uint32_t>* below = nullptr) const;
   // The allocations that appear in one run only, largest first.
@@ -80,6 +83,7 @@ class ScaleFit {
   size_t base_ = 0;
   std::vector<Points> points_;  // per base allocation id
   std::array<uint64_t, kMaxScaleRuns> matched_{};
+  std::array<std::vector<uint32_t>, kMaxScaleRuns> counterparts_;  // per run other than the base, by base id
   std::vector<UnmatchedAllocations> unmatched_;
 };
 
@@ -92,6 +96,26 @@ struct ScaleGrowth {
   int64_t growth() const { return static_cast<int64_t>(bytes) - static_cast<int64_t>(recorded); }
 };
 
+// A prediction over time, drawn over one of the runs (ScaleWhatifOptions::curve_run): the totals after each event
+// of the rewritten history, each at the time its allocation's counterpart in that run had the same event (for the
+// base run, its own time), so that the curve lines up with that run's steps and phases.
+struct ScaleCurve {
+  std::vector<int64_t> time_ns;     // since that run's first event; never decreasing
+  std::vector<uint64_t> allocated;
+  std::vector<uint64_t> reserved;   // the allocator model's; empty on a CPU
+  size_t peak = 0;                  // the point of the allocated peak
+  std::optional<size_t> oom;        // the first point where the prediction runs out of the device's memory
+};
+
+// A curve's highest bytes over one span of time: the values in force at its start and at every point inside it.
+struct ScaleSpan {
+  uint64_t allocated = 0, reserved = 0;
+  bool shown = false;  // the span holds part of the curve (it is not all before its first point or after its last)
+};
+// Spans i = 0..n-1 of [floor((first + i) * dt), floor((first + i + 1) * dt)) nanoseconds on the curve's clock: the
+// viewer's pixel columns, the report's points.
+std::vector<ScaleSpan> curve_spans(const ScaleCurve& c, int64_t first, double dt, size_t n);
+
 struct ScalePrediction {
   uint64_t size = 0;
   uint64_t peak_allocated = 0;
@@ -101,6 +125,7 @@ struct ScalePrediction {
   int64_t peak_ns = 0;                    // of the allocated peak, since the base run's first event
   std::string step, phase;                // the step scope and the phase holding the allocated peak ("" if none)
   std::vector<ScaleGrowth> growth;        // largest change first
+  std::optional<ScaleCurve> curve;        // with ScaleWhatifOptions::curve_run
 };
 
 // The device's memory a prediction must fit in, and where the number comes from.
@@ -124,6 +149,7 @@ struct ScaleWhatifOptions {
   bool fit = false;
   std::optional<std::string> conf;  // --alloc-conf
   std::optional<uint64_t> device_memory;
+  std::optional<size_t> curve_run;  // give each prediction's curve on this run's clock (index into the runs)
 };
 
 struct ScaleWhatif {

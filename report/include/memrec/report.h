@@ -1,12 +1,13 @@
 // `memrec report`: one self-contained HTML page (inline CSS, no scripts, the timeline as a data: URI) that a
-// user can attach to a pull request. Every number comes from stats() / predict_checkpoint, so the page shows
-// exactly what `memrec stats` and `memrec whatif checkpoint` print.
+// user can attach to a pull request. Every number comes from stats() / predict_checkpoint / scale_whatif, so the
+// page shows exactly what `memrec stats` and `memrec whatif checkpoint` and `memrec whatif scale` print.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "memrec/scale.h"
 #include "memrec/snapshot.h"
 
 namespace memrec {
@@ -17,6 +18,8 @@ struct ReportOptions {
   size_t top = 15;            // rows per table (the per-layer table always shows every layer)
   std::string png;            // the timeline picture (PNG bytes); empty: the page says why it is missing
   std::string missing_png;    // why there is no picture, shown in its place
+  // --scale-with: the prediction at another size, drawn over the picture; its section gives the table and the curve.
+  const ScaleWhatif* scale = nullptr;
 };
 
 std::string report_html(const Snapshot& s, const ReportOptions& o);

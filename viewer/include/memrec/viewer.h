@@ -2,11 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace memrec {
+struct ScaleWhatif;
+}
 
 namespace memrec::viewer {
 
@@ -24,6 +29,8 @@ struct Options {
   int width = 1600;
   int height = 900;
   std::optional<uint8_t> device;  // unset: the first device with events (memrec::choose_device)
+  // --scale-with: the prediction at one size, with its curve on this recording's clock, drawn over the timeline.
+  std::shared_ptr<const ScaleWhatif> ghost;
 };
 
 // Opens the window (or renders the screenshot). Returns the process exit code; throws memrec::Error on bad input.
@@ -42,6 +49,11 @@ inline constexpr uint32_t kReservedColor = 0xFF50A0F0u;  // orange line: reserve
 inline constexpr uint32_t kAllocatedColor = 0xFFFFFFFFu; // white line: allocated bytes
 inline constexpr uint32_t kPeakColor = 0xFF0000FFu;      // pure red: the peak marker
 inline constexpr uint32_t kSelectedColor = 0xFF00DCFFu;  // yellow: the selected instant
+// The prediction at another size (--scale-with): dashed lines over the recorded ones, and the device's memory
+// where the prediction runs out of it.
+inline constexpr uint32_t kGhostAllocatedColor = 0xFFE060FFu;  // pink: predicted allocated bytes
+inline constexpr uint32_t kGhostReservedColor = 0xFFFFD040u;   // light blue: predicted reserved bytes
+inline constexpr uint32_t kDeviceMemoryColor = 0xFF4060FFu;    // light red: the device's memory, where it runs out
 // Segment history: what is not a live block in a segment's bar.
 inline constexpr uint32_t kPendingFreeColor = 0xFF00B0FFu;     // amber: freed, not yet released (record_stream)
 inline constexpr uint32_t kInactiveSplitColor = 0xFF30305Au;   // dark red: free piece of a segment in use
