@@ -9,8 +9,10 @@
 
 #include "memrec/device_memory_output.h"
 #include "memrec/stats.h"
+#include "memrec/timeline_svg.h"
 #include "memrec/units.h"
 #include "memrec/whatif.h"
+#include "html_parts.h"
 #include "render.h"
 
 namespace memrec {
@@ -62,26 +64,10 @@ footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
 constexpr Category kCategoryOrder[] = {Category::activation, Category::parameter, Category::gradient,
                                       Category::optimizer_state, Category::input, Category::temporary, Category::unknown};
 
-// 54644744 -> "54,644,744": exact byte counts next to the rounded ones.
-std::string grouped(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 std::string label(std::string_view category) {
   std::string out(category);
   std::replace(out.begin(), out.end(), '_', ' ');
   return out;
-}
-
-std::string percent(double share) { return fmt::format("{:.1f}%", share * 100.0); }
-
-std::string bytes_cell(uint64_t bytes) {
-  return fmt::format("<td class=\"num\" title=\"{} bytes\">{}</td>", grouped(bytes), format_bytes(bytes));
 }
 
 // A horizontal bar: one colored piece per (css class, fraction of the full width).
@@ -108,11 +94,9 @@ std::vector<Category> categories_in(const std::vector<GroupRow>& rows) {
 }
 
 std::string peak_card(const char* id, const char* title, const PeakShown& p) {
-  std::string when = p.event < 0 ? "at the start" : "at +" + format_duration(p.time_ns);
-  if (!p.training_step.empty()) when += " · " + html_escape(p.training_step);
   return fmt::format("<div class=\"card\" id=\"{}\"><div class=\"label\">{}</div><div class=\"value\">{}</div>"
                      "<div class=\"detail\">{}</div><div class=\"exact\">{} bytes</div></div>",
-                     id, title, format_bytes(p.bytes), when, grouped(p.bytes));
+                     id, title, format_bytes(p.bytes), peak_when(p, " · "), grouped(p.bytes));
 }
 
 std::string header(const Snapshot& s, const ReportOptions& o, const StatsResult& stats) {
@@ -131,11 +115,13 @@ std::string header(const Snapshot& s, const ReportOptions& o, const StatsResult&
   return out;
 }
 
-std::string timeline(const ReportOptions& o) {
+std::string timeline(const Snapshot& s, const ReportOptions& o) {
   std::string out = "<section class=\"timeline\" id=\"timeline\"><h2>Timeline</h2>";
   if (o.png.empty())
-    return out + "<p class=\"missing\" id=\"timeline-missing\">The timeline picture is missing: " +
-           html_escape(o.missing_png) + "</p></section>";
+    return out + "<img id=\"timeline-svg\" alt=\"Memory timeline: allocated and reserved bytes over time, the peak "
+           "marked\" src=\"data:image/svg+xml;base64," + base64_encode(timeline_svg(s, o.device)) + "\">"
+           "<p class=\"note\">Drawn without a display (<code>memrec report --format svg</code>), as there is no "
+           "screenshot: " + html_escape(o.missing_png) + ".</p></section>";
   return out + "<img alt=\"Memory timeline: allocated blocks over time, the peak marked in red\" src=\"data:image/png;base64," +
          base64_encode(o.png) + "\">"
          "<p class=\"note\">Rendered by <code>memrec view --screenshot --at peak</code>: each band is one allocation, "
@@ -264,12 +250,7 @@ std::string oom(const OomShown& o) {
                        format_bytes(o.cached), format_bytes(o.fragmentation.largest_free));
   else
     out += "<p class=\"warn\">Not fragmentation: the program needed more memory than the device had.</p>";
-  out += "<table><thead><tr><th class=\"num\">Held</th><th class=\"num\">Share</th><th class=\"num\">Blocks</th>"
-         "<th>Site</th></tr></thead><tbody>";
-  for (const GroupRow& g : o.top_sites)
-    out += fmt::format("<tr>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"key\">{}</td></tr>",
-                       bytes_cell(g.bytes), percent(g.share), g.count, html_escape(g.key));
-  return out + "</tbody></table>" + fragmentation_rows(o.fragmentation);
+  return out + groups_table("Held", "Site", o.top_sites) + fragmentation_rows(o.fragmentation);
 }
 
 std::string ooms(const StatsResult& stats) {
@@ -345,7 +326,7 @@ std::string report_html(const Snapshot& s, const ReportOptions& o) {
   std::string body = header(s, o, by_category);
   body += "<section class=\"cards\">" + peak_card("peak-allocated", "Peak allocated", by_category.peak_allocated) +
           peak_card("peak-reserved", "Peak reserved", by_category.peak_reserved) + "</section>";
-  body += timeline(o);
+  body += timeline(s, o) + owners_section(s, o);
   // Every layer gets a row, however many there are: the table answers "which layer holds the most".
   if (has_module_scopes(s, o.device))
     body += layer_table(stats(s, {.at_ns = std::nullopt, .by = GroupBy::layer, .top = SIZE_MAX, .device = o.device}));
