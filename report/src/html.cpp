@@ -42,7 +42,6 @@ p { margin: 6px 0; }
 .card .label { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); }
 .card .value { font-size: 26px; font-weight: 600; font-variant-numeric: tabular-nums; }
 .timeline img { display: block; width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
-.missing { border: 1px dashed var(--line); border-radius: 6px; padding: 24px; text-align: center; color: var(--muted); }
 table { border-collapse: collapse; width: 100%; margin: 6px 0 4px; }
 th, td { text-align: left; padding: 5px 10px; border-bottom: 1px solid var(--line); vertical-align: baseline; }
 th { font-size: 12px; color: var(--muted); font-weight: 600; background: var(--soft); }
