@@ -3,7 +3,8 @@
 The package is memrec's install prefix: <package>/bin/memrec (the command; `memrec` on PATH execs it),
 <package>/lib/memrec (the preload libraries), and the Python module itself, where `memrec record` finds them
 (cli/cmd_record.cpp). CMake's build stays in build-pip/, one folder per interpreter and torch, so a second
-`pip install .` only rebuilds what changed. Extra CMake arguments: MEMREC_CMAKE_ARGS.
+`pip install .` only rebuilds what changed. The binaries are installed stripped: debug info is most of their size
+(docs/python.md gives the wheel's size). Extra CMake arguments: MEMREC_CMAKE_ARGS.
 """
 import os
 import re
@@ -65,7 +66,7 @@ class CMakeBuild(build_ext):
         subprocess.check_call(["cmake", "-S", HERE, "-B", build, *cmake_arguments(TORCH)])
         subprocess.check_call(["cmake", "--build", build, "-j", str(os.cpu_count()), "--target", *TARGETS])
         shutil.rmtree(stage, ignore_errors=True)
-        subprocess.check_call(["cmake", "--install", build, "--prefix", stage])
+        subprocess.check_call(["cmake", "--install", build, "--prefix", stage, "--strip"])
         package = os.path.dirname(self.get_ext_fullpath("memrec._C"))
         for folder in ("bin", "lib/memrec"):
             shutil.copytree(os.path.join(stage, folder), os.path.join(package, folder), dirs_exist_ok=True,

@@ -1,4 +1,4 @@
-// `memrec report FILE -o report.html [--screenshot PNG | --no-screenshot] [--device N] [--top N]
+// `memrec report FILE -o OUT [--format html|summary|svg] [--screenshot PNG | --no-screenshot] [--device N] [--top N]
 //  [--scale-with RUN --sizes A,B --predict N]`
 #include <fcntl.h>
 #include <signal.h>
@@ -26,6 +26,7 @@
 #include "memrec/load.h"
 #include "memrec/devices.h"
 #include "memrec/report.h"
+#include "memrec/timeline_svg.h"
 #include "memrec/units.h"
 
 extern char** environ;
@@ -36,7 +37,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ReportArgs {
-  std::string input, output, screenshot;
+  std::string input, output, screenshot, format = "html";
   bool no_screenshot = false;
   std::optional<uint8_t> device;  // chosen from the file before the picture is drawn
   size_t top = 15;
@@ -53,7 +54,7 @@ std::string read_bytes(const fs::path& path) {
 
 struct Picture {
   std::string png;
-  std::string missing;  // why there is none
+  std::string missing;  // why there is none: the page draws the timeline itself and says why
 };
 
 #ifdef MEMREC_HAS_VIEW
@@ -148,17 +149,39 @@ Picture render_timeline([[maybe_unused]] const ReportArgs& a) {
 }
 
 Picture picture(const ReportArgs& a) {
-  if (a.no_screenshot) return {"", "left out (--no-screenshot)"};
+  if (a.no_screenshot) return {"", "--no-screenshot was given"};
   if (a.screenshot.empty()) return render_timeline(a);
   std::string bytes = read_bytes(a.screenshot);
   if (!is_png(bytes)) throw Error("--screenshot: " + a.screenshot + " is not a PNG file");
   return {bytes, ""};
 }
 
+ReportOptions options(const ReportArgs& a, const ScaleWhatif* scale, Picture pic = {}) {
+  return {.file_name = fs::path(a.input).filename().string(),
+          .device = *a.device,
+          .top = a.top,
+          .png = std::move(pic.png),
+          .missing_png = std::move(pic.missing),
+          .scale = scale};
+}
+
+std::string page(const ReportArgs& a, const Snapshot& s, const ScaleWhatif* scale) {
+  Picture pic = picture(a);
+  if (pic.png.empty() && !a.no_screenshot)
+    fmt::print(stderr, "memrec report: no viewer screenshot: {}; drawing the timeline without a display\n",
+               pic.missing);
+  return report_html(s, options(a, scale, std::move(pic)));
+}
+
 void write_report(ReportArgs a) {
   std::vector<std::string> inputs = {a.input, a.screenshot};
   inputs.insert(inputs.end(), a.ghost.with.begin(), a.ghost.with.end());
   check_outputs(inputs, {{"-o", a.output}});
+  if (a.format != "html" && (a.no_screenshot || !a.screenshot.empty()))
+    throw Error("--screenshot and --no-screenshot choose the HTML page's picture; --format " + a.format +
+                " always draws the timeline without a display");
+  if (a.format != "html" && a.ghost.given())
+    throw Error("--scale-with adds a section and a ghost line to the HTML page: leave out --format " + a.format);
   std::optional<Range> part = a.part.parsed();
   if (part && a.ghost.given())
     throw Error(fmt::format("--scale-with predicts from whole runs: leave out {}", part->flag));
@@ -166,34 +189,35 @@ void write_report(ReportArgs a) {
   a.device = choose_device(s, a.device);  // the picture and the tables show the same device
   std::optional<ScaleWhatif> scale;
   if (a.ghost.given()) scale = ghost_prediction(a.ghost, a.input, a.device);
-  Picture pic = picture(a);
-  if (pic.png.empty() && !a.no_screenshot)
-    fmt::print(stderr, "memrec report: no timeline picture: {}; writing the report without it\n", pic.missing);
-  std::string html = report_html(s, {.file_name = fs::path(a.input).filename().string(),
-                                     .device = *a.device,
-                                     .top = a.top,
-                                     .png = pic.png,
-                                     .missing_png = pic.missing,
-                                     .scale = scale ? &*scale : nullptr});
+  std::string text = a.format == "svg"       ? timeline_svg(s, *a.device)
+                     : a.format == "summary" ? summary_html(s, options(a, nullptr))
+                                             : page(a, s, scale ? &*scale : nullptr);
   write_output(a.output, [&](const std::string& path) {
     std::ofstream out(path, std::ios::binary);
-    out << html;
+    out << text;
     out.close();
     if (!out) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   });
-  fmt::print("wrote {} ({})\n", a.output, format_bytes(html.size()));
+  fmt::print("wrote {} ({})\n", a.output, format_bytes(text.size()));
 }
 
 }  // namespace
 
 void add_report_command(CLI::App& app) {
   auto a = std::make_shared<ReportArgs>();
-  auto* cmd = app.add_subcommand("report", "Write one self-contained HTML page: timeline, peak, layers, what-if, sites");
+  auto* cmd = app.add_subcommand("report", "Write one self-contained HTML page (timeline, peaks, owners, layers, "
+                                           "what-if, sites), or its summary or timeline alone");
   cmd->add_option("input", a->input, ".memrec file or PyTorch pickle")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", a->output, "HTML file to write")->required();
-  auto* shot = cmd->add_option("--screenshot", a->screenshot, "use this PNG as the timeline picture instead of rendering one")
+  cmd->add_option("-o,--output", a->output, "file to write")->required();
+  cmd->add_option("--format", a->format,
+                  "html: the page; summary: the peaks, the timeline and the top owners as an HTML fragment (what a "
+                  "notebook's %%memrec shows); svg: the timeline picture alone, drawn without a display")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"html", "summary", "svg"}));
+  auto* shot = cmd->add_option("--screenshot", a->screenshot, "use this PNG as the timeline picture, not the viewer's")
                    ->check(CLI::ExistingFile);
-  cmd->add_flag("--no-screenshot", a->no_screenshot, "leave the timeline picture out")->excludes(shot);
+  cmd->add_flag("--no-screenshot", a->no_screenshot, "draw the timeline without the viewer (no display needed)")
+      ->excludes(shot);
   add_device_option(cmd, a->device);
   add_internal_option(cmd);
   cmd->add_option("--top", a->top, "rows per table")->check(CLI::Range(1, 100000));

@@ -18,12 +18,6 @@ namespace {
 
 int64_t event_index(uint32_t step) { return step == kNoEvent ? -1 : static_cast<int64_t>(step); }
 
-PeakShown peak_shown(const Snapshot& s, const Replay& r, const Peak& p) {
-  int64_t t = r.time_of(p.step);
-  uint32_t step_scope = scope_at(s, ScopeKind::step, r.device(), t);
-  return {p.bytes, t - r.time_of(kNoEvent), event_index(p.step), step_scope ? s.strings[s.scopes[step_scope].name] : ""};
-}
-
 // The site, the op and every frame of a stack group's first stack.
 GroupRow::Stack stack_of(const Snapshot& s, const Group& g) {
   GroupRow::Stack out{site_label(s, g.stack), op_label(s, g.stack), g.stacks, {}};
@@ -135,6 +129,12 @@ LiveAt live_at(const Replay& r, const StatsOptions& o) {
 }
 
 }  // namespace
+
+PeakShown peak_shown(const Snapshot& s, const Replay& r, const Peak& p) {
+  int64_t t = r.time_of(p.step);
+  uint32_t step_scope = scope_at(s, ScopeKind::step, r.device(), t);
+  return {p.bytes, t - r.time_of(kNoEvent), event_index(p.step), step_scope ? s.strings[s.scopes[step_scope].name] : ""};
+}
 
 std::optional<int64_t> parse_at(const std::string& text) {
   if (text == "peak") return std::nullopt;

@@ -9,8 +9,10 @@
 
 #include "memrec/device_memory_output.h"
 #include "memrec/stats.h"
+#include "memrec/timeline_svg.h"
 #include "memrec/units.h"
 #include "memrec/whatif.h"
+#include "html_parts.h"
 #include "render.h"
 
 namespace memrec {
@@ -40,7 +42,6 @@ p { margin: 6px 0; }
 .card .label { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); }
 .card .value { font-size: 26px; font-weight: 600; font-variant-numeric: tabular-nums; }
 .timeline img { display: block; width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
-.missing { border: 1px dashed var(--line); border-radius: 6px; padding: 24px; text-align: center; color: var(--muted); }
 table { border-collapse: collapse; width: 100%; margin: 6px 0 4px; }
 th, td { text-align: left; padding: 5px 10px; border-bottom: 1px solid var(--line); vertical-align: baseline; }
 th { font-size: 12px; color: var(--muted); font-weight: 600; background: var(--soft); }
@@ -68,8 +69,6 @@ std::string label(std::string_view category) {
   return out;
 }
 
-std::string percent(double share) { return fmt::format("{:.1f}%", share * 100.0); }
-
 // A horizontal bar: one colored piece per (css class, fraction of the full width).
 std::string bar(const std::vector<std::pair<std::string, double>>& pieces) {
   std::string out = "<div class=\"bar\">";
@@ -94,11 +93,9 @@ std::vector<Category> categories_in(const std::vector<GroupRow>& rows) {
 }
 
 std::string peak_card(const char* id, const char* title, const PeakShown& p) {
-  std::string when = p.event < 0 ? "at the start" : "at +" + format_duration(p.time_ns);
-  if (!p.training_step.empty()) when += " · " + html_escape(p.training_step);
   return fmt::format("<div class=\"card\" id=\"{}\"><div class=\"label\">{}</div><div class=\"value\">{}</div>"
                      "<div class=\"detail\">{}</div><div class=\"exact\">{} bytes</div></div>",
-                     id, title, format_bytes(p.bytes), when, grouped(p.bytes));
+                     id, title, format_bytes(p.bytes), peak_when(p, " · "), grouped(p.bytes));
 }
 
 std::string header(const Snapshot& s, const ReportOptions& o, const StatsResult& stats) {
@@ -117,11 +114,13 @@ std::string header(const Snapshot& s, const ReportOptions& o, const StatsResult&
   return out;
 }
 
-std::string timeline(const ReportOptions& o) {
+std::string timeline(const Snapshot& s, const ReportOptions& o) {
   std::string out = "<section class=\"timeline\" id=\"timeline\"><h2>Timeline</h2>";
   if (o.png.empty())
-    return out + "<p class=\"missing\" id=\"timeline-missing\">The timeline picture is missing: " +
-           html_escape(o.missing_png) + "</p></section>";
+    return out + "<img id=\"timeline-svg\" alt=\"Memory timeline: allocated and reserved bytes over time, the peak "
+           "marked\" src=\"data:image/svg+xml;base64," + base64_encode(timeline_svg(s, o.device)) + "\">"
+           "<p class=\"note\">Drawn without a display (<code>memrec report --format svg</code>), as there is no "
+           "screenshot: " + html_escape(o.missing_png) + ".</p></section>";
   return out + "<img alt=\"Memory timeline: allocated blocks over time, the peak marked in red\" src=\"data:image/png;base64," +
          base64_encode(o.png) + "\">"
          "<p class=\"note\">Rendered by <code>memrec view --screenshot --at peak</code>: each band is one allocation, "
@@ -251,12 +250,7 @@ std::string oom(const OomShown& o) {
                        format_bytes(o.cached), format_bytes(o.fragmentation.largest_free));
   else
     out += "<p class=\"warn\">Not fragmentation: the program needed more memory than the device had.</p>";
-  out += "<table><thead><tr><th class=\"num\">Held</th><th class=\"num\">Share</th><th class=\"num\">Blocks</th>"
-         "<th>Site</th></tr></thead><tbody>";
-  for (const GroupRow& g : o.top_sites)
-    out += fmt::format("<tr>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"key\">{}</td></tr>",
-                       bytes_cell(g.bytes), percent(g.share), g.count, html_escape(g.key));
-  return out + "</tbody></table>" + fragmentation_rows(o.fragmentation);
+  return out + groups_table("Held", "Site", o.top_sites) + fragmentation_rows(o.fragmentation);
 }
 
 std::string ooms(const StatsResult& stats) {
@@ -346,7 +340,7 @@ std::string report_html(const Snapshot& s, const ReportOptions& o) {
   std::string body = header(s, o, by_category);
   body += "<section class=\"cards\">" + peak_card("peak-allocated", "Peak allocated", by_category.peak_allocated) +
           peak_card("peak-reserved", "Peak reserved", by_category.peak_reserved) + "</section>";
-  body += timeline(o);
+  body += timeline(s, o) + owners_section(s, o);
   if (o.scale) body += scale_section_html(*o.scale);
   // Every layer gets a row, however many there are: the table answers "which layer holds the most".
   if (has_module_scopes(s, o.device))

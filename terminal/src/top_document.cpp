@@ -1,7 +1,5 @@
 #include "top_document.h"
 
-#include <algorithm>
-
 #include "memrec/devices.h"
 #include "memrec/load.h"
 
@@ -11,40 +9,8 @@ TopDocument load_document(const std::string& path, std::optional<uint8_t> device
   TopDocument doc;
   doc.snapshot = std::make_unique<Snapshot>(load_snapshot(path));  // notes would garble the screen: the header says
   doc.replay = std::make_unique<Replay>(*doc.snapshot, choose_device(*doc.snapshot, device));
-  const Replay& r = *doc.replay;
-  doc.duration_ns = r.steps() == 0 ? 0 : r.time_of(r.steps() - 1) - r.time_of(kNoEvent);
+  doc.duration_ns = duration_of(*doc.replay);
   return doc;
-}
-
-int TimeAxis::column_of(int64_t offset_ns) const {
-  // In 128 bits: a recording of hours in nanoseconds times a wide terminal passes 2^63.
-  auto c = static_cast<__int128>(std::max<int64_t>(offset_ns, 0)) * columns / (static_cast<__int128>(duration_ns) + 1);
-  return static_cast<int>(std::min<__int128>(c, columns - 1));
-}
-
-int64_t TimeAxis::end_of(int column) const {
-  return static_cast<int64_t>(static_cast<__int128>(column + 1) * (static_cast<__int128>(duration_ns) + 1) / columns - 1);
-}
-
-Series series(const Replay& r, const TimeAxis& axis) {
-  std::vector<int> column(r.steps());  // read in one pass over the events, as decoding each alone costs more
-  int64_t start = r.time_of(kNoEvent);
-  r.for_each_step(0, r.steps(), [&](uint32_t step, const Event& e) { column[step] = axis.column_of(e.time_ns - start); });
-  std::vector<std::optional<Totals>> last(axis.columns);  // each column's state after its last event
-  Series out{std::vector<uint64_t>(axis.columns, 0), std::vector<uint64_t>(axis.columns, 0)};
-  r.for_each_after(0, r.steps(), [&](uint32_t step, const Totals& t) {
-    int c = column[step];
-    out.allocated[c] = std::max(out.allocated[c], t.allocated);
-    out.reserved[c] = std::max(out.reserved[c], t.reserved);
-    last[c] = t;
-  });
-  Totals held = r.initial();  // what each column starts with: the state the columns before it ended in
-  for (int c = 0; c < axis.columns; ++c) {
-    out.allocated[c] = std::max(out.allocated[c], held.allocated);
-    out.reserved[c] = std::max(out.reserved[c], held.reserved);
-    if (last[c]) held = *last[c];
-  }
-  return out;
 }
 
 }  // namespace memrec::terminal

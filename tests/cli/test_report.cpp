@@ -6,11 +6,13 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
 #include "memrec/report.h"
 #include "memrec/stats.h"
+#include "memrec/timeline_svg.h"
 #include "memrec/units.h"
 #include "common/fixtures.h"
 #include "common/histories.h"
@@ -30,7 +32,7 @@ constexpr std::string_view kPngSignature = "\x89PNG\r\n\x1a\n";
 
 using test::memrec;
 using test::base64_decode;
-using test::embedded_png;
+using test::embedded;
 
 json json_of(const std::string& args) {
   auto r = memrec(args + " --json");
@@ -108,10 +110,10 @@ void expect_peaks(const std::string& dom, const json& stats) {
 
 void expect_timeline_picture(const std::string& html) {
   if (!viewer_built()) {
-    EXPECT_NE(html.find("id=\"timeline-missing\""), std::string::npos);
+    EXPECT_TRUE(embedded(html, "image/svg+xml").starts_with("<svg ")) << "no drawn timeline in the page";
     return;
   }
-  std::string png = embedded_png(html);
+  std::string png = embedded(html, "image/png");
   ASSERT_TRUE(png.starts_with(kPngSignature)) << "no PNG in the page";
   EXPECT_EQ(png_size(png), std::make_pair(1600u, 700u));
 }
@@ -149,7 +151,7 @@ TEST(Report, OomAndKernelSectionsShowTheStatsNumbers) {
         << html.substr(row, name - row);
   }
   EXPECT_NE(html.find("<title>memrec report: oom&lt;1&gt;.memrec</title>"), std::string::npos);
-  EXPECT_NE(html.find("id=\"timeline-missing\""), std::string::npos);
+  EXPECT_EQ(embedded(html, "image/svg+xml"), timeline_svg(s, 0));  // no screenshot given: the drawn timeline
 }
 
 TEST(CliReport, PickleReportShowsTheCliNumbersInChromium) {
@@ -244,21 +246,57 @@ TEST(CliReport, SequentialLayersAreNamedAlikeEverywhere) {
   for (const json& layer : all["layers"]) EXPECT_FALSE(row_with_key(singles, layer).empty()) << layer;
 }
 
-TEST(CliReport, WithoutAPictureTheReportSaysWhyAndStillWrites) {
+// Without a display the page embeds the timeline `memrec report --format svg` draws, and says why.
+TEST(CliReport, WithoutADisplayTheReportEmbedsTheDrawnTimeline) {
   TempDir dir;
-  std::string html_path = dir / "report.html";
+  std::string html_path = dir / "report.html", svg_path = dir / "timeline.svg";
+  ASSERT_EQ(memrec("report " + quote(kAll) + " --format svg -o " + quote(svg_path)).exit_code, 0);
+  std::string svg = read_file(svg_path);
+  ASSERT_TRUE(svg.starts_with("<svg ")) << svg.substr(0, 100);
   // A display that does not exist: the viewer cannot start (xvfb-run is only used when $DISPLAY is unset).
   std::string env = viewer_built() ? "DISPLAY=:97531 " : "";
   auto r = run_command(env + quote(MEMREC_BINARY) + " report " + quote(kAll) + " -o " + quote(html_path));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("no timeline picture"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no viewer screenshot"), std::string::npos) << r.output;
   std::string html = read_file(html_path);
-  EXPECT_NE(html.find("id=\"timeline-missing\""), std::string::npos);
+  EXPECT_EQ(embedded(html, "image/svg+xml"), svg);
   EXPECT_EQ(html.find("data:image/png"), std::string::npos);
   EXPECT_NE(html.find(format_bytes(json_of("stats " + quote(kAll))["peak_allocated"]["bytes"])), std::string::npos);
 
   ASSERT_EQ(memrec("report " + quote(kAll) + " -o " + quote(html_path) + " --no-screenshot").exit_code, 0);
-  EXPECT_NE(read_file(html_path).find("left out (--no-screenshot)"), std::string::npos);
+  html = read_file(html_path);
+  EXPECT_EQ(embedded(html, "image/svg+xml"), svg);
+  EXPECT_NE(html.find("--no-screenshot was given"), std::string::npos);
+}
+
+// --format summary, what a notebook cell shows: the peaks of `memrec stats`, the drawn timeline, the owners at the
+// peak of `memrec stats --by owner`; the page has the same owners.
+TEST(CliReport, SummaryShowsThePeaksTheTimelineAndTheOwners) {
+  TempDir dir;
+  const std::string run = quote(test::data("mlp_sequential_cpu.memrec"));
+  ASSERT_EQ(memrec("report " + run + " --format summary --top 5 -o " + quote(dir / "s.html")).exit_code, 0);
+  ASSERT_EQ(memrec("report " + run + " --format svg -o " + quote(dir / "t.svg")).exit_code, 0);
+  ASSERT_EQ(memrec("report " + run + " --no-screenshot --top 5 -o " + quote(dir / "r.html")).exit_code, 0);
+  std::string summary = read_file(dir / "s.html"), page = read_file(dir / "r.html");
+  EXPECT_NE(summary.find(read_file(dir / "t.svg")), std::string::npos);
+  json peak = json_of("stats " + run)["peak_allocated"];
+  EXPECT_NE(summary.find(fmt::format("class=\"peak-allocated\" title=\"{} bytes\">{}</b>",
+                                     peak["bytes"].get<uint64_t>(), format_bytes(peak["bytes"]))),
+            std::string::npos);
+  json owners = json_of("stats " + run + " --by owner --top 5")["live"];
+  ASSERT_EQ(owners.size(), 6u);  // five, then the rest
+  std::string page_owners = page.substr(page.find("id=\"owners\""));
+  for (const json& o : owners) {
+    std::string row = fmt::format(">{}</td><td class=\"num\">{:.1f}%</td><td class=\"num\">{}</td>"
+                                  "<td class=\"key\">{}</td>", format_bytes(o["bytes"]), o["share"].get<double>() * 100, o["count"].get<uint64_t>(),
+                                  html_escape(o["key"].get<std::string>()));
+    EXPECT_NE(summary.find(row), std::string::npos) << row;
+    EXPECT_NE(page_owners.find(row), std::string::npos) << row;
+  }
+  auto svg_with_picture_flag = memrec("report " + run + " --format svg --no-screenshot -o " + quote(dir / "x.svg"));
+  EXPECT_EQ(svg_with_picture_flag.exit_code, 1);
+  EXPECT_NE(svg_with_picture_flag.output.find("--format svg always draws"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.svg"));
 }
 
 TEST(CliReport, ScreenshotOptionEmbedsThatPngExactly) {
@@ -268,7 +306,7 @@ TEST(CliReport, ScreenshotOptionEmbedsThatPngExactly) {
   std::ofstream(dir / "one.png", std::ios::binary) << png;
   auto r = memrec("report " + quote(kAll) + " -o " + quote(dir / "r.html") + " --screenshot " + quote(dir / "one.png"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(embedded_png(read_file(dir / "r.html")), png);
+  EXPECT_EQ(embedded(read_file(dir / "r.html"), "image/png"), png);
   EXPECT_EQ(png_size(png), std::make_pair(1u, 1u));
 }
 

@@ -21,9 +21,9 @@ inline std::string base64_decode(std::string_view text) {
   return out;
 }
 
-// The decoded bytes of the page's data:image/png;base64 <img>, or "" when there is none.
-inline std::string embedded_png(const std::string& html) {
-  const std::string prefix = "src=\"data:image/png;base64,";
+// The decoded bytes of the page's data:<type>;base64 <img> ("image/png", "image/svg+xml"), or "" when there is none.
+inline std::string embedded(const std::string& html, const std::string& type) {
+  const std::string prefix = "src=\"data:" + type + ";base64,";
   size_t at = html.find(prefix);
   if (at == std::string::npos) return "";
   at += prefix.size();

@@ -3,7 +3,8 @@
 
 The kernel runs this interpreter, which must import memrec (the build tree's python/ on PYTHONPATH, or a pip install).
 A %%memrec cell trains a small model; its output must show the timeline picture, the peak that `memrec stats --json`
-and `memrec stats` give for the file it wrote, and the owners; %memrec_report must show the report of that file.
+and `memrec stats` give for the file it wrote (in the text and on the picture's peak mark), and the owners;
+%memrec_report must show the report of that file, with the timeline drawn without a display.
 """
 import html
 import json
@@ -49,18 +50,25 @@ def memrec(*args):
 
 def check_recording(shown):
     path = html.unescape(re.search(r"<code>(.*?)</code>", shown).group(1))
-    peak_bytes, peak_text = re.search(r"class='memrec-peak' title='(\d+) bytes'>(.*?)</b>", shown).groups()
+    peak_bytes, value, when = re.search(r'class="peak-allocated" title="(\d+) bytes">(.*?)</b> ([^;<]*)', shown).groups()
+    peak_text = f"{value} {when}"
     stats = json.loads(memrec("stats", path, "--json"))["peak_allocated"]
     if int(peak_bytes) != stats["bytes"]:
         fail(f"the cell shows a peak of {peak_bytes} bytes, memrec stats --json says {stats['bytes']}")
     printed = re.search(r"^peak allocated +(.*?)  at \+(\S+ \S+)", memrec("stats", path), re.M).groups()
     if not peak_text.startswith(f"{printed[0]} at +{printed[1]}"):
         fail(f"the cell shows the peak as {peak_text!r}, memrec stats prints {printed}")
-    if "<svg" not in shown or "<polygon" not in shown:
+    svg = re.search(r"<svg .*?</svg>", shown, re.S)
+    if not svg or '<path class="allocated"' not in svg.group(0):
         fail("no timeline picture in the cell's output")
+    mark = re.search(r'<circle [^>]*data-bytes="(\d+)"', svg.group(0))
+    label = re.search(r'class="peak-label"[^>]*>peak allocated (.*?)</text>', svg.group(0))
+    if not mark or int(mark.group(1)) != stats["bytes"] or html.unescape(label.group(1)) != peak_text:
+        fail(f"the picture's peak mark and label ({mark and mark.group(1)}, {label and label.group(1)!r}) are not "
+             f"memrec stats's {stats['bytes']} bytes, {peak_text!r}")
     owners = json.loads(memrec("stats", path, "--by", "owner", "--json"))["live"]
     for owner in owners[:3]:
-        if f">{html.escape(owner['key'])}</td>" not in shown:
+        if f'<td class="key">{html.escape(owner["key"])}</td>' not in shown:
             fail(f"owner {owner['key']} of memrec stats --by owner is not shown")
     if not any(o["key"] == "0.weight" for o in owners):
         fail(f"the model's parameters have no owner rows: {[o['key'] for o in owners]}")
@@ -71,6 +79,8 @@ def check_report(shown, path, peak_text):
     page = html.unescape(re.search(r'srcdoc="(.*?)"', shown, re.S).group(1))
     if os.path.basename(path) not in page or peak_text.split(" at ")[0] not in page:
         fail(f"%memrec_report does not show the report of {path} with its peak {peak_text}")
+    if "data:image/svg+xml;base64," not in page:
+        fail("%memrec_report's page has no timeline drawn without a display")
 
 
 def this_python_kernel(folder):

@@ -2,7 +2,8 @@
 """`pip install` as a user does it, offline: builds the wheel from the clone with the system's torch, installs it into
 a fresh venv that sees that torch (--system-site-packages), and runs the entry points from a folder outside the
 clone with nothing on PYTHONPATH: `memrec record`, `python -m memrec`, `import memrec`, `memrec run`, the notebook
-magics (test_notebook.py) and, when given, a libtorch C++ program through the packaged preload library.
+magics (test_notebook.py) and, when given, a libtorch C++ program through the packaged preload library. The wheel
+holds only what the package installs, stripped of debug info.
 
     test_pip.py --source CLONE --python /usr/bin/python3 [--cpp-program PROGRAM]
 """
@@ -13,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 
 def fail(message):
@@ -28,12 +30,29 @@ def run(*args, cwd=None, env=None, expect=0):
     return done.stdout, done.stderr
 
 
+def check_wheel(wheel, folder):
+    """Its programs are memrec and memrec-run, and no ELF file in it (programs, preload libraries, the module)
+    keeps debug sections."""
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        programs = sorted(n for n in names if n.startswith("memrec/bin/"))
+        if programs != ["memrec/bin/memrec", "memrec/bin/memrec-run"]:
+            fail(f"the wheel's programs should be memrec and memrec-run: {programs}")
+        for name in names:
+            if name in programs or name.endswith(".so"):
+                sections, _ = run("readelf", "--section-headers", "--wide", z.extract(name, folder))
+                if ".debug_" in sections:
+                    fail(f"{name} in the wheel keeps debug sections: setup.py installs stripped binaries")
+    print(f"wheel: {os.path.getsize(wheel)} bytes")
+
+
 def build_and_install(source, python, folder):
     dist, venv = os.path.join(folder, "dist"), os.path.join(folder, "venv")
     run(python, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist, source)
     wheels = glob.glob(os.path.join(dist, "memrec-*.whl"))
     if len(wheels) != 1:
         fail(f"expected one wheel in {dist}: {wheels}")
+    check_wheel(wheels[0], os.path.join(folder, "unzipped"))
     run(python, "-m", "venv", "--system-site-packages", venv)
     run(os.path.join(venv, "bin", "pip"), "install", "--no-index", "--no-build-isolation", wheels[0])
     return venv

@@ -199,7 +199,7 @@ TEST(ScaleGhostReport, TheSectionHoldsWhatifScalesPredictionAndItsCurve) {
   EXPECT_LE(time[first_over], c["oom_ns"].get<int64_t>());
   EXPECT_TRUE(first_over + 1 == time.size() || time[first_over + 1] > c["oom_ns"].get<int64_t>());
 
-  std::string png = test::embedded_png(html);
+  std::string png = test::embedded(html, "image/png");
   ASSERT_FALSE(png.empty());
   std::ofstream(dir / "r.png", std::ios::binary) << png;
   test::Image img = test::load_png(dir / "r.png");

@@ -48,6 +48,8 @@ struct PeakShown {
   int64_t event = -1;
   std::string training_step;  // the step scope holding it, or ""
 };
+// A replay's peak as stats shows it: its time from the first event and the step scope holding it.
+PeakShown peak_shown(const Snapshot& s, const Replay& r, const Peak& p);
 
 // The instant the live groups are taken at.
 struct LiveAt {
