@@ -133,7 +133,8 @@ LiveAt live_at(const Replay& r, const StatsOptions& o) {
 PeakShown peak_shown(const Snapshot& s, const Replay& r, const Peak& p) {
   int64_t t = r.time_of(p.step);
   uint32_t step_scope = scope_at(s, ScopeKind::step, r.device(), t);
-  return {p.bytes, t - r.time_of(kNoEvent), event_index(p.step), step_scope ? s.strings[s.scopes[step_scope].name] : ""};
+  std::string step = step_scope ? s.strings[s.scopes[step_scope].name] : "";
+  return {p.bytes, t - r.time_of(kNoEvent), event_index(p.step), step};
 }
 
 std::optional<int64_t> parse_at(const std::string& text) {

@@ -19,8 +19,8 @@ bool has_owners(const Snapshot& s, uint8_t device) {
 // The few styles the fragment needs where no page styles it (a notebook's output area).
 constexpr std::string_view kFragmentStyle =
     "<style>.memrec-summary td.num,.memrec-summary th.num{text-align:right;white-space:nowrap}"
-    ".memrec-summary td,.memrec-summary th{padding:2px 10px}.memrec-summary td.key{font-family:monospace;text-align:left}"
-    ".memrec-summary svg{max-width:100%;height:auto}"
+    ".memrec-summary td,.memrec-summary th{padding:2px 10px}"
+    ".memrec-summary td.key{font-family:monospace;text-align:left}.memrec-summary svg{max-width:100%;height:auto}"
     "</style>";
 
 std::string peak_words(const char* css, const char* title, const PeakShown& p) {

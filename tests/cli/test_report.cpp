@@ -288,7 +288,8 @@ TEST(CliReport, SummaryShowsThePeaksTheTimelineAndTheOwners) {
   std::string page_owners = page.substr(page.find("id=\"owners\""));
   for (const json& o : owners) {
     std::string row = fmt::format(">{}</td><td class=\"num\">{:.1f}%</td><td class=\"num\">{}</td>"
-                                  "<td class=\"key\">{}</td>", format_bytes(o["bytes"]), o["share"].get<double>() * 100, o["count"].get<uint64_t>(),
+                                  "<td class=\"key\">{}</td>",
+                                  format_bytes(o["bytes"]), o["share"].get<double>() * 100, o["count"].get<uint64_t>(),
                                   html_escape(o["key"].get<std::string>()));
     EXPECT_NE(summary.find(row), std::string::npos) << row;
     EXPECT_NE(page_owners.find(row), std::string::npos) << row;

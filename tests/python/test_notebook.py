@@ -50,7 +50,8 @@ def memrec(*args):
 
 def check_recording(shown):
     path = html.unescape(re.search(r"<code>(.*?)</code>", shown).group(1))
-    peak_bytes, value, when = re.search(r'class="peak-allocated" title="(\d+) bytes">(.*?)</b> ([^;<]*)', shown).groups()
+    peak = re.search(r'class="peak-allocated" title="(\d+) bytes">(.*?)</b> ([^;<]*)', shown)
+    peak_bytes, value, when = peak.groups()
     peak_text = f"{value} {when}"
     stats = json.loads(memrec("stats", path, "--json"))["peak_allocated"]
     if int(peak_bytes) != stats["bytes"]:
