@@ -287,20 +287,6 @@ bool has_module_scopes(const Snapshot& s, uint8_t device) {
 
 }  // namespace
 
-// 54644744 -> "54,644,744": exact byte counts next to the rounded ones.
-std::string grouped(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-std::string bytes_cell(uint64_t bytes) {
-  return fmt::format("<td class=\"num\" title=\"{} bytes\">{}</td>", grouped(bytes), format_bytes(bytes));
-}
-
 std::string html_escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -36,10 +36,6 @@ inline constexpr const char* kAssumedDefaults =
 std::string scale_note_text(ScaleNote n, const ScaleWhatif& w);
 std::string scale_fits_text(const ScalePrediction& p);
 std::string scale_where_text(const ScalePrediction& p, int64_t peak_ns);
-// 54644744 -> "54,644,744": exact byte counts next to the rounded ones (html.cpp).
-std::string grouped(uint64_t n);
-// A table cell with the bytes rounded, the exact count on hover (html.cpp).
-std::string bytes_cell(uint64_t bytes);
 // The report's section on a prediction drawn over its timeline (scale_html.cpp).
 std::string scale_section_html(const ScaleWhatif& w);
 

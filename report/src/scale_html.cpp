@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memrec/report.h"
+#include "html_parts.h"
 #include "render.h"
 
 namespace memrec {
