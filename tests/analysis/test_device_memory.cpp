@@ -8,12 +8,11 @@
 #include <filesystem>
 #include <string>
 
-#include <cstring>
 #include <random>
 
 #include <nlohmann/json.hpp>
-#include <zstd.h>
 
+#include "common/chunks.h"
 #include "common/process.h"
 #include "memrec/device_memory.h"
 #include "memrec/format.h"
@@ -150,27 +149,14 @@ TEST(DeviceMemory, DamagedChunksAreRefusedOrHarmless) {
   const std::string bytes = test::read_bytes(tmp / "d.memrec");
   std::mt19937 rng(13);
   size_t reads = 0, refused = 0;
-  for (size_t off = 16; off + 12 <= bytes.size();) {
-    uint32_t head[3];  // type, raw size, compressed size
-    std::memcpy(head, bytes.data() + off, sizeof head);
-    size_t next = off + 12 + head[2];
-    if (head[0] != 13 && head[0] != 14) {
-      off = next;
-      continue;
-    }
-    std::string raw(head[1], '\0');
-    ASSERT_EQ(ZSTD_decompress(raw.data(), raw.size(), bytes.data() + off + 12, head[2]), raw.size());
+  for (const test::Chunk& c : test::chunks_of(bytes)) {
+    if (c.type != 13 && c.type != 14) continue;
+    std::string raw = test::payload_of(bytes, c);
+    ASSERT_EQ(raw.size(), c.raw);
     for (int i = 0; i < 200; ++i) {
       std::string damaged = raw;
       for (int k = 0; k < 1 + i % 3; ++k) damaged[rng() % damaged.size()] = static_cast<char>(i % 2 ? 0xff : rng());
-      std::string frame(ZSTD_compressBound(damaged.size()), '\0');
-      ZSTD_CCtx* cctx = ZSTD_createCCtx();
-      ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-      frame.resize(ZSTD_compress2(cctx, frame.data(), frame.size(), damaged.data(), damaged.size()));
-      ZSTD_freeCCtx(cctx);
-      uint32_t h[3] = {head[0], head[1], static_cast<uint32_t>(frame.size())};
-      std::string file = bytes.substr(0, off) + std::string(reinterpret_cast<const char*>(h), sizeof h) + frame +
-                         bytes.substr(next);
+      std::string file = test::with_payload(bytes, c, damaged);
       ++reads;
       try {
         Snapshot s = read_buffer({reinterpret_cast<const uint8_t*>(file.data()), file.size()});
@@ -185,7 +171,6 @@ TEST(DeviceMemory, DamagedChunksAreRefusedOrHarmless) {
         ++refused;
       }
     }
-    off = next;
   }
   EXPECT_EQ(reads, 400u) << "both chunks were damaged";
   EXPECT_GT(refused, reads / 4);

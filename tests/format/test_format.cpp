@@ -5,7 +5,6 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -16,12 +15,17 @@
 
 #include "../../bench/synthetic_training.h"
 #include "memrec/format.h"
+#include "common/chunks.h"
 #include "common/fixtures.h"
 
 namespace memrec {
 namespace {
 
 namespace fs = std::filesystem;
+using test::Chunk;
+using test::chunks_of;
+using test::payload_of;
+using test::with_payload;
 
 class FormatTest : public ::testing::Test {
  protected:
@@ -159,25 +163,6 @@ template <class Fn> std::string error_of(Fn&& fn) {
     return e.what();
   }
   return "(no error)";
-}
-
-struct ChunkPos {
-  size_t offset;  // of the chunk header
-  uint32_t type, raw, compressed;
-};
-
-// The chunk layout of docs/format.md: a 16-byte file header, then [type][raw size][compressed size] + payload.
-std::vector<ChunkPos> chunks_of(const std::string& bytes) {
-  std::vector<ChunkPos> out;
-  for (size_t off = 16; off + 12 <= bytes.size();) {
-    ChunkPos c{off, 0, 0, 0};
-    std::memcpy(&c.type, bytes.data() + off, 4);
-    std::memcpy(&c.raw, bytes.data() + off + 4, 4);
-    std::memcpy(&c.compressed, bytes.data() + off + 8, 4);
-    out.push_back(c);
-    off += 12 + c.compressed;
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------- round trips
@@ -337,13 +322,13 @@ class CorruptTest : public FormatTest {
     write_bytes(p, b);
     return error_of([&] { read_file(p); });
   }
-  const ChunkPos& first(uint32_t type) const {
-    return *std::find_if(chunks_.begin(), chunks_.end(), [&](const ChunkPos& c) { return c.type == type; });
+  const Chunk& first(uint32_t type) const {
+    return *std::find_if(chunks_.begin(), chunks_.end(), [&](const Chunk& c) { return c.type == type; });
   }
   template <class T> static void put(std::string& b, size_t off, T v) { std::memcpy(b.data() + off, &v, sizeof v); }
 
   std::string good_, bytes_;
-  std::vector<ChunkPos> chunks_;
+  std::vector<Chunk> chunks_;
 };
 
 constexpr uint32_t kEventsChunk = 7;
@@ -359,14 +344,14 @@ TEST_F(CorruptTest, UnsupportedVersion) {
 }
 
 TEST_F(CorruptTest, BadChecksumIsReportedAsSuch) {
-  const ChunkPos& c = first(kEventsChunk);
+  const Chunk& c = first(kEventsChunk);
   std::string e = error_after([&](std::string& b) { b[c.offset + 12 + c.compressed - 1] ^= 0x01; });
   EXPECT_NE(e.find("bad checksum"), std::string::npos) << e;
   EXPECT_NE(e.find(fmt::format("at offset {}", c.offset)), std::string::npos) << e;
 }
 
 TEST_F(CorruptTest, EveryFlippedPayloadByteIsCaughtOrHarmless) {
-  const ChunkPos& c = chunks_[1];  // frames: small enough to flip every byte
+  const Chunk& c = chunks_[1];  // frames: small enough to flip every byte
   Snapshot good = read_file(good_);
   for (size_t i = c.offset + 12; i < c.offset + 12 + c.compressed; ++i) {
     std::string b = bytes_;
@@ -382,13 +367,13 @@ TEST_F(CorruptTest, EveryFlippedPayloadByteIsCaughtOrHarmless) {
 }
 
 TEST_F(CorruptTest, ChunkLargerThanFileIsRefused) {
-  const ChunkPos& c = first(kEventsChunk);
+  const Chunk& c = first(kEventsChunk);
   std::string e = error_after([&](std::string& b) { put<uint32_t>(b, c.offset + 8, 0xfffffff0u); });
   EXPECT_NE(e.find("compressed size 4294967280 is impossible"), std::string::npos) << e;
 }
 
 TEST_F(CorruptTest, HugeRawSizeIsRefusedBeforeAllocating) {
-  const ChunkPos& c = first(kEventsChunk);
+  const Chunk& c = first(kEventsChunk);
   std::string e = error_after([&](std::string& b) { put<uint32_t>(b, c.offset + 4, 0xffffffffu); });
   EXPECT_NE(e.find("raw size 4294967295 exceeds the limit"), std::string::npos) << e;
 }
@@ -400,8 +385,8 @@ TEST_F(CorruptTest, UnknownChunkType) {
 }
 
 TEST_F(CorruptTest, MissingChunkBreaksRowContinuity) {
-  std::vector<ChunkPos> events;
-  for (const ChunkPos& c : chunks_)
+  std::vector<Chunk> events;
+  for (const Chunk& c : chunks_)
     if (c.type == kEventsChunk) events.push_back(c);
   ASSERT_GE(events.size(), 2u);
   std::string e = error_after([&](std::string& b) { b.erase(events[0].offset, 12 + events[0].compressed); });
@@ -420,26 +405,13 @@ TEST_F(FormatTest, DamagedPayloadsWithValidChecksumsAreRefusedOrHarmless) {
   const std::string bytes = read_bytes(good);
   std::mt19937 rng(7);
   size_t refused = 0, reads = 0;
-  for (const ChunkPos& c : chunks_of(bytes)) {
-    std::string raw(c.raw, '\0');
-    ASSERT_EQ(ZSTD_decompress(raw.data(), raw.size(), bytes.data() + c.offset + 12, c.compressed), raw.size());
+  for (const Chunk& c : chunks_of(bytes)) {
+    std::string raw = payload_of(bytes, c);
+    ASSERT_EQ(raw.size(), c.raw);
     for (int i = 0; i < 150 && !raw.empty(); ++i) {
       std::string damaged = raw;
       for (int k = 0; k < 1 + i % 3; ++k) damaged[rng() % damaged.size()] = static_cast<char>(i % 2 ? 0xff : rng());
-      std::string frame(ZSTD_compressBound(damaged.size()), '\0');
-      ZSTD_CCtx* cctx = ZSTD_createCCtx();
-      ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-      frame.resize(ZSTD_compress2(cctx, frame.data(), frame.size(), damaged.data(), damaged.size()));
-      ZSTD_freeCCtx(cctx);
-      std::string file = bytes.substr(0, c.offset);
-      ChunkPos h = c;
-      h.compressed = static_cast<uint32_t>(frame.size());
-      file.append(reinterpret_cast<const char*>(&h.type), 4);
-      file.append(reinterpret_cast<const char*>(&h.raw), 4);
-      file.append(reinterpret_cast<const char*>(&h.compressed), 4);
-      file += frame;
-      file += bytes.substr(c.offset + 12 + c.compressed);
-      write_bytes(bad, file);
+      write_bytes(bad, with_payload(bytes, c, damaged));
       ++reads;
       try {
         expect_ids_valid(read_file(bad));

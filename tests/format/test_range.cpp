@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -13,6 +12,7 @@
 
 #include "../../bench/synthetic_training.h"
 #include "common/fixtures.h"
+#include "common/chunks.h"
 #include "memrec/format.h"
 #include "memrec/range.h"
 #include "memrec/replay.h"
@@ -21,6 +21,9 @@ namespace memrec {
 namespace {
 
 namespace fs = std::filesystem;
+using test::Chunk;
+using test::chunks_of;
+using test::with_payload;
 
 std::string read_bytes(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
@@ -213,42 +216,6 @@ TEST_F(RangeTest, AFileCutShortIsReadWholeWithANote) {
   EXPECT_NE(part.warnings.back().find("was read whole for --steps 10..12: it has no index"), std::string::npos);
   part.warnings.pop_back();
   EXPECT_EQ(differences(part, want), "");
-}
-
-struct Chunk {
-  size_t offset;
-  uint32_t type, raw, compressed;
-};
-
-std::vector<Chunk> chunks_of(const std::string& bytes) {
-  std::vector<Chunk> out;
-  for (size_t off = 16; off + 12 <= bytes.size();) {
-    Chunk c{off, 0, 0, 0};
-    std::memcpy(&c.type, bytes.data() + off, 4);
-    std::memcpy(&c.raw, bytes.data() + off + 4, 4);
-    std::memcpy(&c.compressed, bytes.data() + off + 8, 4);
-    out.push_back(c);
-    off += 12 + c.compressed;
-  }
-  return out;
-}
-
-// The file with chunk c's raw payload edited and compressed again behind a valid checksum.
-std::string with_payload(const std::string& bytes, const Chunk& c, const std::function<void(std::string&)>& edit) {
-  std::string raw(c.raw, '\0');
-  ZSTD_decompress(raw.data(), raw.size(), bytes.data() + c.offset + 12, c.compressed);
-  edit(raw);
-  std::string frame(ZSTD_compressBound(raw.size()), '\0');
-  ZSTD_CCtx* cctx = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
-  frame.resize(ZSTD_compress2(cctx, frame.data(), frame.size(), raw.data(), raw.size()));
-  ZSTD_freeCCtx(cctx);
-  auto size = static_cast<uint32_t>(frame.size()), raw_size = static_cast<uint32_t>(raw.size());
-  std::string header = bytes.substr(c.offset, 12);
-  std::memcpy(header.data() + 4, &raw_size, 4);
-  std::memcpy(header.data() + 8, &size, 4);
-  return bytes.substr(0, c.offset) + header + frame + bytes.substr(c.offset + 12 + c.compressed);
 }
 
 // A damaged index or live state (behind valid checksums, so only the range read looks at them) is refused with one

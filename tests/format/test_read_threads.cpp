@@ -2,21 +2,23 @@
 // cut short, and the same error for a damaged file, whatever the sizes of the file's chunks.
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <random>
 
 #include "../../bench/synthetic_training.h"
+#include "common/chunks.h"
 #include "memrec/format.h"
 
 namespace memrec {
 namespace {
 
 namespace fs = std::filesystem;
+using test::Chunk;
+using test::chunks_of;
+using test::with_payload;
 
 std::string read_bytes(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
@@ -99,41 +101,6 @@ TEST_F(ReadThreadsTest, CutFilesReadTheSamePrefixOnThreads) {
     ASSERT_EQ(read_file(cut, {.threads = 3}), serial) << "cut at " << n;
     EXPECT_TRUE(std::equal(serial.events.begin(), serial.events.end(), full.events.begin())) << n;
   }
-}
-
-struct Chunk {
-  size_t offset;
-  uint32_t type, raw, compressed;
-};
-
-std::vector<Chunk> chunks_of(const std::string& bytes) {
-  std::vector<Chunk> out;
-  for (size_t off = 16; off + 12 <= bytes.size();) {
-    Chunk c{off, 0, 0, 0};
-    std::memcpy(&c.type, bytes.data() + off, 4);
-    std::memcpy(&c.raw, bytes.data() + off + 4, 4);
-    std::memcpy(&c.compressed, bytes.data() + off + 8, 4);
-    out.push_back(c);
-    off += 12 + c.compressed;
-  }
-  return out;
-}
-
-// The file with chunk c's raw payload edited and compressed again behind a valid checksum.
-std::string with_payload(const std::string& bytes, const Chunk& c, const std::function<void(std::string&)>& edit) {
-  std::string raw(c.raw, '\0');
-  ZSTD_decompress(raw.data(), raw.size(), bytes.data() + c.offset + 12, c.compressed);
-  edit(raw);
-  std::string frame(ZSTD_compressBound(raw.size()), '\0');
-  ZSTD_CCtx* cctx = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
-  frame.resize(ZSTD_compress2(cctx, frame.data(), frame.size(), raw.data(), raw.size()));
-  ZSTD_freeCCtx(cctx);
-  auto size = static_cast<uint32_t>(frame.size());
-  std::string header = bytes.substr(c.offset, 12);
-  std::memcpy(header.data() + 8, &size, 4);
-  return bytes.substr(0, c.offset) + header + frame + bytes.substr(c.offset + 12 + c.compressed);
 }
 
 // Damage in a middle events chunk, before and behind its checksum: the threads' reader gives the serial error.
