@@ -5,12 +5,16 @@
     python3 bench/alloc_pairs.py --torch-history python           # PyTorch's _record_memory_history (CUDA)
     memrec record -o pairs.memrec --stacks all -- python3 bench/alloc_pairs.py
     python3 bench/alloc_pairs.py --depth 25   # the loop 25 calls deep in a 400-line function, as in a model
+    python3 bench/alloc_pairs.py --owners-rounds 5   # memrec.start(owners=True) against owners=False, in turns
 
 On CUDA the small block comes from the caching allocator's cache after the warm-up, so the time is Python, the
 allocator and a recorder's hook. Prints `ns per pair X`, then `end_ns T` (time.time_ns()) as its last statement,
 for bench/python_record.sh to measure the time from the program's end to memrec's complete files.
 """
 import argparse
+import os
+import statistics
+import tempfile
 import time
 
 import torch
@@ -34,6 +38,9 @@ def main():
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--torch-history", choices=("python", "all"),
                    help="record with PyTorch's _record_memory_history(stacks=...), to compare costs")
+    p.add_argument("--owners-rounds", type=int, default=0,
+                   help="time pairs under memrec with owners on and off, in turns, this many rounds each")
+    p.add_argument("--stacks", default="all", help="memrec's stacks for --owners-rounds")
     a = p.parse_args()
     if a.torch_history:  # room for every entry, as memrec keeps every event
         torch.cuda.memory._record_memory_history(max_entries=10_000_000, stacks=a.torch_history)
@@ -47,9 +54,36 @@ def main():
             torch.empty(256, device=device)
         return time.perf_counter_ns() - start
 
+    if a.owners_rounds:
+        owners_on_off(a, device, pairs)
+        return
     elapsed = nested(a.depth, pairs) if a.depth else pairs()
     print(f"ns per pair {elapsed / a.pairs:.1f}", flush=True)
     print(f"end_ns {time.time_ns()}", flush=True)
+
+
+def owners_on_off(a, device, pairs):
+    """Pairs under memrec.start(owners=True) and owners=False in turns, each recording after one training step of
+    a model with AdamW (whose parameters, gradients and state the owner scans send), so the recorder holds owner
+    rows while the pairs run."""
+    import memrec
+    layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, 6).to(device)
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(4, 64, 256, device=device)
+    times = {True: [], False: []}
+    with tempfile.TemporaryDirectory() as out:
+        for _ in range(a.owners_rounds):
+            for owners in (True, False):
+                memrec.start(os.path.join(out, f"owners-{owners}.memrec"), stacks=a.stacks, owners=owners)
+                model(x).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                times[owners].append(pairs() / a.pairs)
+                memrec.stop()
+    on, off = statistics.median(times[True]), statistics.median(times[False])
+    print(f"ns per pair, owners on {on:.1f}, off {off:.1f}: {100 * (on / off - 1):+.2f}% "
+          f"({a.owners_rounds} rounds, stacks={a.stacks}, {device}, torch {torch.__version__})", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@ recording, PyTorch's _record_memory_history (stacks python / all), and memrec.st
 scopes), stacks python, and stacks all without kernels. Each round runs every mode for STEPS steps in turn; the table
 gives each mode's median step over all rounds and its cost against no recording. A GPU-bound step: Hugging Face GPT-2
 (124M, batch 8 x 1024, AdamW); --model encoder: a CPU-bound one, a small nn.TransformerEncoder.
+The main table's "owners=False" row gives the owner scans' share.
 --breakdown: memrec's parts one by one, in a process where its scope hooks are never installed (scopes=False):
-the allocator callback with the drain thread and NVML (stacks off), then C++ frames, Python frames, both, and CUPTI's
-kernel records; against the main table's memrec rows, the scope hooks' share.
+the allocator callback with the drain thread, then CUPTI's memory calls and NVML, the op scopes (a RecordFunction
+callback), C++ frames, Python frames, both, and CUPTI's kernel records; against the main table's memrec rows, the
+scope hooks' share.
 Usage: python3 bench/step_modes.py [--rounds 3] [--steps 8] [--out /tmp/step-modes] [--breakdown]
                                    [--model gpt2|encoder --batch 8 --seq 1024]  (CUDA only)"""
 import argparse
@@ -48,8 +50,12 @@ def modes(out, breakdown):
     if breakdown:
         return {
             "no recording": nothing,
-            "memrec stacks=off, kernels=False (callback, drain, NVML)": memrec_on("off", stacks="off", kernels=False,
-                                                                                  scopes=False),
+            "memrec stacks=off, kernels=False, ops=False, device_memory=False (callback, drain)":
+                memrec_on("bare", stacks="off", kernels=False, scopes=False, ops=False, device_memory=False),
+            "memrec stacks=off, kernels=False, ops=False (+ CUPTI memory calls, NVML)":
+                memrec_on("noops", stacks="off", kernels=False, scopes=False, ops=False),
+            "memrec stacks=off, kernels=False (+ op scopes)": memrec_on("off", stacks="off", kernels=False,
+                                                                        scopes=False),
             "memrec stacks=cpp, kernels=False": memrec_on("cpp", stacks="cpp", kernels=False, scopes=False),
             "memrec stacks=python, kernels=False": memrec_on("py", stacks="python", kernels=False, scopes=False),
             "memrec stacks=all, kernels=False": memrec_on("all", stacks="all", kernels=False, scopes=False),
@@ -60,6 +66,7 @@ def modes(out, breakdown):
         "PyTorch stacks=python": torch_on("python"),
         "PyTorch stacks=all": torch_on("all"),
         "memrec stacks=all (kernels, scopes)": memrec_on("all", stacks="all"),
+        "memrec stacks=all, owners=False": memrec_on("noowners", stacks="all", owners=False),
         "memrec stacks=python": memrec_on("python", stacks="python"),
         "memrec stacks=all, kernels=False": memrec_on("nokernels", stacks="all", kernels=False),
     }

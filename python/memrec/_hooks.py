@@ -99,6 +99,8 @@ def _guarded(hook):
 
 def _owners_scan(scan, *args):
     """An _owners scan: what it raises is counted in the file, and the thread's scopes stay as they are."""
+    if not _owners.enabled:
+        return
     try:
         scan(*args)
     except Exception as e:  # noqa: BLE001  any error of memrec's own

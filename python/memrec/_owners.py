@@ -28,12 +28,13 @@ _scanned = {}    # id(root) -> weak reference: roots scanned in this recording
 _optimizers = {} # id(optimizer) -> (weak reference, id(state), len(state)) when its state was last read
 _pending = {}    # id(optimizer) -> weak reference: optimizers stepped before any root was scanned (names unknown)
 cuda = False     # the recording is of the CUDA allocator (else of the CPU allocator, device 0)
+enabled = True   # start(owners=...): the scans run
 
 
-def reset(recording_cuda):
-    """A recording starts: everything is sent again, to the allocator it records."""
-    global cuda
-    cuda = bool(recording_cuda)
+def reset(recording_cuda, scan):
+    """A recording starts: everything is sent again, to the allocator it records (when `scan`)."""
+    global cuda, enabled
+    cuda, enabled = bool(recording_cuda), bool(scan)
     _last.clear()
     _scanned.clear()
     _optimizers.clear()

@@ -14,28 +14,38 @@ _options = None          # the running recording's start() arguments
 _process_hooked = False  # atexit, fork and CUDA-init handlers are registered once per process
 
 
-def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes=True, metadata=None):
+def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes=True, owners=True, ops=True,
+          device_memory=True, metadata=None):
     """Starts recording this process into `path`.
 
     stacks: "all" (Python and C++ frames), "python", "cpp" or "off". scopes: module, phase and step scopes from
-    global hooks. A program that initializes CUDA is recorded on the CUDA caching allocator from then on (the
-    file restarts there); one that never does is recorded on the CPU allocator.
+    global hooks. owners: name the blocks of parameters, gradients and optimizer state (scanned at forward, backward
+    and step ends). ops: aten op and record_function scopes (a RecordFunction callback on every op).
+    device_memory: device memory outside the caching allocator (CUPTI memory calls, NVML). A program that
+    initializes CUDA is recorded on the CUDA caching allocator from then on (the file restarts there); one that
+    never does is recorded on the CPU allocator.
     """
     global _options
     cuda = _C.cuda_built() and torch.cuda.is_initialized()
     meta = {"python.torch_version": torch.__version__}
     meta.update(metadata or {})
-    quiet = under_memrec_record()
-    _C.start(os.fspath(path), stacks, bool(kernels), int(max_events), cuda, meta, _HIDE, _cupti_busy(), quiet)
-    _owners.reset(cuda)
+    options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
+                   metadata=meta, cuda=cuda, quiet=under_memrec_record(), ops=bool(ops),
+                   device_memory=bool(device_memory))
+    _start_c(options)
+    _owners.reset(cuda, owners)
     _compiled.publish()
-    _options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
-                    metadata=meta, cuda=cuda, quiet=quiet)
+    _options = options
     _hook_process()
     _compiled.install()
     if scopes:
         _hooks.install()
         _hooks.open_step()
+
+
+def _start_c(o):
+    _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], o["cuda"], o["metadata"], _HIDE, _cupti_busy(),
+             o["quiet"], o["ops"], o["device_memory"])
 
 
 def stop():
@@ -104,12 +114,11 @@ def _switch_to_cuda():
     _C.stop()
     o["cuda"] = True
     try:  # runs inside torch.cuda's lazy init: an error here must not become the program's
-        _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], True, o["metadata"], _HIDE, _cupti_busy(),
-                 o["quiet"])
+        _start_c(o)
     except Exception as e:
         say(f"cannot record the CUDA allocator of process {os.getpid()}, not recording: {e}")
         return
-    _owners.reset(True)
+    _owners.reset(True, _owners.enabled)
     _compiled.publish()
     _scopes.reopen(opened)
 
@@ -120,7 +129,7 @@ def _after_fork_in_child():
         _C.forget_after_fork()
     _scopes.forget()
     _hooks.forget_step()
-    _owners.reset(False)
+    _owners.reset(False, _owners.enabled)
     _options = None
 
 

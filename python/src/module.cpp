@@ -163,17 +163,18 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 }
 
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"path",     "stacks", "kernels",    "max_events", "cuda",
-                                "metadata", "hide",   "cupti_busy", "quiet",      nullptr};
+  static const char* names[] = {"path", "stacks",     "kernels", "max_events", "cuda",          "metadata",
+                                "hide", "cupti_busy", "quiet",   "ops",        "device_memory", nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
-  int kernels = 1, cuda = 0, quiet = 0;
+  int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1;
   unsigned long long max_events = 0;
   PyObject* metadata = nullptr;
   const char* hide = "";
   const char* cupti_busy = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssp", const_cast<char**>(names), &path, &stacks, &kernels,
-                                   &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssppp", const_cast<char**>(names), &path, &stacks, &kernels,
+                                   &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet, &ops,
+                                   &device_memory))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -187,7 +188,9 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   opt.cuda = cuda;
   opt.cpu = !cuda;
   opt.max_events = max_events;
-  opt.user_ops = true;  // torch.compile's regions, DDP's and the optimizer's record_function blocks
+  opt.ops = ops;
+  opt.user_ops = ops;  // torch.compile's regions, DDP's and the optimizer's record_function blocks
+  opt.device_memory = device_memory;
   if (!parse_stacks(stacks, opt)) {
     PyErr_Format(PyExc_ValueError, "stacks must be all, python, cpp or off, not '%s'", stacks);
     return nullptr;

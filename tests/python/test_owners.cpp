@@ -208,6 +208,37 @@ for step in range(3):
   for (const Owned& g : rec.owned["0.weight.grad"]) EXPECT_EQ(g.category, Category::gradient);
 }
 
+// memrec.start(owners=False, ops=False): the same program, the same loss, with no owner rows and no op scopes; the
+// module scopes and the allocator's events stay.
+TEST(Owners, StartWithoutOwnersOrOpsRecordsNeither) {
+  TempDir dir;
+  std::string program = std::string("import memrec, sys\n") + kAdam;
+  program.replace(program.find("model = Net()"), 0, "memrec.start(sys.argv[1], owners=sys.argv[2] == 'on', "
+                                                    "ops=sys.argv[2] == 'on')\n");
+  std::ofstream(dir / "adam.py") << program << "memrec.stop()\n";
+  auto run = [&](const std::string& mode) {
+    std::string file = dir / (mode + ".memrec");
+    auto r = run_command("PYTHONPATH=" + std::string(MEMREC_PYTHON_PACKAGE_DIR) + " " + kPython + " " +
+                         dir / "adam.py" + " " + file + " " + mode);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return std::pair{r.output, load_snapshot(file)};
+  };
+  auto [on_output, on] = run("on");
+  auto [off_output, off] = run("off");
+  EXPECT_EQ(on_output, off_output);
+  auto count = [](const Snapshot& s, ScopeKind kind) {
+    size_t n = 0;
+    for (size_t id = 1; id < s.scopes.size(); ++id) n += s.scopes[id].kind == kind;  // 0: no scope
+    return n;
+  };
+  EXPECT_GT(on.owners.size(), 0u);
+  EXPECT_GT(count(on, ScopeKind::op), 0u);
+  EXPECT_EQ(off.owners.size(), 0u);
+  EXPECT_EQ(count(off, ScopeKind::op), 0u);
+  EXPECT_EQ(count(off, ScopeKind::module), count(on, ScopeKind::module));
+  EXPECT_EQ(off.events.size(), on.events.size());
+}
+
 // Recorded from the end of step 1: the parameters and Adam's state were made before the recording began, and
 // still get their names, on blocks live since the start.
 TEST(Owners, TensorsMadeBeforeTheRecordingAreNamed) {
