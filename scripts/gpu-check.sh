@@ -337,6 +337,16 @@ step_modes() {
     tee -a "$OUT/summary.txt"
 }
 
+# Issue 22's overhead check: alloc+free pairs on CUDA under memrec with owners on and off in turns, after a training
+# step whose owner scans sent the model's parameters, gradients and AdamW state (bench/alloc_pairs.py).
+owners_cost() {
+  local stacks
+  for stacks in all off; do
+    PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/alloc_pairs.py --owners-rounds 7 \
+      --stacks "$stacks" | tee -a "$OUT/summary.txt"
+  done
+}
+
 # Owners at the peak of three Hugging Face models (bench/owners_models.py): <none> at most 5% by module and by layer;
 # OWNERS_MODELS="gpt2_compile_fx ..." runs only those.
 owners() {
@@ -404,7 +414,7 @@ long_run() {
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
-              ranks ranks_bench owners step_modes example benchmarks analysis_bench bench_compare long_run
+              ranks ranks_bench owners owners_cost step_modes example benchmarks analysis_bench bench_compare long_run
               pip_install)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
