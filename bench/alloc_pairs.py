@@ -63,27 +63,54 @@ def main():
 
 
 def owners_on_off(a, device, pairs):
-    """Pairs under memrec.start(owners=True) and owners=False in turns, each recording after one training step of
-    a model with AdamW (whose parameters, gradients and state the owner scans send), so the recorder holds owner
-    rows while the pairs run."""
+    """Pairs under memrec.start(owners=True) and owners=False in turns (ABBA, so neither always runs first), each
+    recording after one training step of a model with AdamW (whose parameters, gradients and state the owner scans
+    send), so the recorder holds owner rows while the pairs run. Also times the owner scans themselves."""
     import memrec
+    from memrec import _owners
+    scans = timed_scans(_owners)
     layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True)
     model = torch.nn.TransformerEncoder(layer, 6).to(device)
     opt = torch.optim.AdamW(model.parameters())
     x = torch.randn(4, 64, 256, device=device)
     times = {True: [], False: []}
+    scan_us = {"first": [], "later": []}  # a recording's first step sends everything, later ones what is new
     with tempfile.TemporaryDirectory() as out:
-        for _ in range(a.owners_rounds):
-            for owners in (True, False):
+        for r in range(a.owners_rounds):
+            for owners in (True, False) if r % 2 == 0 else (False, True):
                 memrec.start(os.path.join(out, f"owners-{owners}.memrec"), stacks=a.stacks, owners=owners)
-                model(x).pow(2).mean().backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                for step in range(3):
+                    before = sum(scans.values())
+                    model(x).pow(2).mean().backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                    if owners:
+                        scan_us["later" if step else "first"].append(1e6 * (sum(scans.values()) - before))
                 times[owners].append(pairs() / a.pairs)
                 memrec.stop()
     on, off = statistics.median(times[True]), statistics.median(times[False])
+    params = sum(1 for _ in model.parameters())
     print(f"ns per pair, owners on {on:.1f}, off {off:.1f}: {100 * (on / off - 1):+.2f}% "
           f"({a.owners_rounds} rounds, stacks={a.stacks}, {device}, torch {torch.__version__})", flush=True)
+    print(f"owner scans per training step ({params} parameters), median: a recording's first step "
+          f"{statistics.median(scan_us['first']):.0f} us, later steps {statistics.median(scan_us['later']):.0f} us",
+          flush=True)
+
+
+def timed_scans(owners):
+    """Wraps the owner scans (looked up on the module at each call) to add up their time, in seconds."""
+    spent = {}
+    for name in ("on_forward", "on_backward_end", "on_step"):
+        spent[name] = 0.0
+
+        def timed(*args, _scan=getattr(owners, name), _name=name):
+            t = time.perf_counter()
+            try:
+                return _scan(*args)
+            finally:
+                spent[_name] += time.perf_counter() - t
+        setattr(owners, name, timed)
+    return spent
 
 
 if __name__ == "__main__":
