@@ -51,6 +51,9 @@ struct State {
   std::vector<MemoryActivity> memory;
   std::unordered_map<std::string, uint32_t> name_ids;
   std::vector<std::string> new_names;
+  // A kernel's mangled name, as CUPTI points to it, to its id: demangled once per kernel, not once per launch. The
+  // pointer is the driver's and may be reused after a module unloads, so the mangled text is compared too.
+  std::unordered_map<const char*, std::pair<std::string, uint32_t>> kernel_ids;
   std::deque<PendingStack> pending;
   std::vector<MemoryActivity> vmm;                       // records of virtual memory calls, not yet taken
   std::unordered_map<uint64_t, uint8_t> handle_device;  // live cuMemCreate handles -> device
@@ -196,6 +199,16 @@ std::string demangle(const char* name) {
   return s;
 }
 
+uint32_t kernel_id(const char* mangled) {
+  if (!mangled) return name_id("");
+  auto& [text, id] = state().kernel_ids[mangled];
+  if (text.empty() || text != mangled) {
+    text = mangled;
+    id = name_id(demangle(mangled));
+  }
+  return id;
+}
+
 const char* copy_kind(uint8_t k) {
   switch (k) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "memcpy HtoD";
@@ -257,7 +270,7 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-        add(*k, KernelKind::kernel, 0, name_id(demangle(k->name)));
+        add(*k, KernelKind::kernel, 0, kernel_id(k->name));
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -291,6 +304,7 @@ void cupti_start(bool kernels, bool memory) {
     state().memory.clear();
     state().name_ids.clear();
     state().new_names.clear();
+    state().kernel_ids.clear();
     g_dropped = 0;
   }
   state().enabled.clear();
