@@ -80,7 +80,8 @@ Timeline::Timeline(const Replay& r, unsigned threads)
   begin_ns_ = r_.time_of(kNoEvent);
   end_ns_ = n ? r_.time_of(n - 1) : begin_ns_;
   // Enough steps per thread that starting it pays.
-  unsigned parts = threads ? threads : std::clamp(n / (1u << 16), 1u, std::max(1u, std::thread::hardware_concurrency()));
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  unsigned parts = threads ? threads : std::clamp(n / (1u << 16), 1u, cores);
   sample_times(parts);
   build_pyramid(parts);
   build_checkpoints(parts);
@@ -146,8 +147,8 @@ void Timeline::build_checkpoints(unsigned parts) {
   // About as many steps between checkpoints as blocks live on average: a lookup then costs ~2x the live count,
   // and the checkpoints together hold about as many ids as there are steps.
   uint64_t mean_live = lifetime / (steps() + 1) + 1;
-  checkpoint_stride_ = std::clamp<uint32_t>(std::bit_ceil(static_cast<uint32_t>(std::min<uint64_t>(mean_live, 1u << 16))),
-                                            256, 1u << 16);
+  uint32_t stride = std::bit_ceil(static_cast<uint32_t>(std::min<uint64_t>(mean_live, 1u << 16)));
+  checkpoint_stride_ = std::clamp<uint32_t>(stride, 256, 1u << 16);
   count_checkpoints(parts);
   reserve_huge(checkpoint_ids_, checkpoint_ends_.back());
   checkpoint_ids_.resize(checkpoint_ends_.back());
@@ -190,7 +191,8 @@ void Timeline::fill_checkpoints(uint32_t begin, uint32_t end) {
     std::erase_if(live, [&](uint32_t id) { return free_pos(free_step_[id]) <= pos; });
     for (; next < n && pos_of(alloc_step_[next]) <= pos; ++next)
       if (free_pos(free_step_[next]) > pos) live.push_back(next);
-    std::copy(live.begin(), live.end(), checkpoint_ids_.begin() + static_cast<ptrdiff_t>(k ? checkpoint_ends_[k - 1] : 0));
+    size_t at = k ? checkpoint_ends_[k - 1] : 0;
+    std::copy(live.begin(), live.end(), checkpoint_ids_.begin() + static_cast<ptrdiff_t>(at));
   }
 }
 
