@@ -1,7 +1,7 @@
 // Opening a recording as `memrec view` does, without the window (which the GPU host cannot open): read the file,
 // replay the device, build the timeline's level of detail and the lanes, counting each stage's wall and CPU time.
-// Input: bench/synthetic.h histories with a training loop's scopes and kernels, as bench/viewer/bench_viewer.cpp opens them (target: 10M events in <= 3 s to
-// the first frame, <= 48 resident bytes per event).
+// Input: bench/synthetic.h histories with a training loop's scopes and kernels, as bench/viewer/bench_viewer.cpp
+// opens them (target: 10M events in <= 3 s to the first frame, <= 48 resident bytes per event).
 #include <benchmark/benchmark.h>
 #include <time.h>
 #include <unistd.h>
