@@ -1,11 +1,13 @@
 // Opening a recording as `memrec view` does, without the window (which the GPU host cannot open): read the file,
-// replay the device, build the timeline's level of detail and the lanes. Input: bench/synthetic.h histories with a
-// training loop's scopes and kernels, as bench/viewer/bench_viewer.cpp opens them (target: 10M events in <= 3 s to
-// the first frame, <= 48 resident bytes per event).
+// replay the device, build the timeline's level of detail and the lanes, counting each stage's wall and CPU time.
+// Input: bench/synthetic.h histories with a training loop's scopes and kernels, as bench/viewer/bench_viewer.cpp
+// opens them (target: 10M events in <= 3 s to the first frame, <= 48 resident bytes per event).
 #include <benchmark/benchmark.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
 #include <map>
 
 #include "machine.h"
@@ -35,28 +37,61 @@ const std::string& recording(size_t events) {
   return paths.at(events);
 }
 
-// Arguments: events, and the threads that decode (0: one per core; 1: the serial reader).
+double seconds(clockid_t clock) {
+  timespec t{};
+  clock_gettime(clock, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Wall and CPU milliseconds a stage took, summed over the iterations. A stage that runs beside another counts the
+// CPU of its own thread; one on threads of its own, that of the process.
+struct Stage {
+  const char* name;
+  clockid_t cpu_clock;
+  double wall = 0, cpu = 0;
+  template <class F> auto operator()(F f) {
+    double w = seconds(CLOCK_MONOTONIC), c = seconds(cpu_clock);
+    auto result = f();
+    wall += (seconds(CLOCK_MONOTONIC) - w) * 1e3, cpu += (seconds(cpu_clock) - c) * 1e3;
+    return result;
+  }
+};
+
+size_t lanes_of(const Snapshot& s) {
+  return kernel_lanes(s, 0).size() + scope_lanes(s, 0, last_event_time(s, 0)).size();
+}
+
+// Arguments: events, and threads (0: one per core; 1: one stage after the other on the caller's thread alone).
+// As Document::open: the file read, then the lanes built beside the replay, and the timeline.
 void BM_OpenForViewer(benchmark::State& state) {
   const std::string& path = recording(static_cast<size_t>(state.range(0)));
+  auto threads = static_cast<unsigned>(state.range(1));
   size_t events = 0, packed = 0;
+  Stage read{"read", CLOCK_PROCESS_CPUTIME_ID}, replay{"replay", CLOCK_THREAD_CPUTIME_ID},
+      timeline{"timeline", CLOCK_PROCESS_CPUTIME_ID}, lanes{"lanes", CLOCK_THREAD_CPUTIME_ID};
   for (auto _ : state) {
-    Snapshot s = read_file(path, {.threads = static_cast<unsigned>(state.range(1))});
-    Replay r(s, 0);
-    Timeline tl(r);
-    auto kernels = kernel_lanes(s, 0);
-    auto scopes = scope_lanes(s, 0, tl.end_ns());
-    benchmark::DoNotOptimize(scopes.size() + kernels.size());
+    Snapshot s = read([&] { return read_file(path, {.threads = threads}); });
+    auto launch = threads == 1 ? std::launch::deferred : std::launch::async;
+    auto lanes_beside = std::async(launch, [&] { return lanes([&] { return lanes_of(s); }); });
+    Replay r = replay([&] { return Replay(s, 0); });
+    Timeline tl = timeline([&] { return Timeline(r, threads); });
+    benchmark::DoNotOptimize(lanes_beside.get() + tl.steps());
     events = s.events.size();
     packed = s.events.memory_bytes() + s.kernels.memory_bytes() + s.scopes.memory_bytes();
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
   state.counters["rows_bytes_per_event"] = static_cast<double>(packed) / static_cast<double>(events);
+  for (const Stage* st : {&read, &replay, &timeline, &lanes}) {
+    state.counters[std::string(st->name) + "_ms"] = st->wall / static_cast<double>(state.iterations());
+    state.counters[std::string(st->name) + "_cpu_ms"] = st->cpu / static_cast<double>(state.iterations());
+  }
 }
 BENCHMARK(BM_OpenForViewer)
     ->Args({1'000'000, 0})
     ->Args({10'000'000, 0})
     ->Args({10'000'000, 1})
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 }  // namespace

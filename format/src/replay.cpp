@@ -41,7 +41,10 @@ Replay::Replay(const Snapshot& s, uint8_t device) : s_(s), device_(device) {
 }
 
 void Replay::index_events() {
-  size_t mine = std::count_if(s_.events.begin(), s_.events.end(), [&](const Event& e) { return e.device == device_; });
+  size_t mine = 0;  // for_each decodes the device column alone
+  s_.events.for_each(0, s_.events.size(), [&](size_t, const Event& e) __attribute__((always_inline)) {
+    mine += e.device == device_;
+  });
   steps_ = static_cast<uint32_t>(mine);
   if (mine == s_.events.size()) return;  // steps are event indices
   reserve_huge(event_index_, mine);

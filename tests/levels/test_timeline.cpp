@@ -78,6 +78,50 @@ TEST(Timeline, MatchesReplayOnSyntheticHistory) {
   check_against_replay(make_synthetic(60'000, 3), 60);
 }
 
+// A timeline built on `threads` threads answers as the one built on the caller's alone: every level-0 bucket, ranges
+// that climb the pyramid, the live set at every position a checkpoint can be at, and the sampled times.
+void expect_same_on_threads(const Snapshot& s, unsigned threads) {
+  for (uint8_t device : devices_with_events(s)) {
+    Replay r(s, device);
+    Timeline one(r, 1), many(r, threads);
+    uint32_t n = r.steps();
+    ASSERT_EQ(many.end_ns(), one.end_ns());
+    EXPECT_EQ(last_event_time(s, device), one.end_ns()) << "device " << +device;
+    for (uint32_t pos = 0; pos <= n; pos += 32) {  // bucket k covers positions [32k, 32k + 32): steps from 32k - 1
+      uint32_t first = pos == 0 ? kNoEvent : pos - 1, last = std::min(pos + 30, n - 1);
+      expect_same(many.envelope_steps(first, last), one.envelope_steps(first, last));
+    }
+    std::mt19937 rng(5);
+    for (int i = 0; i < 200; ++i) {
+      uint32_t a = rng() % n, b = rng() % n;
+      if (a > b) std::swap(a, b);
+      expect_same(many.envelope_steps(a, b), one.envelope_steps(a, b));
+    }
+    std::vector<uint32_t> got, want;
+    for (uint32_t pos = 0; pos <= n; pos += 256) {  // checkpoints sit every 2^k >= 256 positions
+      uint32_t step = pos == 0 ? kNoEvent : pos - 1;
+      many.live_at(step, got), one.live_at(step, want);
+      ASSERT_EQ(got, want) << "device " << +device << " step " << step;
+    }
+    for (uint32_t step = 0; step < n; step += 7) EXPECT_EQ(many.step_at(r.time_of(step)), one.step_at(r.time_of(step)));
+  }
+}
+
+TEST(Timeline, SameOnThreadsForRealRecordings) {
+  for (const char* name : {"gpt2_compile_h100.memrec", "alloc_default.memrec", "alloc_expandable.memrec",
+                           "transformer_2layer_cpu.memrec", "torch_2layer_all.pickle"}) {
+    SCOPED_TRACE(name);
+    Snapshot s = load_snapshot(test::data(name));
+    for (unsigned threads : {2u, 3u, 16u}) expect_same_on_threads(s, threads);
+  }
+}
+
+TEST(Timeline, SameOnThreadsForALongHistory) {
+  Snapshot s = make_synthetic(300'000, 9);
+  expect_same_on_threads(s, 7);
+  expect_same_on_threads(s, 0);
+}
+
 TEST(Timeline, StackRowsAddUpToTheAllocatedBytes) {
   Snapshot s = load_snapshot(test::data("torch_2layer_python.pickle"));
   Replay r(s, 0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 
 #include "memrec/devices.h"
 #include "memrec/load.h"
@@ -33,10 +34,14 @@ void Document::analyze(uint8_t d) {
   device = d;
   categories_.reset();
   timeline.reset();  // holds a reference into the old replay
+  // The lanes read only the snapshot: they are built beside the replay, which runs on one thread.
+  auto lanes = std::async(std::launch::async, [this] {
+    kernel_lanes = memrec::kernel_lanes(snapshot, device);
+    scope_lanes = memrec::scope_lanes(snapshot, device, last_event_time(snapshot, device));
+  });
   replay = std::make_unique<Replay>(snapshot, device);
   timeline = std::make_unique<Timeline>(*replay);
-  kernel_lanes = memrec::kernel_lanes(snapshot, device);
-  scope_lanes = memrec::scope_lanes(snapshot, device, timeline->end_ns());
+  lanes.get();
 }
 
 void ViewState::fit_all(const Document& doc) {

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <exception>
 #include <map>
+#include <numeric>
+#include <thread>
 
 namespace memrec {
 namespace {
@@ -20,6 +23,31 @@ uint32_t pos_of(uint32_t step) { return step == kNoEvent ? 0 : step + 1; }
 // The first position a block is no longer live at (Allocation::free_step as a position; kNone = never freed).
 uint32_t free_pos(uint32_t free_step) {
   return free_step == kBeforeStart ? 0 : free_step == kNoEvent ? kNone : free_step + 1;
+}
+
+// Calls f(part) for every part in [0, parts), each on a thread of its own (part 0 on the caller's); rethrows the
+// first part's exception once all are done.
+template <class F> void on_threads(unsigned parts, F f) {
+  std::vector<std::exception_ptr> errors(parts);
+  auto run = [&](unsigned part) {
+    try {
+      f(part);
+    } catch (...) {
+      errors[part] = std::current_exception();
+    }
+  };
+  {
+    std::vector<std::jthread> threads;
+    for (unsigned part = 1; part < parts; ++part) threads.emplace_back(run, part);
+    run(0);
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// The part-th of `parts` even slices of [0, n).
+std::pair<uint32_t, uint32_t> slice(size_t n, unsigned part, unsigned parts) {
+  return {static_cast<uint32_t>(n * part / parts), static_cast<uint32_t>(n * (part + 1) / parts)};
 }
 
 }  // namespace
@@ -46,14 +74,26 @@ void Envelope::include(const Envelope& e) {
   reserved_max = std::max(reserved_max, e.reserved_max);
 }
 
-Timeline::Timeline(const Replay& r)
+Timeline::Timeline(const Replay& r, unsigned threads)
     : r_(r), alloc_step_(r.alloc_steps()), free_step_(r.free_steps()) {
   uint32_t n = steps();
   begin_ns_ = r_.time_of(kNoEvent);
   end_ns_ = n ? r_.time_of(n - 1) : begin_ns_;
-  for (uint32_t step = 0; step < n; step += kTimeStride) sampled_times_.push_back(r_.time_of(step));
-  build_pyramid();
-  build_checkpoints();
+  // Enough steps per thread that starting it pays.
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  unsigned parts = threads ? threads : std::clamp(n / (1u << 16), 1u, cores);
+  sample_times(parts);
+  build_pyramid(parts);
+  build_checkpoints(parts);
+}
+
+// Every kTimeStride-th step's time.
+void Timeline::sample_times(unsigned parts) {
+  sampled_times_.resize((steps() + kTimeStride - 1) / kTimeStride);
+  on_threads(parts, [&](unsigned part) {
+    auto [begin, end] = slice(sampled_times_.size(), part, parts);
+    for (uint32_t k = begin; k < end; ++k) sampled_times_[k] = r_.time_of(k * kTimeStride);
+  });
 }
 
 // Includes the states at positions [a, b), replaying forward once.
@@ -62,15 +102,22 @@ void Timeline::include_positions(Envelope& e, uint32_t a, uint32_t b) const {
   if (a < b) r_.for_each_after(a - 1, b - 1, [&](uint32_t step, const Totals& t) { e.include(t, step); });
 }
 
-// Level 0 buckets cover kBucket positions; each level above merges pairs.
-void Timeline::build_pyramid() {
+// Level 0 buckets cover kBucket positions, each part of them replayed on a thread of its own; each level above
+// merges pairs.
+void Timeline::build_pyramid(unsigned parts) {
   uint32_t positions = steps() + 1;
   size_t buckets = (positions + kBucket - 1) / kBucket;
   std::vector<Envelope> level;
   reserve_huge(level, buckets);
   level.resize(buckets);
-  level[0].include(r_.initial(), kNoEvent);
-  r_.for_each_after(0, steps(), [&](uint32_t step, const Totals& t) { level[pos_of(step) / kBucket].include(t, step); });
+  on_threads(parts, [&](unsigned part) {
+    auto [begin, end] = slice(buckets, part, parts);
+    if (begin == end) return;
+    uint32_t first = begin * kBucket, last = std::min(end * kBucket, positions);
+    if (first == 0) level[0].include(r_.initial(), kNoEvent), first = 1;
+    r_.for_each_after(first - 1, last - 1,
+                      [&](uint32_t step, const Totals& t) { level[pos_of(step) / kBucket].include(t, step); });
+  });
   levels_.push_back(std::move(level));
   while (levels_.back().size() > 1) {
     const auto& below = levels_.back();
@@ -80,31 +127,72 @@ void Timeline::build_pyramid() {
   }
 }
 
-void Timeline::build_checkpoints() {
+// Checkpoint k holds the blocks live at position k * checkpoint_stride_, in id order. How many that is comes first,
+// from where each block's life starts and ends, so that each part of the checkpoints is filled in place by a thread.
+void Timeline::build_checkpoints(unsigned parts) {
   uint32_t n = r_.allocations().size();
-  uint64_t lifetime = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    uint32_t alloc_step = alloc_step_[i], born = pos_of(alloc_step);
-    if (alloc_step == kNoEvent) first_recorded_ = i + 1;
-    uint32_t end = std::min(free_pos(free_step_[i]), steps() + 1);
-    if (end > born) lifetime += end - born;
-  }
+  std::vector<uint64_t> lifetimes(parts);
+  std::vector<uint32_t> first_recorded(parts);
+  on_threads(parts, [&](unsigned part) {
+    auto [begin, end] = slice(n, part, parts);
+    for (uint32_t i = begin; i < end; ++i) {
+      uint32_t alloc_step = alloc_step_[i], born = pos_of(alloc_step);
+      if (alloc_step == kNoEvent) first_recorded[part] = i + 1;
+      uint32_t free = std::min(free_pos(free_step_[i]), steps() + 1);
+      if (free > born) lifetimes[part] += free - born;
+    }
+  });
+  uint64_t lifetime = std::accumulate(lifetimes.begin(), lifetimes.end(), uint64_t{0});
+  first_recorded_ = *std::max_element(first_recorded.begin(), first_recorded.end());
   // About as many steps between checkpoints as blocks live on average: a lookup then costs ~2x the live count,
   // and the checkpoints together hold about as many ids as there are steps.
   uint64_t mean_live = lifetime / (steps() + 1) + 1;
-  checkpoint_stride_ = std::clamp<uint32_t>(std::bit_ceil(static_cast<uint32_t>(std::min<uint64_t>(mean_live, 1u << 16))),
-                                            256, 1u << 16);
-  reserve_huge(checkpoint_ids_, lifetime / checkpoint_stride_ + first_recorded_ + 1024);  // about what they hold
+  uint32_t stride = std::bit_ceil(static_cast<uint32_t>(std::min<uint64_t>(mean_live, 1u << 16)));
+  checkpoint_stride_ = std::clamp<uint32_t>(stride, 256, 1u << 16);
+  count_checkpoints(parts);
+  reserve_huge(checkpoint_ids_, checkpoint_ends_.back());
+  checkpoint_ids_.resize(checkpoint_ends_.back());
+  on_threads(parts, [&](unsigned part) {
+    auto [begin, end] = slice(checkpoint_ends_.size(), part, parts);
+    fill_checkpoints(begin, end);
+  });
+}
+
+// checkpoint_ends_: a block is in checkpoints [ceil(born / stride), ceil(free / stride)); each part of the blocks
+// adds +1 and -1 at those two checkpoints to a count of its own, and the running sum of them all is the ends.
+void Timeline::count_checkpoints(unsigned parts) {
+  uint32_t stride = checkpoint_stride_, checkpoints = steps() / stride + 1, n = r_.allocations().size();
+  std::vector<std::vector<int64_t>> changes(parts);
+  on_threads(parts, [&](unsigned part) {
+    std::vector<int64_t>& change = changes[part];
+    change.assign(checkpoints + 1, 0);
+    auto [begin, end] = slice(n, part, parts);
+    for (uint32_t i = begin; i < end; ++i) {
+      uint64_t first = (uint64_t{pos_of(alloc_step_[i])} + stride - 1) / stride;
+      uint64_t last = std::min<uint64_t>(checkpoints, (uint64_t{free_pos(free_step_[i])} + stride - 1) / stride);
+      if (first < last) ++change[first], --change[last];
+    }
+  });
+  checkpoint_ends_.resize(checkpoints);
+  int64_t live = 0, total = 0;
+  for (uint32_t k = 0; k < checkpoints; ++k) {
+    for (const auto& change : changes) live += change[k];
+    checkpoint_ends_[k] = static_cast<size_t>(total += live);
+  }
+}
+
+// Checkpoints [begin, end): the live set at the first one from every block born by then, then carried forward.
+void Timeline::fill_checkpoints(uint32_t begin, uint32_t end) {
+  uint32_t n = r_.allocations().size();
   std::vector<uint32_t> live;
-  for (uint32_t i = 0; i < first_recorded_; ++i)
-    if (free_pos(free_step_[i]) > 0) live.push_back(i);
-  uint32_t next = first_recorded_;
-  for (uint32_t pos = 0; pos <= steps(); pos += checkpoint_stride_) {
+  uint32_t next = 0;
+  for (uint32_t k = begin; k < end; ++k) {
+    uint32_t pos = k * checkpoint_stride_;
     std::erase_if(live, [&](uint32_t id) { return free_pos(free_step_[id]) <= pos; });
     for (; next < n && pos_of(alloc_step_[next]) <= pos; ++next)
       if (free_pos(free_step_[next]) > pos) live.push_back(next);
-    checkpoint_ids_.insert(checkpoint_ids_.end(), live.begin(), live.end());
-    checkpoint_ends_.push_back(checkpoint_ids_.size());
+    size_t at = k ? checkpoint_ends_[k - 1] : 0;
+    std::copy(live.begin(), live.end(), checkpoint_ids_.begin() + static_cast<ptrdiff_t>(at));
   }
 }
 
@@ -255,6 +343,12 @@ std::vector<Lane> sorted_lanes(auto& by_key) {
 }
 
 }  // namespace
+
+int64_t last_event_time(const Snapshot& s, uint8_t device) {
+  for (size_t i = s.events.size(); i-- > 0;)
+    if (s.events[i].device == device) return s.events[i].time_ns;
+  return 0;
+}
 
 std::vector<Lane> kernel_lanes(const Snapshot& s, uint8_t device) {
   std::map<uint16_t, Lane> by_stream;

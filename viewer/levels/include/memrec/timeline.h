@@ -29,8 +29,9 @@ struct Envelope {
 
 class Timeline {
  public:
-  // Keeps references to both; they must outlive the Timeline.
-  explicit Timeline(const Replay& r);
+  // Keeps references to both; they must outlive the Timeline. Built on `threads` threads (0: one per core, when the
+  // replay is long enough; 1: none besides the caller's); the result is the same whatever the number.
+  explicit Timeline(const Replay& r, unsigned threads = 0);
 
   const Replay& replay() const { return r_; }
   uint32_t steps() const { return r_.steps(); }
@@ -58,8 +59,11 @@ class Timeline {
 
  private:
   void include_positions(Envelope& e, uint32_t a, uint32_t b) const;
-  void build_pyramid();
-  void build_checkpoints();
+  void sample_times(unsigned parts);
+  void build_pyramid(unsigned parts);
+  void build_checkpoints(unsigned parts);
+  void count_checkpoints(unsigned parts);
+  void fill_checkpoints(uint32_t begin, uint32_t end);
   uint32_t first_allocation_after(uint32_t step) const;
 
   const Replay& r_;
@@ -109,6 +113,9 @@ struct Lane {
   int64_t end_of(uint32_t id) const;
 };
 
+// The time of the device's last event (0 when it has none): its Timeline's end_ns(), known without the replay, so
+// the lanes can be built beside it.
+int64_t last_event_time(const Snapshot& s, uint8_t device);
 // One lane per stream with kernels on `device`.
 std::vector<Lane> kernel_lanes(const Snapshot& s, uint8_t device);
 // One lane per scope kind (phase, module, op, ...) and nesting depth within that kind, up to max_depth.
