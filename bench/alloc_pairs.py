@@ -89,9 +89,11 @@ def owners_on_off(a, device, pairs):
                 times[owners].append(pairs() / a.pairs)
                 memrec.stop()
     on, off = statistics.median(times[True]), statistics.median(times[False])
+    fast_on, fast_off = min(times[True]), min(times[False])
     params = sum(1 for _ in model.parameters())
-    print(f"ns per pair, owners on {on:.1f}, off {off:.1f}: {100 * (on / off - 1):+.2f}% "
-          f"({a.owners_rounds} rounds, stacks={a.stacks}, {device}, torch {torch.__version__})", flush=True)
+    print(f"ns per pair, owners on {on:.1f}, off {off:.1f}: {100 * (on / off - 1):+.2f}% (fastest recording "
+          f"{fast_on:.1f} and {fast_off:.1f}: {100 * (fast_on / fast_off - 1):+.2f}%; {a.owners_rounds} rounds, "
+          f"stacks={a.stacks}, {device}, torch {torch.__version__})", flush=True)
     print(f"owner scans per training step ({params} parameters), median: a recording's first step "
           f"{statistics.median(scan_us['first']):.0f} us, later steps {statistics.median(scan_us['later']):.0f} us",
           flush=True)

@@ -342,7 +342,7 @@ step_modes() {
 owners_cost() {
   local stacks
   for stacks in all off; do
-    PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/alloc_pairs.py --owners-rounds 7 \
+    PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/alloc_pairs.py --owners-rounds 16 \
       --stacks "$stacks" | tee -a "$OUT/summary.txt"
   done
 }
