@@ -23,7 +23,8 @@ KINDS = {"parameter": 0, "buffer": 1, "gradient": 2, "optimizer_state": 3}
 
 _untyped = hasattr(torch.Tensor, "untyped_storage")
 _known = {}      # id(tensor) -> (weak reference, name, module, kind): parameters and buffers named so far
-_last = {}       # (id(tensor or its parameter), role) -> (weak reference to the tensor, storage address) sent
+_last = {}       # (id(tensor or its parameter), role) -> (weak reference to the tensor, storage address, data
+                 # pointer) sent
 _scanned = {}    # id(root) -> weak reference: roots scanned in this recording
 _optimizers = {} # id(optimizer) -> (weak reference, id(state), len(state)) when its state was last read
 _pending = {}    # id(optimizer) -> weak reference: optimizers stepped before any root was scanned (names unknown)
@@ -71,6 +72,9 @@ def _send(t, key, name, module, kind):
     """Sends t's storage as owned by `name`, unless t was sent under `key` with this storage in this recording."""
     try:
         t = getattr(t, "_local_tensor", t)  # DTensor (FSDP2): the local shard's storage
+        last = _last.get(key)
+        if last is not None and last[0]() is t and last[2] == t.data_ptr():  # the same tensor, storage, offset
+            return
         device = _device_of(t)
         if device is None or t.layout != torch.strided:
             return
@@ -79,12 +83,11 @@ def _send(t, key, name, module, kind):
         except NotImplementedError:  # no storage of its own (torch.func's wrappers): it owns no block
             return
         addr = s.data_ptr()
-        last = _last.get(key)
         if not addr or last is not None and last[1] == addr and last[0]() is t:
             return
         size = s.nbytes()
         if size and _C.own(device, addr, size, name, module, KINDS[kind]):
-            _last[key] = (weakref.ref(t), addr)
+            _last[key] = (weakref.ref(t), addr, t.data_ptr())
     except Exception as e:  # noqa: BLE001  one tensor memrec cannot read
         _failed(e)
 
