@@ -348,7 +348,7 @@ PyMethodDef methods[] = {
      "open_scope(name, kind) -> bool: opens a scope on this thread's stack; False when nothing records"},
     {"scope_depth", scope_depth, METH_NOARGS, "scopes open on this thread's stack"},
     {"close_scopes_to", close_scopes_to, METH_O, "close_scopes_to(depth): closes this thread's innermost scopes"},
-    {"innermost_scope", innermost_scope, METH_O, "innermost_scope(kind) -> the innermost open name of that kind, or None"},
+    {"innermost_scope", innermost_scope, METH_O, "innermost_scope(kind) -> innermost open name of a kind, or None"},
     {"take_scopes", take_scopes, METH_NOARGS, "closes this thread's scopes, returns [(name, kind)] outermost first"},
     {"forget_scopes", forget_scopes, METH_NOARGS, "in a forked child: this thread's stack is empty, nothing closed"},
     {"set_metadata", set_metadata, METH_VARARGS, "set_metadata(key, value): a metadata entry of the running recording"},
