@@ -3,7 +3,8 @@ recording, PyTorch's _record_memory_history (stacks python / all), and memrec.st
 scopes), without its scope hooks (scopes=False), without owner scans, stacks python, and stacks all without kernels.
 Each round runs every mode for STEPS steps in turn; the table gives each mode's median step over all rounds and its
 cost against no recording. A GPU-bound step: Hugging Face GPT-2 (124M, batch 8 x 1024, AdamW); --model encoder: a
-CPU-bound one, a small nn.TransformerEncoder.
+CPU-bound one, a small nn.TransformerEncoder; --model chain: 100 tiny modules in a row, where the scope hooks are
+most of the step.
 --breakdown: memrec's parts one by one with its scope hooks off (scopes=False): the allocator callback with the
 drain thread, then CUPTI's memory calls and NVML, the op scopes (a RecordFunction callback), C++ frames, Python
 frames, both, and CUPTI's kernel records; then the scope hooks alone over the first row (owners=False), and their
@@ -12,7 +13,7 @@ cost per module call (forward and backward).
 out, and a step is timed by the process's CPU time (memrec's drain thread included), which a shared machine's other
 work leaves alone, where wall time would not.
 Usage: python3 bench/step_modes.py [--rounds 3] [--steps 8] [--out /tmp/step-modes] [--breakdown]
-                                   [--model gpt2|encoder --batch 8 --seq 1024] [--device cuda|cpu]"""
+                                   [--model gpt2|encoder|chain --batch 8 --seq 1024] [--device cuda|cpu]"""
 import argparse
 import os
 import statistics
@@ -40,7 +41,14 @@ def encoder(batch, seq, device):
     return model, lambda: model(x).pow(2).mean()
 
 
-MODELS = {"gpt2": gpt2, "encoder": encoder}
+def chain(batch, seq, device):
+    """A step of module calls and little else: 100 nn.Linear(4, 4) in a row (seq unused)."""
+    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(100)]).to(device).train()
+    x = torch.randn(batch, 4, device=device)
+    return model, lambda: model(x).pow(2).mean()
+
+
+MODELS = {"gpt2": gpt2, "encoder": encoder, "chain": chain}
 BARE = dict(stacks="off", kernels=False, ops=False, device_memory=False)
 HOOKS = "memrec scope hooks alone (the first row with scopes, owners=False)"
 
