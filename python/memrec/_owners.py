@@ -7,10 +7,11 @@ Scanned, never per allocation:
 - at the end of each outermost backward on a thread, raising or not: the gradients of the parameters known so far;
 - after every optimizer step: its parameters and gradients, and its state (`exp_avg`, `momentum_buffer`, ...) on
   the first step of a recording and whenever the state changed shape.
-Nothing is sent for a tensor sent before with the same storage, so a scan of unchanged tensors costs about a
-microsecond each; a new tensor (a gradient after zero_grad(set_to_none=True)) is sent even at an old address, as
-its block is a new one. No hook is put on the program's tensors, no tensor is kept alive, nothing is allocated on the
-device: the storage's address and size are read, on torch 1.13 through Tensor.storage() (a TypedStorage, no
+Nothing is sent for a tensor sent before with the same storage, and the same tensor at the same data pointer is
+passed over before its storage is read, so a scan of unchanged tensors costs a dictionary look-up and a call each; a
+new tensor (a gradient after zero_grad(set_to_none=True)) is sent even at an old address, as its block is a new
+one. No hook is put on the program's tensors, no tensor is kept alive, nothing is allocated on the device: the
+storage's address and size are read, on torch 1.13 through Tensor.storage() (a TypedStorage, no
 warning there) and on torch 2.x through Tensor.untyped_storage() (storage() warns there).
 """
 import weakref
