@@ -1,15 +1,19 @@
 """Step time of one training loop under each recorder, interleaved in one process (issue 26's benchmark): no
 recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
-scopes), stacks python, and stacks all without kernels. Each round runs every mode for STEPS steps in turn; the table
-gives each mode's median step over all rounds and its cost against no recording. A GPU-bound step: Hugging Face GPT-2
-(124M, batch 8 x 1024, AdamW); --model encoder: a CPU-bound one, a small nn.TransformerEncoder.
-The main table's "owners=False" row gives the owner scans' share.
---breakdown: memrec's parts one by one, in a process where its scope hooks are never installed (scopes=False):
-the allocator callback with the drain thread, then CUPTI's memory calls and NVML, the op scopes (a RecordFunction
-callback), C++ frames, Python frames, both, and CUPTI's kernel records; against the main table's memrec rows, the
-scope hooks' share.
+scopes), without its scope hooks (scopes=False), without owner scans, stacks python, and stacks all without kernels.
+Each round runs every mode for STEPS steps in turn; the table gives each mode's median step over all rounds and its
+cost against no recording. A GPU-bound step: Hugging Face GPT-2 (124M, batch 8 x 1024, AdamW); --model encoder: a
+CPU-bound one, a small nn.TransformerEncoder; --model chain: 100 tiny modules in a row, where the scope hooks are
+most of the step.
+--breakdown: memrec's parts one by one with its scope hooks off (scopes=False): the allocator callback with the
+drain thread, then CUPTI's memory calls and NVML, the op scopes (a RecordFunction callback), C++ frames, Python
+frames, both, and CUPTI's kernel records; then the scope hooks alone over the first row (owners=False), and their
+cost per module call (forward and backward).
+--device cpu: the model on the CPU, where memrec records the CPU allocator; PyTorch's recorder (CUDA only) is left
+out, and a step is timed by the process's CPU time (memrec's drain thread included), which a shared machine's other
+work leaves alone, where wall time would not.
 Usage: python3 bench/step_modes.py [--rounds 3] [--steps 8] [--out /tmp/step-modes] [--breakdown]
-                                   [--model gpt2|encoder --batch 8 --seq 1024]  (CUDA only)"""
+                                   [--model gpt2|encoder|chain --batch 8 --seq 1024] [--device cuda|cpu]"""
 import argparse
 import os
 import statistics
@@ -21,26 +25,35 @@ import torch
 import memrec
 
 
-def gpt2(batch, seq):
+def gpt2(batch, seq, device):
     import transformers
     config = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=seq)
-    model = transformers.GPT2LMHeadModel(config).cuda().train()
-    ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
+    model = transformers.GPT2LMHeadModel(config).to(device).train()
+    ids = torch.randint(0, config.vocab_size, (batch, seq), device=device)
     return model, lambda: model(input_ids=ids, labels=ids).loss
 
 
-def encoder(batch, seq):
+def encoder(batch, seq, device):
     """A CPU-bound step: a small nn.TransformerEncoder (4 layers, d 128), many small kernels and allocations."""
     layer = torch.nn.TransformerEncoderLayer(128, 4, 512, batch_first=True)
-    model = torch.nn.TransformerEncoder(layer, 4).cuda().train()
-    x = torch.randn(batch, seq, 128, device="cuda")
+    model = torch.nn.TransformerEncoder(layer, 4).to(device).train()
+    x = torch.randn(batch, seq, 128, device=device)
     return model, lambda: model(x).pow(2).mean()
 
 
-MODELS = {"gpt2": gpt2, "encoder": encoder}
+def chain(batch, seq, device):
+    """A step of module calls and little else: 100 nn.Linear(4, 4) in a row (seq unused)."""
+    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(100)]).to(device).train()
+    x = torch.randn(batch, 4, device=device)
+    return model, lambda: model(x).pow(2).mean()
 
 
-def modes(out, breakdown):
+MODELS = {"gpt2": gpt2, "encoder": encoder, "chain": chain}
+BARE = dict(stacks="off", kernels=False, ops=False, device_memory=False)
+HOOKS = "memrec scope hooks alone (the first row with scopes, owners=False)"
+
+
+def modes(out, breakdown, cuda):
     history = torch.cuda.memory._record_memory_history
     def torch_on(stacks):
         return lambda: history(enabled="all", context="all", stacks=stacks), lambda: history(enabled=None)
@@ -51,7 +64,7 @@ def modes(out, breakdown):
         return {
             "no recording": nothing,
             "memrec stacks=off, kernels=False, ops=False, device_memory=False (callback, drain)":
-                memrec_on("bare", stacks="off", kernels=False, scopes=False, ops=False, device_memory=False),
+                memrec_on("bare", scopes=False, **BARE),
             "memrec stacks=off, kernels=False, ops=False (+ CUPTI memory calls, NVML)":
                 memrec_on("noops", stacks="off", kernels=False, scopes=False, ops=False),
             "memrec stacks=off, kernels=False (+ op scopes)": memrec_on("off", stacks="off", kernels=False,
@@ -60,29 +73,56 @@ def modes(out, breakdown):
             "memrec stacks=python, kernels=False": memrec_on("py", stacks="python", kernels=False, scopes=False),
             "memrec stacks=all, kernels=False": memrec_on("all", stacks="all", kernels=False, scopes=False),
             "memrec stacks=all, kernels": memrec_on("allk", stacks="all", scopes=False),
+            HOOKS: memrec_on("hooks", owners=False, **BARE),
         }
+    torch_rows = {"PyTorch stacks=python": torch_on("python"), "PyTorch stacks=all": torch_on("all")} if cuda else {}
     return {
         "no recording": nothing,
-        "PyTorch stacks=python": torch_on("python"),
-        "PyTorch stacks=all": torch_on("all"),
+        **torch_rows,
         "memrec stacks=all (kernels, scopes)": memrec_on("all", stacks="all"),
+        "memrec stacks=all, scopes=False": memrec_on("noscopes", stacks="all", scopes=False),
         "memrec stacks=all, owners=False": memrec_on("noowners", stacks="all", owners=False),
         "memrec stacks=python": memrec_on("python", stacks="python"),
         "memrec stacks=all, kernels=False": memrec_on("nokernels", stacks="all", kernels=False),
     }
 
 
-def timed_steps(loss_of, opt, steps):
+def sync():
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def timed_steps(loss_of, opt, steps, clock):
     times = []
     for _ in range(steps):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
+        sync()
+        t = clock()
         loss_of().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t) * 1e3)
+        sync()
+        times.append((clock() - t) * 1e3)
     return times[1:]  # the first step after a switch warms the recorder's caches
+
+
+def module_calls(model, loss_of):
+    """Module calls in one forward, counted by a forward hook on each module."""
+    calls = []
+    handles = [m.register_forward_pre_hook(lambda *_: calls.append(1)) for m in model.modules()]
+    with torch.no_grad():
+        loss_of()
+    for h in handles:
+        h.remove()
+    return len(calls)
+
+
+def print_table(samples, title):
+    base = statistics.median(samples["no recording"])
+    print(title)
+    print("|---|---:|---:|")
+    for name, times in samples.items():
+        m = statistics.median(times)
+        print(f"| {name} | {m:.2f} | {100 * (m / base - 1):+.2f}% |")
 
 
 def main():
@@ -94,28 +134,32 @@ def main():
     p.add_argument("--out", default="/tmp/step-modes")
     p.add_argument("--breakdown", action="store_true")
     p.add_argument("--model", choices=MODELS, default="gpt2")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     a = p.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("step_modes.py: needs CUDA")
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        sys.exit("step_modes.py: no CUDA device here; --device cpu runs on the CPU")
     os.makedirs(a.out, exist_ok=True)
-    model, loss_of = MODELS[a.model](a.batch, a.seq)
+    model, loss_of = MODELS[a.model](a.batch, a.seq, a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    timed_steps(loss_of, opt, 3)  # warm-up: cuBLAS handles, the allocator's segments
-    table = modes(a.out, a.breakdown)
+    clock = time.perf_counter if cuda else time.process_time
+    timed_steps(loss_of, opt, 3, clock)  # warm-up: cuBLAS handles, the allocator's segments
+    table = modes(a.out, a.breakdown, cuda)
     samples = {name: [] for name in table}
     for _ in range(a.rounds):
         for name, (on, off) in table.items():
             on()
-            samples[name] += timed_steps(loss_of, opt, a.steps)
+            samples[name] += timed_steps(loss_of, opt, a.steps, clock)
             off()
-    base = statistics.median(samples["no recording"])
-    print(f"| mode | step ms | vs none |  ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"{a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps - 1} steps"
-          f"{', no scope hooks' if a.breakdown else ''})")
-    print("|---|---:|---:|")
-    for name, times in samples.items():
-        m = statistics.median(times)
-        print(f"| {name} | {m:.2f} | {100 * (m / base - 1):+.2f}% |")
+    where = torch.cuda.get_device_name() if cuda else "CPU time"
+    print_table(samples, f"| mode | step ms | vs none |  ({where}, torch {torch.__version__}, {a.model}, batch "
+                f"{a.batch} x {a.seq}, {a.rounds} rounds x {a.steps - 1} steps"
+                f"{', scope hooks off but in the last row' if a.breakdown else ''})")
+    if a.breakdown:
+        calls = module_calls(model, loss_of)
+        extra = statistics.median(samples[HOOKS]) - statistics.median(samples[list(table)[1]])
+        print(f"scope hooks: {1e3 * extra / calls:.1f} µs per module call (forward and backward), "
+              f"{calls} module calls a step")
 
 
 if __name__ == "__main__":

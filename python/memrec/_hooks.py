@@ -31,6 +31,7 @@ _tls = threading.local()
 _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 _names = weakref.WeakKeyDictionary()  # module -> qualified name
 _installed = False
+_on = False  # the running recording asked for scopes (start(scopes=True)): the hooks do nothing otherwise
 _generation = 0  # backward passes started; stale module scopes on autograd threads close at the next one
 _task = getattr(torch._C, "_current_graph_task_id", None)  # torch 2.x: -1 outside backward
 _node = getattr(torch._C, "_current_autograd_node", None)  # torch 2.x: the autograd node running on this thread
@@ -52,16 +53,35 @@ class _Repairs:
     first = ""
 
 
+class _Thread:
+    """A thread's state: its open module calls (module, scope depth before it, _BackwardCall or None), outermost
+    first, and the phase and backward bookkeeping."""
+    __slots__ = ("modules", "forward_level", "in_step", "optimizer_level", "generation", "backwards", "recompute",
+                 "recompute_node", "inputless")
+
+    def __init__(self):
+        self.modules, self.inputless = [], []
+        self.forward_level = self.optimizer_level = self.recompute_node = None
+        self.in_step = self.recompute = False
+        self.generation = self.backwards = 0
+
+
 def _thread():
-    t = _tls.__dict__
-    if "modules" not in t:
-        _reset_thread()
-    return _tls
+    try:
+        return _tls.state
+    except AttributeError:
+        return _reset_thread()
 
 
 def _reset_thread():
-    _tls.__dict__.update(modules=[], forward_level=None, in_step=False, optimizer_level=None, generation=0,
-                         backwards=0, recompute=False, recompute_node=None, inputless=[])
+    t = _tls.state = _Thread()
+    return t
+
+
+def enable(scopes):
+    """A recording starts: the hooks open scopes in it, or do nothing (scopes=False)."""
+    global _on
+    _on = bool(scopes)
 
 
 def _repair(error):
@@ -189,7 +209,7 @@ class _BackwardCall:
                 t.forward_level = None
         self._close_inputless_outside(t)
         self.level, self.thread = _scopes.depth(), threading.get_ident()
-        _scopes.open(self.name, "module")
+        _C.open_scope(self.name, _scopes.MODULE)
         if not self.has_inputs:
             t.inputless.append(self)
 
@@ -219,15 +239,17 @@ class _GradHooks:
     def __init__(self):
         self.ends, self.begins = [], []
 
-    @_guarded
     def __call__(self, grad):
-        t = _thread()
-        if _recompute_over(t):
-            _close_forward(t)
-        for call in reversed(self.ends):
-            call.exit()
-        for call in reversed(self.begins):
-            call.enter()
+        try:
+            t = _thread()
+            if _recompute_over(t):
+                _close_forward(t)
+            for call in reversed(self.ends):
+                call.exit()
+            for call in reversed(self.begins):
+                call.enter()
+        except Exception as e:  # noqa: BLE001  any error of memrec's own
+            _repair(e)
 
 
 _grad_hooks = {}  # id(tensor) -> (weak reference to the tensor, its _GradHooks), while the tensor lives
@@ -252,65 +274,75 @@ def _hooks_of(x):
 def _forward_pre(module, inputs):
     if _compiling():  # Dynamo inlines global hooks: this check, folded to True, is all it traces
         return None
-    return _module_begins(module, inputs)
+    if _on and _C.running():
+        try:
+            _module_begins(module, inputs)
+        except Exception as e:  # noqa: BLE001  any error of memrec's own
+            _repair(e)
+    return None
 
 
 def _forward_post(module, inputs, output):
     if _compiling():
         return None
-    return _module_ends(module, output)
+    if _on:
+        try:
+            _module_ends(module, output)
+        except Exception as e:  # noqa: BLE001  any error of memrec's own
+            _repair(e)
+    return None
 
 
-@_guarded
 def _module_begins(module, inputs):
-    if not _C.running():
-        return None
     t = _thread()
-    if t.modules and _recompute_over(t):  # the next layer's recompute began under another node
+    modules = t.modules
+    if modules and t.recompute and _recompute_over(t):  # the next layer's recompute began under another node
         _close_forward(t)
-    if not t.modules:
-        if _in_backward():
-            t.forward_level = _scopes.depth()
-            t.recompute, t.recompute_node = True, _node() if _node is not None else None
-            _scopes.open("recompute", "phase")
-        elif _scopes.innermost("phase") is None:
-            t.forward_level = _scopes.depth()
-            _scopes.open("forward", "phase")
-        _owners_scan(_owners.on_forward, module, _name_of)
-    root = t.modules[0][0] if t.modules else module
-    name = _name_of(module, root)
+    if not modules:
+        _outermost_begins(t, module)
+    name = _names.get(module) or _name_of(module, modules[0][0] if modules else module)
     # The inputs' gradient hooks are set now, not kept for the post hook: a forward that raises must not keep
     # its inputs (activations) alive.
     call = None
     if torch.is_grad_enabled():
-        inputs_with_grad = _tensors(inputs, [])
-        call = _BackwardCall(name, t.modules[-1][2] if t.modules else None, bool(inputs_with_grad))
-        for x in inputs_with_grad:
+        ends = _tensors(inputs, [])
+        call = _BackwardCall(name, modules[-1][2] if modules else None, bool(ends))
+        for x in ends:
             _hooks_of(x).ends.append(call)
-    t.modules.append((module, _scopes.depth(), call))
-    _scopes.open(name, "module")
-    return None
+    modules.append((module, _C.scope_depth(), call))
+    _C.open_scope(name, _scopes.MODULE)
 
 
-@_guarded
+def _outermost_begins(t, module):
+    """The thread's outermost module call begins: the forward phase, or in backward the recompute phase."""
+    if _in_backward():
+        t.forward_level = _scopes.depth()
+        t.recompute, t.recompute_node = True, _node() if _node is not None else None
+        _scopes.open("recompute", "phase")
+    elif _scopes.innermost("phase") is None:
+        t.forward_level = _scopes.depth()
+        _scopes.open("forward", "phase")
+    _owners_scan(_owners.on_forward, module, _name_of)
+
+
 def _module_ends(module, output):
     t = _thread()
-    for i in range(len(t.modules) - 1, -1, -1):
-        if t.modules[i][0] is module:
-            break
-    else:
-        return None
-    _, level, call = t.modules[i]
-    del t.modules[i:]
+    modules = t.modules
+    i = len(modules) - 1
+    while i >= 0 and modules[i][0] is not module:  # the innermost call of `module`: usually the last
+        i -= 1
+    if i < 0:
+        return
+    _, level, call = modules[i]
+    del modules[i:]
     _close_to(t, level)
     if call is not None:
         for x in _tensors(output, []):
             _hooks_of(x).begins.append(call)
-    if not t.modules and t.forward_level is not None:
+    if not modules and t.forward_level is not None:
         _close_to(t, t.forward_level)
         t.forward_level = None
         t.recompute, t.recompute_node = False, None
-    return None
 
 
 @_guarded
@@ -341,7 +373,7 @@ def _backward(original, sets_grads):
     sets_grads: the call leaves gradients in .grad (backward does, grad does not)."""
     @functools.wraps(original)
     def backward(*args, **kwargs):
-        if _compiling() or not _C.running():
+        if _compiling() or not _on or not _C.running():
             return original(*args, **kwargs)
         level = _backward_begin()
         try:
@@ -356,8 +388,9 @@ def _optimizer_begin(*_):
     t = _thread()
     if t.forward_level is not None:  # a forward that raised, or a step inside forward
         _close_forward(t)
-    t.optimizer_level = _scopes.depth()
-    _scopes.open("optimizer", "phase")
+    if _on:
+        t.optimizer_level = _scopes.depth()
+        _scopes.open("optimizer", "phase")
 
 
 def _optimizer_end(optimizer=None, *_):
@@ -380,8 +413,8 @@ def _optimizer_end(optimizer=None, *_):
 
 
 def open_step():
-    """Opens "step N" (N = optimizer steps taken so far) on this thread, when recording."""
-    if steps.level is not None and steps.thread == threading.get_ident():
+    """Opens "step N" (N = optimizer steps taken so far) on this thread, when recording with scopes."""
+    if not _on or steps.level is not None and steps.thread == threading.get_ident():
         return
     level = _scopes.depth()
     if _scopes.open(f"step {steps.taken}", "step"):

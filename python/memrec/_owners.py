@@ -7,10 +7,11 @@ Scanned, never per allocation:
 - at the end of each outermost backward on a thread, raising or not: the gradients of the parameters known so far;
 - after every optimizer step: its parameters and gradients, and its state (`exp_avg`, `momentum_buffer`, ...) on
   the first step of a recording and whenever the state changed shape.
-Nothing is sent for a tensor sent before with the same storage, so a scan of unchanged tensors costs about a
-microsecond each; a new tensor (a gradient after zero_grad(set_to_none=True)) is sent even at an old address, as
-its block is a new one. No hook is put on the program's tensors, no tensor is kept alive, nothing is allocated on the
-device: the storage's address and size are read, on torch 1.13 through Tensor.storage() (a TypedStorage, no
+Nothing is sent for a tensor sent before with the same storage, and the same tensor at the same data pointer is
+passed over before its storage is read, so a scan of unchanged tensors costs a dictionary look-up and a call each; a
+new tensor (a gradient after zero_grad(set_to_none=True)) is sent even at an old address, as its block is a new
+one. No hook is put on the program's tensors, no tensor is kept alive, nothing is allocated on the device: the
+storage's address and size are read, on torch 1.13 through Tensor.storage() (a TypedStorage, no
 warning there) and on torch 2.x through Tensor.untyped_storage() (storage() warns there).
 """
 import weakref
@@ -23,8 +24,8 @@ KINDS = {"parameter": 0, "buffer": 1, "gradient": 2, "optimizer_state": 3}
 
 _untyped = hasattr(torch.Tensor, "untyped_storage")
 _known = {}      # id(tensor) -> (weak reference, name, module, kind): parameters and buffers named so far
-_last = {}       # (id(tensor or its parameter), role) -> (weak reference to the tensor, storage address, its
-                 # data_ptr) sent
+_last = {}       # (id(tensor or its parameter), role) -> (weak reference to the tensor, storage address, data
+                 # pointer) sent
 _scanned = {}    # id(root) -> weak reference: roots scanned in this recording
 _optimizers = {} # id(optimizer) -> (weak reference, id(state), len(state)) when its state was last read
 _pending = {}    # id(optimizer) -> weak reference: optimizers stepped before any root was scanned (names unknown)
@@ -73,7 +74,7 @@ def _send(t, key, name, module, kind):
     try:
         t = getattr(t, "_local_tensor", t)  # DTensor (FSDP2): the local shard's storage
         last = _last.get(key)
-        if last is not None and last[0]() is t and last[2] == t.data_ptr():  # sent, same storage: no storage read
+        if last is not None and last[0]() is t and last[2] == t.data_ptr():  # the same tensor, storage, offset
             return
         device = _device_of(t)
         if device is None or t.layout != torch.strided:

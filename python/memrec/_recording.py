@@ -38,6 +38,7 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     _options = options
     _hook_process()
     _compiled.install()
+    _hooks.enable(scopes)
     if scopes:
         _hooks.install()
         _hooks.open_step()
