@@ -27,8 +27,8 @@ namespace {
 
 std::atomic<bool> g_running{false};  // one recording per process: the hooks are process-wide
 
-constexpr size_t kPayloadWordsPerEvent = 32;
-constexpr auto kSamplePeriod = std::chrono::milliseconds(20);  // NVML: a 10 ms step shows as 1-2 samples  // room for the average stack; a full payload drops like full records
+constexpr size_t kPayloadWordsPerEvent = 32;  // room for the average stack; a full payload drops like full records
+constexpr auto kSamplePeriod = std::chrono::milliseconds(20);  // NVML: a 10 ms step shows as 1-2 samples
 
 StackCapture resolve_capture(StackCapture c) {
   if (c == StackCapture::automatic)

@@ -63,8 +63,8 @@ enum class Flush { keep, release };
 // `full` written over flushes as a recorder writes it: each flush adds the events, kernels and owner rows up to a
 // point in time, the scopes begun by then (still open, if they end later), and closes the scopes that ended since.
 // Returns the most rows that the snapshot's row tables and the writer held right after a flush.
-inline uint64_t write_as_recorded(const Snapshot& full, const std::string& path, size_t flushes, Flush how = Flush::keep,
-                              const WriterOptions& options = {}) {
+inline uint64_t write_as_recorded(const Snapshot& full, const std::string& path, size_t flushes,
+                                  Flush how = Flush::keep, const WriterOptions& options = {}) {
   Snapshot s = full.with_tables();
   s.has_segments_start = full.has_segments_start;
   Writer w(path, options);
