@@ -103,12 +103,14 @@ template <size_t N> class ColumnDecoder {
 };
 
 // Payload: first row index u64, row count u64, byte size of each column u64, then the columns.
-// Calls each(row) for every row encoded: the writer's index notes their times on the way.
+// Calls each(row) for every row encoded: the writer's index notes their times on the way. Rows [at, at + n) of
+// `rows` are rows [first, first + n) of the table (a writer may have let go of the rows before `rows`).
 template <class T, class Each>
-void encode_rows(Out& out, ColumnEncoder& enc, const PackedVector<T>& rows, uint64_t first, size_t n, Each each) {
+void encode_rows(Out& out, ColumnEncoder& enc, const PackedVector<T>& rows, size_t at, uint64_t first, size_t n,
+                 Each each) {
   enc.reset(Columns<T>::kCount, n);
   T prev{};
-  rows.for_each(first, first + n, [&](size_t, const T& r) {
+  rows.for_each(at, at + n, [&](size_t, const T& r) {
     Columns<T>::row(enc, r, prev);
     each(r);
     prev = r;

@@ -31,6 +31,17 @@ int64_t row_time(const DeviceMemoryRecord& r) { return r.time_ns; }
 int64_t row_time(const DeviceMemorySample& m) { return m.time_ns; }
 int64_t row_time(const Owner& o) { return static_cast<int64_t>(o.event); }
 
+// The rows a flush reads back: the snapshot's, whose tables begin at `start` once Writer::flush_and_release() let
+// go of the rows before, and the scopes the writer held back from those.
+struct Rows {
+  const Snapshot& s;
+  const RowStart& start;
+  const std::map<uint32_t, Scope>& held;
+  Scope scope(uint32_t id) const { return id < start.scopes ? held.at(id) : s.scopes[id - start.scopes]; }
+  Owner owner(uint64_t row) const { return s.owners[row - start.owners]; }
+  uint64_t owners() const { return start.owners + s.owners.size(); }
+};
+
 // An index chunk lists at most about this many chunks, so that the writer's memory stays bounded between live states.
 constexpr size_t kEntriesPerIndex = 4096;
 
@@ -50,36 +61,40 @@ struct Indexer {
   std::set<uint32_t> steps;         // step scopes written or closed since the last index chunk
 
   // Applies the next event, after the owner rows placed before it.
-  void take(const Snapshot& s, const Event& e) {
-    for (; owner_at <= events; owner_at = next_owner(s)) live.name(owners, s.owners[owners]), ++owners;
+  void take(const Rows& rows, const Event& e) {
+    for (; owner_at <= events; owner_at = next_owner(rows)) live.name(owners, rows.owner(owners)), ++owners;
     live.apply(e);
     latest_ns = std::max(latest_ns, e.time_ns);
     ++events;
   }
   // The event count that the next owner row comes before (UINT64_MAX: none yet).
-  uint64_t next_owner(const Snapshot& s) const {
-    return owners < s.owners.size() ? s.owners[owners].event : UINT64_MAX;
+  uint64_t next_owner(const Rows& rows) const {
+    return owners < rows.owners() ? rows.owner(owners).event : UINT64_MAX;
   }
   // A live state costs about its blocks: stored at most once per 8 events per live block.
   bool state_due() const { return events - state_events >= std::max<uint64_t>(state_every, 8 * live.blocks()); }
-  // The written scopes that began by the latest event time and had not ended before it.
-  std::vector<ScopeRow> open_scopes(const Snapshot& s) {
-    std::vector<ScopeRow> open;
+  // Forgets the written scopes that ended before the latest event time: they are open at no later live state.
+  void forget_ended(const Rows& rows) {
     std::erase_if(scopes, [&](uint32_t id) {
-      Scope sc = s.scopes[id];
-      if (sc.end_ns != -1 && sc.end_ns < latest_ns) return true;  // ended: not open at any later live state either
-      if (sc.start_ns <= latest_ns) open.push_back({id, sc});
-      return false;
+      Scope sc = rows.scope(id);
+      return sc.end_ns != -1 && sc.end_ns < latest_ns;
     });
+  }
+  // The written scopes that began by the latest event time and had not ended before it.
+  std::vector<ScopeRow> open_scopes(const Rows& rows) {
+    forget_ended(rows);
+    std::vector<ScopeRow> open;
+    for (uint32_t id : scopes)
+      if (Scope sc = rows.scope(id); sc.start_ns <= latest_ns) open.push_back({id, sc});
     return open;
   }
-  std::vector<StepRow> step_rows(const Snapshot& s) const {
-    std::vector<StepRow> rows;
+  std::vector<StepRow> step_rows(const Rows& rows) const {
+    std::vector<StepRow> out;
     for (uint32_t id : steps) {
-      Scope sc = s.scopes[id];
-      if (auto n = step_number(s.strings[sc.name])) rows.push_back({id, *n, sc.start_ns, sc.end_ns});
+      Scope sc = rows.scope(id);
+      if (auto n = step_number(rows.s.strings[sc.name])) out.push_back({id, *n, sc.start_ns, sc.end_ns});
     }
-    return rows;
+    return out;
   }
 };
 
@@ -99,6 +114,8 @@ struct Writer::State {
   uint64_t written_owners = 0;
   std::vector<uint32_t> open_scopes;     // written while end_ns == -1; ascending
   Indexer index;
+  RowStart start;                        // rows of each table let go of by flush_and_release()
+  std::map<uint32_t, Scope> held_scopes;  // of the scopes let go of, those later chunks read: open or indexed
   bool started = false;                  // the live state holds the snapshot's start state
   std::map<std::string, std::string> metadata;
   bool metadata_written = false;
@@ -114,8 +131,9 @@ struct Writer::State {
     bytes += n;
   }
   void write_chunk(ChunkType type, const std::string& raw);
-  void write_live_state(const Snapshot& s);
-  void write_index(const Snapshot& s);
+  Rows rows(const Snapshot& s) const { return {s, start, held_scopes}; }
+  void write_live_state(const Rows& rows);
+  void write_index(const Rows& rows);
   template <class Fn> void chunk(ChunkType type, Fn&& fill) {
     Out out(payload);
     fill(out);
@@ -123,14 +141,16 @@ struct Writer::State {
   }
   void write_strings(const Snapshot& s);
   void write_tables(const Snapshot& s);
-  void write_scope_ends(const Snapshot& s);
-  // Writes the new rows chunk by chunk, calling each(row) for every row and after_chunk() after each chunk.
+  void write_scope_ends(const Rows& rows);
+  // Writes the new rows chunk by chunk, calling each(row) for every row and after_chunk() after each chunk. Row 0
+  // of `rows` is row `first` of the recording.
   template <class T, class Each = void (*)(const T&), class After = void (*)()>
-  void write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows, Each each = [](const T&) {},
-                  After after_chunk = [] {});
+  void write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t first, uint64_t& written_rows,
+                  Each each = [](const T&) {}, After after_chunk = [] {});
   void write_metadata(const Snapshot& s);
   void write_event_contexts(const Snapshot& s);
   void flush(const Snapshot& s);
+  void release(Snapshot& s);
 };
 
 void Writer::State::write_chunk(ChunkType type, const std::string& raw) {
@@ -192,10 +212,10 @@ void Writer::State::write_tables(const Snapshot& s) {
   }
 }
 
-void Writer::State::write_scope_ends(const Snapshot& s) {
+void Writer::State::write_scope_ends(const Rows& rows) {
   std::vector<ScopeEnd> ends;
   std::erase_if(open_scopes, [&](uint32_t id) {
-    Scope sc = s.scopes[id];
+    Scope sc = rows.scope(id);
     if (sc.end_ns == -1) return false;
     ends.push_back({id, sc.end_ns});
     if (sc.kind == ScopeKind::step) index.steps.insert(id);
@@ -206,41 +226,42 @@ void Writer::State::write_scope_ends(const Snapshot& s) {
 
 // Each row chunk's index entry gives its rows and their least and greatest time.
 template <class T, class Each, class After>
-void Writer::State::write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t& written_rows, Each each,
-                               After after_chunk) {
-  if (rows.size() < written_rows) throw Error(fmt::format("{}: the snapshot lost rows since the last flush", path));
-  while (written_rows < rows.size()) {
-    size_t n = std::min(kRowsPerChunk, rows.size() - written_rows);
+void Writer::State::write_rows(ChunkType type, const PackedVector<T>& rows, uint64_t first, uint64_t& written_rows,
+                               Each each, After after_chunk) {
+  uint64_t end = first + rows.size();
+  if (end < written_rows) throw Error(fmt::format("{}: the snapshot lost rows since the last flush", path));
+  while (written_rows < end) {
+    size_t n = std::min<uint64_t>(kRowsPerChunk, end - written_rows);
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
     auto row = [&](const T& r) {
       lo = std::min(lo, row_time(r)), hi = std::max(hi, row_time(r));
       each(r);
     };
-    chunk(type, [&](Out& o) { encode_rows(o, columns, rows, written_rows, n, row); });
+    chunk(type, [&](Out& o) { encode_rows(o, columns, rows, written_rows - first, written_rows, n, row); });
     index.entries.back() = {index.entries.back().offset, static_cast<uint32_t>(type), written_rows, n, lo, hi};
     written_rows += n;
     after_chunk();
   }
 }
 
-void Writer::State::write_live_state(const Snapshot& s) {
+void Writer::State::write_live_state(const Rows& rows) {
   chunk(ChunkType::live_state, [&](Out& o) {
     o(index.events, index.latest_ns);
     o.list(index.live.segment_rows());
     o.list(index.live.block_rows());
     o.list(index.live.owner_rows());
-    o.list(index.open_scopes(s));
+    o.list(index.open_scopes(rows));
   });
   index.entries.back().first = index.events;
   index.state_events = index.events;
 }
 
-void Writer::State::write_index(const Snapshot& s) {
+void Writer::State::write_index(const Rows& rows) {
   uint64_t at = bytes;
   chunk(ChunkType::index, [&](Out& o) {
     o(index.last_index);
     o.list(index.entries);
-    o.list(index.step_rows(s));
+    o.list(index.step_rows(rows));
   });
   index.last_index = at;
   index.entries.clear();
@@ -277,34 +298,59 @@ void Writer::State::flush(const Snapshot& s) {
   if (closed) throw Error(fmt::format("{}: flush after close", path));
   if (failed) throw Error(fmt::format("{}: an earlier write failed; the file ends at its last whole chunk", path));
   if (!started) index.live = LiveState(s), started = true;
+  const Rows now = rows(s);
   write_strings(s);
   write_tables(s);
   // Scopes already written that were open get their end first; then new scopes, some of them open.
-  write_scope_ends(s);
+  write_scope_ends(now);
   uint64_t first_new_scope = written.scopes;
-  write_rows(ChunkType::scopes, s.scopes, written.scopes);
+  write_rows(ChunkType::scopes, s.scopes, start.scopes, written.scopes);
   for (uint64_t id = first_new_scope; id < written.scopes; ++id) {
-    Scope sc = s.scopes[id];
+    Scope sc = now.scope(static_cast<uint32_t>(id));
     if (sc.end_ns == -1) open_scopes.push_back(static_cast<uint32_t>(id));
     if (id > 0) index.scopes.push_back(static_cast<uint32_t>(id));
     if (sc.kind == ScopeKind::step && id > 0) index.steps.insert(static_cast<uint32_t>(id));
   }
   // The live state follows the events as they are written; an events chunk is followed by it (and an index chunk)
   // when one is due.
-  index.owner_at = index.next_owner(s);
-  write_rows(ChunkType::events, s.events, written.events, [&](const Event& e) { index.take(s, e); }, [&] {
-    if (!index.state_due()) return;
-    write_live_state(s);
-    write_index(s);
-  });
-  write_rows(ChunkType::kernels, s.kernels, written.kernels);
+  index.owner_at = index.next_owner(now);
+  write_rows(ChunkType::events, s.events, start.events, written.events, [&](const Event& e) { index.take(now, e); },
+             [&] {
+               if (!index.state_due()) return;
+               write_live_state(now);
+               write_index(now);
+             });
+  index.forget_ended(now);
+  write_rows(ChunkType::kernels, s.kernels, start.kernels, written.kernels);
   write_event_contexts(s);
-  write_rows(ChunkType::device_memory, s.device_memory, written_device_memory);
-  write_rows(ChunkType::memory_samples, s.memory_samples, written_samples);
-  write_rows(ChunkType::owners, s.owners, written_owners);  // after the events that each row's `event` counts
+  write_rows(ChunkType::device_memory, s.device_memory, start.device_memory, written_device_memory);
+  write_rows(ChunkType::memory_samples, s.memory_samples, start.samples, written_samples);
+  // After the events that each row's `event` counts.
+  write_rows(ChunkType::owners, s.owners, start.owners, written_owners);
   write_metadata(s);
-  if (index.entries.size() >= kEntriesPerIndex) write_index(s);  // a long run at a low rate of events
+  if (index.entries.size() >= kEntriesPerIndex) write_index(now);  // a long run at a low rate of events
   if (std::fflush(file.get()) != 0) fail("write failed");
+}
+
+// The file holds every row of `s` now. What later chunks read of them stays: the scopes still open or that the next
+// live state or index chunk names (held apart, by id), and the owner rows the index has yet to place.
+void Writer::State::release(Snapshot& s) {
+  const Rows now = rows(s);
+  std::map<uint32_t, Scope> held;
+  auto hold = [&](uint32_t id) { held.try_emplace(id, now.scope(id)); };
+  std::ranges::for_each(open_scopes, hold);
+  std::ranges::for_each(index.scopes, hold);
+  std::ranges::for_each(index.steps, hold);
+  PackedVector<Owner> unplaced;
+  for (uint64_t row = index.owners; row < now.owners(); ++row) unplaced.push_back(now.owner(row));
+  held_scopes = std::move(held);
+  s.owners = std::move(unplaced);
+  start = {written.scopes, written.events, written.kernels, written_device_memory, written_samples, index.owners};
+  s.scopes.clear();
+  s.events.clear();
+  s.kernels.clear();
+  s.device_memory.clear();
+  s.memory_samples.clear();
 }
 
 Writer::Writer(const std::string& path, const WriterOptions& options) : state_(std::make_unique<State>()) {
@@ -325,6 +371,21 @@ Writer::~Writer() = default;
 
 void Writer::flush(const Snapshot& s) { state_->flush(s); }
 
+void Writer::flush_and_release(Snapshot& s) {
+  state_->flush(s);
+  state_->release(s);
+}
+
+const RowStart& Writer::released() const { return state_->start; }
+
+// A close for a scope that is not open (none the recorder makes) changes nothing.
+void Writer::end_scope(uint32_t id, int64_t end_ns) {
+  auto it = state_->held_scopes.find(id);
+  if (it != state_->held_scopes.end() && it->second.end_ns == -1) it->second.end_ns = end_ns;
+}
+
+size_t Writer::scopes_held() const { return state_->held_scopes.size(); }
+
 void Writer::close(const Snapshot& s) {
   State& st = *state_;
   st.flush(s);
@@ -334,7 +395,7 @@ void Writer::close(const Snapshot& s) {
     o.flag(s.has_segments_start);
     o(s.dropped_events);
   });
-  st.write_index(s);  // the last one: its chunks, end_state among them
+  st.write_index(st.rows(s));  // the last one: its chunks, end_state among them
   st.chunk(ChunkType::footer, [&](Out& o) {
     fields(o, st.written);
     o(st.index.last_index);

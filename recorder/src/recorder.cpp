@@ -9,6 +9,7 @@
 #include <exception>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -26,8 +27,8 @@ namespace {
 
 std::atomic<bool> g_running{false};  // one recording per process: the hooks are process-wide
 
-constexpr size_t kPayloadWordsPerEvent = 32;
-constexpr auto kSamplePeriod = std::chrono::milliseconds(20);  // NVML: a 10 ms step shows as 1-2 samples  // room for the average stack; a full payload drops like full records
+constexpr size_t kPayloadWordsPerEvent = 32;  // room for the average stack; a full payload drops like full records
+constexpr auto kSamplePeriod = std::chrono::milliseconds(20);  // NVML: a 10 ms step shows as 1-2 samples
 
 StackCapture resolve_capture(StackCapture c) {
   if (c == StackCapture::automatic)
@@ -55,8 +56,9 @@ size_t buffer_events_for_bytes(size_t bytes) {
 
 struct Recorder::Impl {
   RecorderOptions opt;
-  Snapshot snap;
+  Snapshot snap;  // the whole recording in memory; a window of it when writing a file (Writer::flush_and_release)
   std::unique_ptr<Writer> writer;
+  std::optional<Snapshot> read_back;  // the file read back, for snapshot() after stop()
   detail::Symbolizer symbolizer;
   detail::Batch spare;
   bool running = false, cuda = false, cupti = false;
@@ -77,6 +79,7 @@ struct Recorder::Impl {
   int64_t capped_at_ns = -1;           // last_event_ns once max_events is reached
   uint64_t kernels_over_cap = 0;
   uint64_t cpu_unmatched_frees = 0;
+  uint64_t rows_held_peak = 0;
 
   void start();
   void start_cupti();
@@ -87,8 +90,11 @@ struct Recorder::Impl {
   void apply(const detail::Batch& b);
   void add_event(const detail::Record& r, const detail::Batch& b);
   void add_owner(const detail::Record& r, const detail::Batch& b);
+  void end_scope(uint32_t id, int64_t end_ns);
   void add_cupti();
   RecorderStats drop_stats() const;
+  RowStart released() const { return writer ? writer->released() : RowStart{}; }
+  uint64_t rows_held() const;
 };
 
 void Recorder::Impl::start() {
@@ -99,6 +105,8 @@ void Recorder::Impl::start() {
            opt.max_frames};
     symbolizer.set_script(opt.script.get());
     snap = Snapshot{};
+    read_back.reset();
+    rows_held_peak = 0;
     snap.metadata["recorder.stacks"] = opt.stacks ? to_string(cfg.capture) : "off";
     snap.metadata["recorder.script_frames"] = opt.script ? "on" : "off";
     snap.metadata["recorder.free_stacks"] = cfg.free_stacks ? "on" : "off";
@@ -226,7 +234,13 @@ void Recorder::Impl::drain_once() {
   apply(spare);
   if (capped && capped_at_ns < 0) capped_at_ns = last_event_ns;
   if (cupti) add_cupti();
-  if (writer && !drain_error) writer->flush(snap);
+  rows_held_peak = std::max(rows_held_peak, rows_held());
+  if (writer && !drain_error) writer->flush_and_release(snap);
+}
+
+uint64_t Recorder::Impl::rows_held() const {
+  return snap.scopes.size() + snap.events.size() + snap.kernels.size() + snap.device_memory.size() +
+         snap.memory_samples.size() + snap.owners.size() + (writer ? writer->scopes_held() : 0);
 }
 
 void Recorder::Impl::apply(const detail::Batch& b) {
@@ -238,13 +252,18 @@ void Recorder::Impl::apply(const detail::Batch& b) {
         snap.scopes.push_back(Scope{r.time, -1, snap.strings.intern(name), r.parent, r.scope_kind, 0});
         break;
       }
-      case detail::RecordKind::scope_close:
-        if (r.scope < snap.scopes.size()) snap.scopes.update(r.scope, [&](Scope& sc) { sc.end_ns = r.time; });
-        break;
+      case detail::RecordKind::scope_close: end_scope(r.scope, r.time); break;
       case detail::RecordKind::event: add_event(r, b); break;
       case detail::RecordKind::owner: add_owner(r, b); break;
     }
   }
+}
+
+// A scope the writer let go of ends there; the others in the snapshot.
+void Recorder::Impl::end_scope(uint32_t id, int64_t end_ns) {
+  uint64_t first = released().scopes;
+  if (id < first) return writer->end_scope(id, end_ns);
+  if (id - first < snap.scopes.size()) snap.scopes.update(id - first, [&](Scope& sc) { sc.end_ns = end_ns; });
 }
 
 // An owner row goes after the events buffered before it. On the CPU, a block allocated before the recording
@@ -253,7 +272,8 @@ void Recorder::Impl::add_owner(const detail::Record& r, const detail::Batch& b) 
   std::string_view bytes(reinterpret_cast<const char*>(b.payload.data() + r.payload), r.payload_len);
   uint32_t module = snap.strings.intern(bytes.substr(0, r.parent));
   uint32_t name = snap.strings.intern(bytes.substr(r.parent));
-  snap.owners.push_back(Owner{r.time, snap.events.size(), r.addr, r.size, name, module, r.owner_kind, r.device});
+  uint64_t events = released().events + snap.events.size();
+  snap.owners.push_back(Owner{r.time, events, r.addr, r.size, name, module, r.owner_kind, r.device});
   if (!cuda) cpu_live.try_emplace(r.addr, r.size);
 }
 
@@ -359,14 +379,25 @@ void Recorder::set_metadata(const std::string& key, const std::string& value) {
   impl_->snap.metadata[key] = value;
 }
 
-const Snapshot& Recorder::snapshot() const { return impl_->snap; }
+const Snapshot& Recorder::snapshot() const {
+  Impl& d = *impl_;
+  if (d.opt.output.empty()) return d.snap;
+  if (d.running)
+    throw Error(fmt::format("{} is still being recorded: a recording to a file is read back from it after stop()",
+                            d.opt.output));
+  if (!d.read_back) d.read_back = read_file(d.opt.output);
+  return *d.read_back;
+}
 
 RecorderStats Recorder::stats() const {
   std::lock_guard lock(impl_->mu);
   RecorderStats st = impl_->drop_stats();
-  st.events = impl_->snap.events.size();
-  st.kernels = impl_->snap.kernels.size();
-  st.owners = impl_->snap.owners.size();
+  RowStart first = impl_->released();
+  st.events = first.events + impl_->snap.events.size();
+  st.kernels = first.kernels + impl_->snap.kernels.size();
+  st.owners = first.owners + impl_->snap.owners.size();
+  st.rows_held = impl_->rows_held();
+  st.rows_held_peak = std::max(impl_->rows_held_peak, st.rows_held);
   st.unique_frames = impl_->snap.frames.size();
   st.symbolize_ms = impl_->symbolizer.seconds() * 1e3;
   st.bytes_written = impl_->writer ? impl_->writer->bytes_written() : 0;

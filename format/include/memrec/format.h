@@ -18,6 +18,12 @@ struct WriterOptions {
   uint64_t events_per_live_state = uint64_t{1} << 20;
 };
 
+// Where each row table of a snapshot that Writer::flush_and_release() trimmed begins in the whole recording: the
+// rows before it are in the file only.
+struct RowStart {
+  uint64_t scopes = 0, events = 0, kernels = 0, device_memory = 0, samples = 0, owners = 0;
+};
+
 // Streaming writer. Each flush() appends what the snapshot gained since the previous flush as self-contained
 // chunks, so a process killed mid-run leaves a file readable up to its last complete chunk.
 // Tables in `s` must only grow between calls; scopes may be closed (end_ns set) after they were flushed.
@@ -30,6 +36,19 @@ class Writer {
   Writer& operator=(const Writer&) = delete;
 
   void flush(const Snapshot& s);
+  // flush(), then lets go of the rows of `s` that the file holds and later flushes do not read back, so that a
+  // recording's memory does not grow with its length: every scope, event, kernel, device memory record and sample,
+  // and the owner rows the index has placed. Strings, frames, stacks, streams, event contexts, the start state and
+  // the metadata stay whole: later rows point into them. `s` is then a window of the recording: each row table
+  // begins at released()'s row, later rows are appended to it as before, and a scope let go of while still open
+  // ends through end_scope(). The file is byte for byte the one flush() would write.
+  void flush_and_release(Snapshot& s);
+  const RowStart& released() const;
+  // Ends scope `id`, one that flush_and_release() let go of while it was open (id < released().scopes).
+  void end_scope(uint32_t id, int64_t end_ns);
+  // Scope rows let go of from the snapshot that the writer holds for later chunks: those still open, and those
+  // the next live state or index chunk names.
+  size_t scopes_held() const;
   // Flushes, then writes the end state (segments, metadata, drop count) and the footer that marks the file complete.
   void close(const Snapshot& s);
   uint64_t bytes_written() const;

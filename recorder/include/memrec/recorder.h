@@ -36,7 +36,8 @@ class ScriptFrames {
 };
 
 struct RecorderOptions {
-  std::string output;          // .memrec path; empty = keep in memory only (Recorder::snapshot())
+  std::string output;          // .memrec path, written as the program runs (the recorder keeps only what later
+                               // chunks need); empty = keep the whole recording in memory (Recorder::snapshot())
   bool stacks = true;          // C++ stack for every alloc
   std::shared_ptr<ScriptFrames> script;  // interpreter frames for every alloc (also when `stacks` is off)
   bool free_stacks = false;    // ... and for every free
@@ -83,6 +84,10 @@ struct RecorderStats {
   uint64_t unique_frames = 0;
   double symbolize_ms = 0;      // time spent symbolizing new frames
   uint64_t bytes_written = 0;
+  uint64_t rows_held = 0;       // rows of the recording's tables (scopes, events, kernels, device memory, owners) in
+                                // memory now: all of them without a file; with one, those not written yet and
+                                // the few later chunks read (open scopes, owner rows the index has yet to place)
+  uint64_t rows_held_peak = 0;  // the most rows held at once, counted as each drain ends, before the file takes them
 };
 
 // One recording at a time per process. start() installs the hooks, stop() writes the end state and closes the file.
@@ -99,7 +104,9 @@ class Recorder {
 
   // Adds run metadata ("workload", "config.layers", ...); call before stop().
   void set_metadata(const std::string& key, const std::string& value);
-  // The recording so far (complete after stop()). Not thread-safe against a running drain: read after stop().
+  // Without an output file: the recording so far (complete after stop()); not thread-safe against a running drain,
+  // so read it after stop(). With one, the file is the record: after stop() this is the file read back whole
+  // (read once, on the first call, so it costs the whole recording's memory then); while recording it throws Error.
   const Snapshot& snapshot() const;
   RecorderStats stats() const;
   bool cuda_active() const;  // the CUDA allocator is being recorded
