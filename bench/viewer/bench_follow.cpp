@@ -36,6 +36,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 class Recording {
  public:
   Recording(const std::string& path, size_t events) : full_(make_training_history(events, 11)) {
+    give_distinct_addresses(full_);  // else frees of blocks the part read never allocated make the file read whole
     s_ = full_.with_tables();
     s_.scopes = full_.scopes;
     writer_.emplace(path);

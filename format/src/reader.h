@@ -64,6 +64,7 @@ class Reader {
   // Appends what the last read_more() read to `s`, which holds what the calls before it read.
   void append_to(Snapshot& s);
   bool footer_seen() const { return footer_seen_; }
+  bool end_state_seen() const { return end_state_seen_; }
 
  private:
   [[noreturn]] void fail(std::string_view msg) const { throw Error(fmt::format("{}: {}", name_, msg)); }

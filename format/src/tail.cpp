@@ -41,6 +41,8 @@ Tail::Read Tail::read() {
   return grew ? Read::grew : Read::nothing_new;
 }
 
+bool Tail::closed() const { return reader_ && reader_->end_state_seen(); }
+
 void Tail::append_to(Snapshot& s) {
   reader_->append_to(s);
   s.warnings.clear();

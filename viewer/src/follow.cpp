@@ -27,7 +27,8 @@ Follower::~Follower() {
 std::unique_ptr<Document> Follower::read() {
   if (tail_) {
     read_ = tail_->read();
-    if (read_ != Tail::Read::replaced) return nullptr;
+    // The end state brings the start state, from which the replay starts: the document is made again.
+    if (read_ == Tail::Read::nothing_new || (read_ == Tail::Read::grew && !tail_->closed())) return nullptr;
   }
   return read_whole();
 }

@@ -32,6 +32,8 @@ class Tail {
   // Appends what the last read() decoded to `s`, the snapshot the reads before it filled (empty before the first),
   // and gives `s` the warnings load_snapshot gives a file read whole. Not while read() runs.
   void append_to(Snapshot& s);
+  // The reads so far found the end state: the writer closed the file (its footer may still be on its way).
+  bool closed() const;
 
  private:
   std::string path_;
