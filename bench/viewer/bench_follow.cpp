@@ -43,7 +43,8 @@ class Recording {
   }
   size_t events() const { return s_.events.size(); }
   void grow_to(size_t events) {
-    for (size_t i = s_.events.size(); i < std::min(events, full_.events.size()); ++i) s_.events.push_back(full_.events[i]);
+    for (size_t i = s_.events.size(); i < std::min(events, full_.events.size()); ++i)
+      s_.events.push_back(full_.events[i]);
     int64_t t = s_.events.back().time_ns;
     for (size_t k = s_.kernels.size(); k < full_.kernels.size() && full_.kernels[k].start_ns <= t; ++k)
       s_.kernels.push_back(full_.kernels[k]);
@@ -145,8 +146,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) sizes.push_back(std::stoull(argv[i]));
   if (sizes.empty()) sizes = {1'000'000, 10'000'000};
   std::string path = std::filesystem::temp_directory_path() / "memrec_bench_follow.memrec";
-  fmt::print("| events | first document | flush of 100,000 events to it drawn, median of 3 (range) | frames meanwhile | "
-             "slowest of them | lag at 400,000 events/s, median | largest | events shown/s |\n"
+  fmt::print("| events | first document | flush of 100,000 events to it drawn, median of 3 (range) | "
+             "frames meanwhile | slowest of them | lag at 400,000 events/s, median | largest | events shown/s |\n"
              "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   try {
     for (size_t n : sizes) run_size(n, path);

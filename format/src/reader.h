@@ -73,7 +73,9 @@ class Reader {
   std::string where(const ChunkRef& c) const;
   void read_chunks(const ChunkList& list);
   void read_listed(const ChunkList& list);
-  std::string_view payload(const ChunkRef& c) const { return bytes_.substr(c.offset - origin_ + kChunkHeaderSize, c.comp_size); }
+  std::string_view payload(const ChunkRef& c) const {
+    return bytes_.substr(c.offset - origin_ + kChunkHeaderSize, c.comp_size);
+  }
   void append_tables(Snapshot& s) const;
   void append_scopes(Snapshot& s);
   void reserve_rows(const ChunkList& list);

@@ -46,7 +46,8 @@ std::shared_ptr<Replay::Resume> Replay::resume() const {
       put(next->second, pre_existing_[next->second].addr, pre_existing_[next->second].size);
     put(id, field_of<&Allocation::addr, &Event::addr>(id), size_of(id));
   }
-  for (; next != older.end(); ++next) put(next->second, pre_existing_[next->second].addr, pre_existing_[next->second].size);
+  for (; next != older.end(); ++next)
+    put(next->second, pre_existing_[next->second].addr, pre_existing_[next->second].size);
   return r;
 }
 

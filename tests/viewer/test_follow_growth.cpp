@@ -31,10 +31,12 @@ class Recording {
   size_t events() const { return s_.events.size(); }
   size_t total() const { return full_.events.size(); }
   void flush(size_t more) {
-    for (size_t i = s_.events.size(), end = std::min(total(), i + more); i < end; ++i) s_.events.push_back(full_.events[i]);
+    for (size_t i = s_.events.size(), end = std::min(total(), i + more); i < end; ++i)
+      s_.events.push_back(full_.events[i]);
     int64_t t = s_.events.back().time_ns;
     for (size_t k = 1; k < s_.scopes.size(); ++k)
-      if (Scope sc = full_.scopes[k]; s_.scopes[k].end_ns == -1 && sc.end_ns != -1 && sc.end_ns <= t) s_.scopes.set(k, sc);
+      if (Scope sc = full_.scopes[k]; s_.scopes[k].end_ns == -1 && sc.end_ns != -1 && sc.end_ns <= t)
+        s_.scopes.set(k, sc);
     for (size_t k = s_.scopes.size(); k < full_.scopes.size() && full_.scopes[k].start_ns <= t; ++k) {
       Scope sc = full_.scopes[k];
       if (sc.end_ns > t) sc.end_ns = -1;
@@ -67,7 +69,9 @@ void expect_same_lanes(const std::vector<Lane>& a, const std::vector<Lane>& b) {
 void expect_same_replay(const Replay& r, const Replay& f) {
   ASSERT_EQ(r.steps(), f.steps());
   EXPECT_EQ(r.initial(), f.initial());
-  for (const auto& [p, q] : {std::pair{r.peak_allocated(), f.peak_allocated()}, {r.peak_reserved(), f.peak_reserved()}}) {
+  using Peaks = std::pair<Peak, Peak>;
+  for (const auto& [p, q] :
+       {Peaks{r.peak_allocated(), f.peak_allocated()}, Peaks{r.peak_reserved(), f.peak_reserved()}}) {
     EXPECT_EQ(p.bytes, q.bytes);
     EXPECT_EQ(p.step, q.step);
     EXPECT_EQ(p.time_ns, q.time_ns);
@@ -188,7 +192,8 @@ TEST(FollowGrowth, AChunkCutShortIsReadWhenItIsWhole) {
   int grew = 0, waited = 0;
   while (written < bytes.size()) {
     size_t piece = std::min<size_t>(bytes.size() - written, 3331 + written % 17000);
-    std::ofstream(path, std::ios::binary | std::ios::app).write(bytes.data() + written, static_cast<std::streamsize>(piece));
+    std::ofstream(path, std::ios::binary | std::ios::app)
+        .write(bytes.data() + written, static_cast<std::streamsize>(piece));
     written += piece;
     Tail::Read r = tail.read();
     if (r == Tail::Read::nothing_new) {

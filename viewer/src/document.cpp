@@ -52,8 +52,8 @@ std::unique_ptr<Document> Document::of(std::string path, Snapshot s, std::option
 
 // The devices with events or segments, from the events not looked at yet; none at all shows device 0.
 void Document::add_devices() {
-  snapshot.events.for_each(events_in_devices_, snapshot.events.size(),
-                           [&](size_t, const Event& e) __attribute__((always_inline)) { devices_seen_[e.device] = true; });
+  auto see = [&](size_t, const Event& e) __attribute__((always_inline)) { devices_seen_[e.device] = true; };
+  snapshot.events.for_each(events_in_devices_, snapshot.events.size(), see);
   events_in_devices_ = snapshot.events.size();
   for (const std::vector<Segment>* segments : {&snapshot.segments_start, &snapshot.segments_end})
     for (const Segment& seg : *segments) devices_seen_[seg.device] = true;

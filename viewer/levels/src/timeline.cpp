@@ -128,7 +128,8 @@ void Timeline::extend_pyramid(uint32_t old_steps) {
   std::fill(level.begin() + static_cast<std::ptrdiff_t>(first), level.end(), Envelope{});
   if (first == 0) level[0].include(r_.initial(), kNoEvent);
   uint32_t from = first == 0 ? 0 : static_cast<uint32_t>(first * kBucket - 1);
-  r_.for_each_after(from, steps(), [&](uint32_t step, const Totals& t) { level[pos_of(step) / kBucket].include(t, step); });
+  r_.for_each_after(from, steps(),
+                    [&](uint32_t step, const Totals& t) { level[pos_of(step) / kBucket].include(t, step); });
   for (size_t j = 1; levels_[j - 1].size() > 1; ++j) {
     if (j == levels_.size()) levels_.emplace_back();
     const std::vector<Envelope>& below = levels_[j - 1];
@@ -417,7 +418,8 @@ std::vector<Lane> scope_lanes(const Snapshot& s, uint8_t device, int64_t end_ns,
     if (sc.device != device || depth[i] >= max_depth) continue;
     Lane& lane = lanes_by_key[{sc.kind, depth[i]}];
     if (lane.ids.empty())
-      lane = Lane{.title = scope_lane_title(sc.kind, depth[i]), .s = &s, .kernels = false, .ids = {}, .open_end = end_ns};
+      lane = Lane{
+          .title = scope_lane_title(sc.kind, depth[i]), .s = &s, .kernels = false, .ids = {}, .open_end = end_ns};
     lane.ids.push_back(i);
   }
   return sorted_lanes(lanes_by_key);
