@@ -4,6 +4,8 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <random>
 #include <string>
 #include <vector>
@@ -121,6 +123,20 @@ inline Snapshot make_training_history(size_t n_events, uint32_t seed) {
   s.scopes.assign(scopes);
   s.kernels.assign(kernels);
   return s;
+}
+
+// The template puts blocks at random offsets, so a few share an address while both are live, which an allocator
+// never does: a replay then meets frees of blocks it never saw allocated. Gives each (address, size, stack) of the
+// allocs and frees an address of its own.
+inline void give_distinct_addresses(Snapshot& s) {
+  std::map<std::tuple<uint64_t, uint64_t, uint32_t>, uint64_t> moved;
+  PackedVector<Event> events;
+  for (Event e : s.events) {
+    if (e.action == Action::alloc || e.action == Action::free_requested || e.action == Action::free_completed)
+      e.addr = moved.try_emplace({e.addr, e.size, e.stack}, 0x7e0000000000ULL + (moved.size() << 32)).first->second;
+    events.push_back(e);
+  }
+  s.events = std::move(events);
 }
 
 }  // namespace memrec

@@ -22,13 +22,11 @@ int first_byte(const std::string& path) {
   return in.get();
 }
 
-// The recorder's notes (metadata keys notes.*, such as errors its hooks repaired) are the file's to print; compiled
-// code is mapped to the model's source and modules.
+// The recorder's notes are the file's to print; compiled code is mapped to the model's source and modules.
 Snapshot read_recording(const std::string& path, const std::optional<Range>& range) {
   Snapshot s = range ? read_range(path, *range).snapshot : read_file(path);
   resolve_compiled_code(s);
-  for (const auto& [key, value] : s.metadata)
-    if (key.starts_with("notes.")) s.warnings.push_back(value);
+  add_notes(s);
   return s;
 }
 
@@ -40,6 +38,11 @@ Snapshot read_any(const std::string& path, const std::optional<Range>& range) {
 }
 
 }  // namespace
+
+void add_notes(Snapshot& s) {
+  for (const auto& [key, value] : s.metadata)
+    if (key.starts_with("notes.")) s.warnings.push_back(value);
+}
 
 void print_warnings(const Snapshot& s, std::FILE* out) {
   for (const std::string& w : s.warnings) std::fprintf(out, "memrec: note: %s\n", w.c_str());

@@ -34,8 +34,13 @@ Reader::Part Reader::read_part(const ChunkList& plan) {
 }
 
 void Reader::read_chunks(const ChunkList& list) {
-  reserve_rows(list);
   set_bases(list);
+  read_listed(list);
+  finish();
+}
+
+void Reader::read_listed(const ChunkList& list) {
+  reserve_rows(list);
   std::unique_ptr<ParallelRows> threads = start_threads(list);
   threads_ = threads.get();
   for (size_t i = 0; i < list.chunks.size(); ++i) read_chunk(i, list.chunks[i]);
@@ -44,7 +49,6 @@ void Reader::read_chunks(const ChunkList& list) {
     threads->give_slabs(s_.events);
     threads->give_slabs(s_.kernels);
   }
-  finish();
 }
 
 // Each row table holds its rows from the first chunk read.
@@ -73,16 +77,17 @@ std::string Reader::where(const ChunkRef& c) const {
 // Checks every chunk header before any payload is read, so memory stays bounded by the chunk limits.
 ChunkList Reader::list_chunks() const {
   ChunkList list;
-  for (uint64_t off = kFileHeaderSize; off < bytes_.size();) {
+  uint64_t end = origin_ + bytes_.size();
+  for (uint64_t off = std::max<uint64_t>(origin_, kFileHeaderSize); off < end;) {
     if (!list.chunks.empty() && list.chunks.back().type == static_cast<uint32_t>(ChunkType::footer)) {
-      list.stop = fmt::format("{} bytes after the footer at offset {}", bytes_.size() - off, off);
+      list.stop = fmt::format("{} bytes after the footer at offset {}", end - off, off);
       break;
     }
-    uint64_t left = bytes_.size() - off;
+    uint64_t left = end - off;
     if (left < kChunkHeaderSize) break;  // a chunk header cut short: the writer was killed
-    const char* h = bytes_.data() + off;
+    const char* h = bytes_.data() + (off - origin_);
     ChunkRef c{off, get_le<uint32_t>(h), get_le<uint32_t>(h + 4), get_le<uint32_t>(h + 8),
-               static_cast<uint32_t>(list.chunks.size())};
+               static_cast<uint32_t>(numbered_ + list.chunks.size())};
     std::string at = where(c);
     if (c.type < 1 || c.type > kChunkTypeCount) list.stop = fmt::format("{}: unknown chunk type {}", at, c.type);
     else if (c.raw_size > kMaxRawSize)
@@ -122,7 +127,7 @@ std::unique_ptr<ParallelRows> Reader::start_threads(const ChunkList& list) {
     auto add = [&](auto& table, uint8_t which) {
       row_chunk_of_[i] = static_cast<uint32_t>(table.frames.size());
       jobs.push_back({which, row_chunk_of_[i]});
-      table.frames.push_back(bytes_.substr(c.offset + kChunkHeaderSize, c.comp_size));
+      table.frames.push_back(payload(c));
       table.raw_sizes.push_back(c.raw_size);
     };
     if (c.skip) continue;
@@ -142,7 +147,7 @@ void Reader::read_chunk(size_t index, const ChunkRef& c) {
       return take_decoded<Event>(c, row_chunk_of_[index]);
     if (threads_ && c.type == static_cast<uint32_t>(ChunkType::kernels))
       return take_decoded<Kernel>(c, row_chunk_of_[index]);
-    In in(decompressor_.decompress(bytes_.substr(c.offset + kChunkHeaderSize, c.comp_size), c.raw_size));
+    In in(decompressor_.decompress(payload(c), c.raw_size));
     parse(static_cast<ChunkType>(c.type), in);
     in.expect_end();
   } catch (const std::exception& e) {  // memrec::Error, or cereal::Exception on a short payload
@@ -170,7 +175,7 @@ template <class T> void Reader::take_decoded(const ChunkRef& c, size_t j) {
   uint64_t& read = count(table_of<T>()).read;
   bool in_place = d.packed.size() == 0 ? count(table_of<T>()).base + v.size() >= read + d.rows : v.size() == d.start;
   if (!d.ok || d.first != read || !fits(d.ids) || !in_place) {
-    In in(decompressor_.decompress(bytes_.substr(c.offset + kChunkHeaderSize, c.comp_size), c.raw_size));
+    In in(decompressor_.decompress(payload(c), c.raw_size));
     parse(static_cast<ChunkType>(c.type), in);
     in.expect_end();
     return;
@@ -438,9 +443,83 @@ void Reader::finish() {
   if (!streams_.empty()) s_.streams = std::move(streams_);
   if (!scopes_.empty()) s_.scopes.assign(scopes_);
   s_.complete = footer_seen_;
-  if (!s_.complete)
-    s_.warnings.push_back(fmt::format("{} was cut short (no footer): {} events read; the rest is lost", name_,
-                                      s_.events.size()));
+  if (!s_.complete) s_.warnings.push_back(cut_short_warning(name_, s_.events.size()));
+}
+
+std::string cut_short_warning(std::string_view name, uint64_t events) {
+  return fmt::format("{} was cut short (no footer): {} events read; the rest is lost", name, events);
+}
+
+uint64_t Reader::read_more(std::span<const uint8_t> bytes, uint64_t at) {
+  bytes_ = {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+  origin_ = at;
+  if (at == 0) read_header();
+  for (RowCount& c : counts_) c.base = c.read;
+  row_chunks_ = {};
+  ChunkList list = list_chunks();
+  read_listed(list);
+  options_.threads = 1;  // later reads take a flush or two: too few chunks to share out
+  numbered_ += static_cast<uint32_t>(list.chunks.size());
+  if (list.chunks.empty()) return std::max<uint64_t>(at, kFileHeaderSize);
+  const ChunkRef& last = list.chunks.back();
+  return last.offset + kChunkHeaderSize + last.comp_size;
+}
+
+namespace {
+
+// Appends src's rows to dst; moves them when dst has none.
+template <class T> void append_packed(PackedVector<T>& dst, PackedVector<T>&& src) {
+  if (dst.empty()) {
+    dst = std::move(src);
+    return;
+  }
+  std::vector<T> rows;
+  rows.reserve(PackedVector<T>::kBlockRows);
+  for (size_t i = 0; i < src.size(); i += rows.size()) {
+    rows.clear();
+    src.for_each(i, std::min(src.size(), i + PackedVector<T>::kBlockRows),
+                 [&](size_t, const T& row) { rows.push_back(row); });
+    dst.append(rows);
+  }
+  src.clear();
+}
+
+}  // namespace
+
+void Reader::append_tables(Snapshot& s) const {
+  for (size_t i = s.strings.size(); i < strings_.size(); ++i) s.strings.add(strings_[i]);
+  for (size_t i = s.frames.size(); i < frames_.size(); ++i) s.frames.add(frames_[i]);
+  for (size_t i = s.stacks.size(); i + 1 < stack_offsets_.size(); ++i)
+    s.stacks.add(std::span(stack_frames_).subspan(stack_offsets_[i], stack_offsets_[i + 1] - stack_offsets_[i]));
+  if (!streams_.empty()) s.streams = streams_;
+}
+
+// The scopes read start at count(scopes).base; the ends of those before it close scopes `s` holds.
+void Reader::append_scopes(Snapshot& s) {
+  if (count(ChunkType::scopes).base == 0 && !scopes_.empty()) s.scopes.assign(scopes_);
+  else s.scopes.append(scopes_);
+  for (const ScopeEnd& e : early_ends_) s.scopes.update(e.id, [&](Scope& sc) { sc.end_ns = e.end_ns; });
+  scopes_.clear();
+  early_ends_.clear();
+}
+
+void Reader::append_to(Snapshot& s) {
+  append_tables(s);
+  append_scopes(s);
+  append_packed(s.events, std::move(s_.events));
+  append_packed(s.kernels, std::move(s_.kernels));
+  append_packed(s.device_memory, std::move(s_.device_memory));
+  append_packed(s.memory_samples, std::move(s_.memory_samples));
+  append_packed(s.owners, std::move(s_.owners));
+  s.event_contexts.insert(s.event_contexts.end(), s_.event_contexts.begin(), s_.event_contexts.end());
+  if (!s_.metadata.empty()) s.metadata = std::move(s_.metadata);
+  if (end_state_seen_ && !end_state_given_) {
+    s.segments_start = std::move(s_.segments_start), s.segments_end = std::move(s_.segments_end);
+    s.has_segments_start = s_.has_segments_start, s.dropped_events = s_.dropped_events;
+    end_state_given_ = true;
+  }
+  s.complete = footer_seen_;
+  s_ = Snapshot();
 }
 
 }  // namespace memrec::format_detail

@@ -37,6 +37,9 @@ struct ChunkList {
   std::string stop;
 };
 
+// The warning a file without its footer reads with: "run.memrec was cut short (no footer): ...".
+std::string cut_short_warning(std::string_view name, uint64_t events);
+
 // Reads a .memrec image held in memory; `name` (the path, for a file) prefixes every error.
 class Reader {
  public:
@@ -53,6 +56,15 @@ class Reader {
     std::vector<ScopeEnd> early_ends;  // ends of scopes before scopes_base
   };
   Part read_part(const ChunkList& plan);
+  // Following a file as its writer appends to it (memrec/tail.h): reads the whole chunks of `bytes`, the file's bytes
+  // from offset `at` (the header too when `at` is 0), and returns the offset after the last of them; a chunk cut
+  // short is left for the next call. The rows read start each row table afresh, while the tables (strings, frames,
+  // stacks, streams) keep every entry, for the checks; append_to() hands both out.
+  uint64_t read_more(std::span<const uint8_t> bytes, uint64_t at);
+  // Appends what the last read_more() read to `s`, which holds what the calls before it read.
+  void append_to(Snapshot& s);
+  bool footer_seen() const { return footer_seen_; }
+  bool end_state_seen() const { return end_state_seen_; }
 
  private:
   [[noreturn]] void fail(std::string_view msg) const { throw Error(fmt::format("{}: {}", name_, msg)); }
@@ -60,6 +72,12 @@ class Reader {
   ChunkList list_chunks() const;
   std::string where(const ChunkRef& c) const;
   void read_chunks(const ChunkList& list);
+  void read_listed(const ChunkList& list);
+  std::string_view payload(const ChunkRef& c) const {
+    return bytes_.substr(c.offset - origin_ + kChunkHeaderSize, c.comp_size);
+  }
+  void append_tables(Snapshot& s) const;
+  void append_scopes(Snapshot& s);
   void reserve_rows(const ChunkList& list);
   void set_bases(const ChunkList& list);
   std::unique_ptr<ParallelRows> start_threads(const ChunkList& list);
@@ -94,6 +112,8 @@ class Reader {
 
   std::string name_;
   std::string_view bytes_;
+  uint64_t origin_ = 0;     // the file offset of bytes_[0]: 0, except when following a file (read_more)
+  uint32_t numbered_ = 0;   // chunks listed by earlier read_more calls
   ReadOptions options_;
   Decompressor decompressor_;
   ParallelRows::Tables row_chunks_;
@@ -117,6 +137,7 @@ class Reader {
   std::vector<ScopeEnd> early_ends_;
   Snapshot s_;
   bool end_state_seen_ = false;
+  bool end_state_given_ = false;  // to the snapshot append_to() fills
   bool footer_seen_ = false;
 };
 

@@ -103,6 +103,11 @@ void StringTable::assign(std::vector<std::string> strings) {
   for (uint32_t i = 0; i < strings_.size(); ++i) index_.emplace(strings_[i], i);
 }
 
+void StringTable::add(std::string s) {
+  strings_.push_back(std::move(s));
+  index_.emplace(strings_.back(), static_cast<uint32_t>(strings_.size() - 1));
+}
+
 uint32_t FrameTable::intern(const Frame& f) {
   auto& ids = index_[hash_frame(f)];
   for (uint32_t id : ids)
@@ -117,6 +122,11 @@ void FrameTable::assign(std::vector<Frame> frames) {
   frames_ = std::move(frames);
   index_.clear();
   for (uint32_t i = 0; i < frames_.size(); ++i) index_[hash_frame(frames_[i])].push_back(i);
+}
+
+void FrameTable::add(const Frame& f) {
+  index_[hash_frame(f)].push_back(static_cast<uint32_t>(frames_.size()));
+  frames_.push_back(f);
 }
 
 StackTable::StackTable() : offsets_{0, 0} { index_[hash_ids({})].push_back(0); }
@@ -149,6 +159,12 @@ void StackTable::assign(std::vector<uint32_t> offsets, std::vector<uint32_t> fra
   frames_ = std::move(frame_ids);
   index_.clear();
   for (uint32_t i = 0; i < size(); ++i) index_[hash_ids((*this)[i])].push_back(i);
+}
+
+void StackTable::add(std::span<const uint32_t> frames) {
+  index_[hash_ids(frames)].push_back(static_cast<uint32_t>(size()));
+  frames_.insert(frames_.end(), frames.begin(), frames.end());
+  offsets_.push_back(static_cast<uint32_t>(frames_.size()));
 }
 
 Snapshot Snapshot::with_tables() const {

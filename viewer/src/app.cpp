@@ -119,20 +119,21 @@ void App::show(std::unique_ptr<Document> doc) {
   state_.set_instant(*doc_, doc_->replay->peak_allocated().step);
 }
 
-void App::swap_in(std::unique_ptr<Document> next) {
-  const Document& old = *doc_;
-  double old_end = static_cast<double>(old.timeline->end_ns() - old.timeline->begin_ns());
-  bool untouched = fitted_ && state_.t0 == fitted_->first && state_.span == fitted_->second;
-  bool at_end = state_.t1() >= old_end;
-  bool at_peak = state_.instant == old.replay->peak_allocated().step;
-  doc_ = std::move(next);
+App::Kept App::kept() const {
   const Document& doc = *doc_;
   double end = static_cast<double>(doc.timeline->end_ns() - doc.timeline->begin_ns());
-  if (untouched) state_.fit_activity(doc), fitted_ = {state_.t0, state_.span};
-  else if (at_end) state_.pan(end - old_end);
-  uint32_t instant = at_peak || (state_.instant != kNoEvent && state_.instant >= doc.replay->steps())
+  return {end, fitted_ && state_.t0 == fitted_->first && state_.span == fitted_->second, state_.t1() >= end,
+          state_.instant == doc.replay->peak_allocated().step};
+}
+
+void App::keep(const Kept& was) {
+  const Document& doc = *doc_;
+  double end = static_cast<double>(doc.timeline->end_ns() - doc.timeline->begin_ns());
+  if (was.untouched) state_.fit_activity(doc), fitted_ = {state_.t0, state_.span};
+  else if (was.at_end) state_.pan(end - was.end);
+  uint32_t instant = was.at_peak || (state_.instant != kNoEvent && state_.instant >= doc.replay->steps())
                          ? doc.replay->peak_allocated().step : state_.instant;
-  state_.attribution.reset();  // of the old document's blocks
+  state_.attribution.reset();  // of the blocks before
   state_.set_instant(doc, instant);
   if (state_.selected_allocation != kNone && state_.selected_allocation >= doc.replay->allocations().size())
     state_.selected_allocation = kNone;
@@ -141,8 +142,17 @@ void App::swap_in(std::unique_ptr<Document> next) {
 
 void App::follow() {
   std::unique_ptr<Document> next = follower_->poll();
+  if (doc_ && follower_->grew()) {
+    Kept was = kept();
+    if (follower_->extend(*doc_)) keep(was);
+    return;
+  }
   if (!next) return;
-  if (doc_) return swap_in(std::move(next));
+  if (doc_) {
+    Kept was = kept();
+    doc_ = std::move(next);
+    return keep(was);
+  }
   show(std::move(next));
   state_.selected_allocation = largest_with_stack(*doc_, state_.instant);
 }

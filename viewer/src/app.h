@@ -23,7 +23,7 @@ class App {
   // Starts loading `path` on another thread and opens the window meanwhile.
   App(const std::string& path, std::optional<uint8_t> device, int width, int height, bool offscreen);
   // Follows a recording while it is written (memrec view --follow): a line says what it waits for until the file
-  // reads, then each document the follower loads is swapped in, keeping what the user looks at.
+  // reads, then the document grows with the file (Follower), keeping what the user looks at.
   App(std::unique_ptr<Follower> follower, int width, int height, bool offscreen);
   ~App();
   App(const App&) = delete;
@@ -61,9 +61,15 @@ class App {
   void open_window();
   // Shows the first document: the run's activity, at the peak.
   void show(std::unique_ptr<Document> doc);
-  // Swaps a reloaded document in: the view keeps its zoom and pan (a view fitted to the run, or showing its end,
-  // follows the run's growth), its instant (the peak moves with the peak), its tab and the selected block.
-  void swap_in(std::unique_ptr<Document> next);
+  // Following a file, a document read again or extended keeps the view: its zoom and pan (a view fitted to the run,
+  // or showing its end, follows the run's growth), its instant (the peak moves with the peak), its tab and the
+  // selected block. kept() notes how the view stands before, keep() applies it after.
+  struct Kept {
+    double end;  // of the run, ns after its first event
+    bool untouched, at_end, at_peak;
+  };
+  Kept kept() const;
+  void keep(const Kept& was);
   void follow();
   void build_ui();
   void draw_panels(float height);

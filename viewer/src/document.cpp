@@ -1,6 +1,7 @@
 #include "document.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <future>
 
@@ -42,6 +43,41 @@ void Document::analyze(uint8_t d) {
   replay = std::make_unique<Replay>(snapshot, device);
   timeline = std::make_unique<Timeline>(*replay);
   lanes.get();
+  kernels_in_lanes_ = snapshot.kernels.size(), scopes_in_lanes_ = snapshot.scopes.size();
+}
+
+std::unique_ptr<Document> Document::of(std::string path, Snapshot s, std::optional<uint8_t> device) {
+  auto doc = std::make_unique<Document>();
+  doc->path = std::move(path);
+  doc->snapshot = std::move(s);
+  doc->add_devices();
+  doc->analyze(choose_device(doc->snapshot, device));
+  return doc;
+}
+
+// The devices with events or segments, from the events not looked at yet; none at all shows device 0.
+void Document::add_devices() {
+  auto see = [&](size_t, const Event& e) __attribute__((always_inline)) { devices_seen_[e.device] = true; };
+  snapshot.events.for_each(events_in_devices_, snapshot.events.size(), see);
+  events_in_devices_ = snapshot.events.size();
+  for (const std::vector<Segment>* segments : {&snapshot.segments_start, &snapshot.segments_end})
+    for (const Segment& seg : *segments) devices_seen_[seg.device] = true;
+  devices.clear();
+  for (int d = 0; d < 256; ++d)
+    if (devices_seen_[d]) devices.push_back(static_cast<uint8_t>(d));
+  if (devices.empty()) devices.push_back(0);
+}
+
+bool Document::extend() {
+  if (snapshot.metadata.contains("compiled_code") || !replay->extend()) return false;
+  timeline->extend();
+  extend_kernel_lanes(kernel_lanes, snapshot, device, static_cast<uint32_t>(kernels_in_lanes_));
+  extend_scope_lanes(scope_lanes, snapshot, device, timeline->end_ns(), static_cast<uint32_t>(scopes_in_lanes_));
+  kernels_in_lanes_ = snapshot.kernels.size(), scopes_in_lanes_ = snapshot.scopes.size();
+  categories_.reset();
+  add_devices();
+  id = next_id();
+  return true;
 }
 
 void ViewState::fit_all(const Document& doc) {

@@ -2,6 +2,7 @@
 // the user is looking at (ViewState).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -21,9 +22,9 @@
 namespace memrec::viewer {
 
 struct Document {
-  // A number no other Document of this process had: views that cache what they drew compare it, not the address,
-  // which a later document may reuse (following a file swaps in a new document at each reload).
-  const uint64_t id = next_id();
+  // A number no other Document of this process had, and none this one had before extend(): views that cache what
+  // they drew compare it, not the address, which a later document may reuse.
+  uint64_t id = next_id();
   std::string path;
   Snapshot snapshot;
   uint8_t device = 0;
@@ -42,15 +43,25 @@ struct Document {
   // The file's notes go to `notes` (none when null); the status bar shows them too.
   static std::unique_ptr<Document> open(const std::string& path, std::optional<uint8_t> device,
                                         std::optional<Range> part = {}, std::FILE* notes = stderr);
+  // A document of a snapshot already read (following a file: memrec/tail.h), as open() makes it.
+  static std::unique_ptr<Document> of(std::string path, Snapshot s, std::optional<uint8_t> device);
   // Builds the replay, timeline and lanes of one device.
   void analyze(uint8_t device);
+  // Following a file: after rows were appended to the snapshot, extends the replay, the timeline and the lanes from
+  // where they stopped, and takes a new id. False, with the analysis as it was, where the new rows change what came
+  // before (Replay::extend) or bring compiled code to map: then the document must be made again.
+  bool extend();
   uint64_t device_events() const { return replay->steps(); }
   // Per allocation, made on first use (a pass over every block): grouping by category needs them at each instant.
   const std::vector<Category>& categories() const;
 
  private:
   static uint64_t next_id();
+  void add_devices();
   mutable std::optional<std::vector<Category>> categories_;
+  size_t kernels_in_lanes_ = 0, scopes_in_lanes_ = 0;  // the snapshot's rows the lanes were made of
+  size_t events_in_devices_ = 0;                        // and those `devices` was made of
+  std::array<bool, 256> devices_seen_{};
 };
 
 // The view the bottom panel shows (and a screenshot aims at): the attribution table, the flame graph of the same

@@ -99,7 +99,7 @@ void LanesView::draw(const Document& doc, ViewState& state, const ColumnGrid& gr
   int height = static_cast<int>(height_for(doc));
   bool resized = image_.resize(grid.width, height);
   items_.resize(lanes * grid.width);
-  bool same = !resized && grid.dt == painted_.dt && &doc == painted_doc_ && doc.device == painted_device_;
+  bool same = !resized && grid.dt == painted_.dt && doc.id == painted_doc_ && doc.device == painted_device_;
   int64_t shift = grid.first - painted_.first;
   if (!same || std::abs(shift) >= grid.width) {
     paint(doc, grid, 0, grid.width);
@@ -110,7 +110,7 @@ void LanesView::draw(const Document& doc, ViewState& state, const ColumnGrid& gr
   }
   if (!same || shift != 0) find_labels(doc);
   painted_ = grid;
-  painted_doc_ = &doc;
+  painted_doc_ = doc.id;
   painted_device_ = doc.device;
   ImDrawList* list = ImGui::GetWindowDrawList();
   float y0 = std::floor(origin.y);

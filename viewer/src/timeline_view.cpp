@@ -85,7 +85,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   bytes_per_row_ = static_cast<double>(plot_max_bytes(doc)) / rows;
 
   stale_.resize(width, 1);
-  bool same_source = !resized && cached_highlight_ == state.highlight_version && cached_doc_ == &doc &&
+  bool same_source = !resized && cached_highlight_ == state.highlight_version && cached_doc_ == doc.id &&
                      cached_device_ == doc.device;
   if (!same_source) {
     std::fill(stale_.begin(), stale_.end(), 1);
@@ -97,7 +97,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   cached_first_ = first;
   cached_dt_ = dt;
   cached_highlight_ = state.highlight_version;
-  cached_doc_ = &doc;
+  cached_doc_ = doc.id;
   cached_device_ = doc.device;
   refine(doc, state, first);
 

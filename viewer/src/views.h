@@ -98,7 +98,7 @@ class TimelineView {
   int64_t cached_first_ = 0;
   double cached_dt_ = -1;
   uint64_t cached_highlight_ = ~0ull;
-  const Document* cached_doc_ = nullptr;
+  uint64_t cached_doc_ = 0;  // Document::id
   uint8_t cached_device_ = 0;
   std::vector<ScaleSpan> ghost_columns_;  // the ghost's highest predicted bytes in each pixel column
   std::pair<int64_t, double> ghost_grid_{0, -1};  // the first column and dt they were found for
@@ -125,7 +125,7 @@ class LanesView {
   std::vector<uint32_t> items_;  // per lane, the item under each column (lane l: [l * width, (l + 1) * width))
   std::vector<Label> labels_;
   ColumnGrid painted_;
-  const Document* painted_doc_ = nullptr;
+  uint64_t painted_doc_ = 0;  // Document::id
   uint8_t painted_device_ = 0;
 };
 

@@ -18,6 +18,9 @@ namespace memrec {
 // "memrec: note: run.memrec was cut short: ...".
 Snapshot load_snapshot(const std::string& path, std::FILE* notes = nullptr, const std::optional<Range>& range = {});
 
+// Adds the recorder's notes (metadata keys notes.*, such as errors its hooks repaired) to the warnings.
+void add_notes(Snapshot& s);
+
 // One "memrec: note: ..." line per Snapshot::warnings entry.
 void print_warnings(const Snapshot& s, std::FILE* out);
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "memrec/snapshot.h"
@@ -141,6 +142,12 @@ class Replay {
   // Every block, pre-existing ones first (by address), then in allocation order.
   Allocations allocations() const { return Allocations(*this); }
   Allocation allocation(uint32_t id) const;
+  // Following a recording as it is written: replays the events the snapshot gained since the replay was made or last
+  // extended, to the state a replay of the whole snapshot would have. False, with the replay as it was, where the new
+  // part changes what came before: a free of a block the replay never saw allocated (a block older than the
+  // recording, whose id goes before the others), reserved memory below the initial state, an owner row of this
+  // device, or the end state (which brings the start state); a new Replay is needed then.
+  bool extend();
   // Single fields of allocation(id), for loops over many blocks: they decode one column of the alloc event.
   template <auto AllocationField, auto EventField> [[gnu::always_inline]] auto field_of(uint32_t id) const {
     return id < pre_existing_.size() ? pre_existing_[id].*AllocationField : event(alloc_step_[id]).*EventField;
@@ -222,6 +229,16 @@ class Replay {
   std::vector<Owned> owned_;  // by id once the pass is done (owners are sparse: the 12 bytes per block stay)
   uint64_t unmatched_frees_ = 0;
   uint64_t unresolved_owners_ = 0;
+  // What extend() resumes from: the snapshot's rows replayed so far, and the pass's state at its end (made on the
+  // first extend()).
+  uint64_t events_replayed_ = s_.events.size(), owners_seen_ = s_.owners.size();
+  bool complete_ = s_.complete;
+  struct Resume;
+  struct Undo;
+  std::shared_ptr<Resume> resume_;
+  std::shared_ptr<Resume> resume() const;
+  bool extend_steps(uint32_t from, Resume& at, Undo& undo);
+  void undo(const Undo& u);
 };
 
 template <class F>

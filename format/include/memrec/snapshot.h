@@ -81,6 +81,8 @@ class StringTable {
   const std::vector<std::string>& all() const { return strings_; }
   // Replaces the whole table (used by readers); rebuilds the index.
   void assign(std::vector<std::string> strings);
+  // Appends a string a file gives the next id (a reader following a file), even one the table has: ids stay the file's.
+  void add(std::string s);
   bool operator==(const StringTable& o) const { return strings_ == o.strings_; }
 
  private:
@@ -108,6 +110,7 @@ class FrameTable {
   size_t size() const { return frames_.size(); }
   const std::vector<Frame>& all() const { return frames_; }
   void assign(std::vector<Frame> frames);
+  void add(const Frame& f);  // as StringTable::add
   bool operator==(const FrameTable& o) const { return frames_ == o.frames_; }
 
  private:
@@ -126,6 +129,7 @@ class StackTable {
   const std::vector<uint32_t>& frame_ids() const { return frames_; }
   // Replaces the table; validates offsets (throws Error) and rebuilds the index.
   void assign(std::vector<uint32_t> offsets, std::vector<uint32_t> frame_ids);
+  void add(std::span<const uint32_t> frames);  // as StringTable::add
   bool operator==(const StackTable& o) const {
     return offsets_ == o.offsets_ && frames_ == o.frames_;
   }

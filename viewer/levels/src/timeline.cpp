@@ -196,6 +196,76 @@ void Timeline::fill_checkpoints(uint32_t begin, uint32_t end) {
   }
 }
 
+void Timeline::extend() {
+  uint32_t old = built_steps_, n = steps();
+  if (n == old) return;
+  begin_ns_ = r_.time_of(kNoEvent);
+  end_ns_ = r_.time_of(n - 1);
+  for (uint32_t step = static_cast<uint32_t>(sampled_times_.size()) * kTimeStride; step < n; step += kTimeStride)
+    sampled_times_.push_back(r_.time_of(step));
+  extend_pyramid(old);
+  built_steps_ = n;
+  extend_checkpoints();
+}
+
+// Level 0 from the bucket that held the last position, and above it the buckets those are under.
+void Timeline::extend_pyramid(uint32_t old_steps) {
+  size_t first = old_steps / kBucket;
+  std::vector<Envelope>& level = levels_[0];
+  level.resize((steps() + 1 + kBucket - 1) / kBucket);
+  std::fill(level.begin() + static_cast<std::ptrdiff_t>(first), level.end(), Envelope{});
+  if (first == 0) level[0].include(r_.initial(), kNoEvent);
+  uint32_t from = first == 0 ? 0 : static_cast<uint32_t>(first * kBucket - 1);
+  r_.for_each_after(from, steps(),
+                    [&](uint32_t step, const Totals& t) { level[pos_of(step) / kBucket].include(t, step); });
+  for (size_t j = 1; levels_[j - 1].size() > 1; ++j) {
+    if (j == levels_.size()) levels_.emplace_back();
+    const std::vector<Envelope>& below = levels_[j - 1];
+    std::vector<Envelope>& up = levels_[j];
+    first /= 2;
+    up.resize((below.size() + 1) / 2);
+    for (size_t k = first; k < up.size(); ++k) {
+      up[k] = Envelope{};
+      for (size_t b = 2 * k; b < std::min(below.size(), 2 * k + 2); ++b) up[k].include(below[b]);
+    }
+  }
+}
+
+// Checkpoints at the positions the steps gained, each from the one before (the blocks live there, less those freed
+// since, plus those allocated since and still live), at the stride of the first build unless the run outgrew it.
+void Timeline::extend_checkpoints() {
+  size_t k = checkpoint_ends_.size();
+  uint32_t prev = static_cast<uint32_t>(k - 1) * checkpoint_stride_;
+  std::vector<uint32_t> live(checkpoint_ids_.begin() + static_cast<std::ptrdiff_t>(k > 1 ? checkpoint_ends_[k - 2] : 0),
+                             checkpoint_ids_.begin() + static_cast<std::ptrdiff_t>(checkpoint_ends_[k - 1]));
+  uint32_t next = first_allocation_after(prev);
+  for (uint32_t pos = prev + checkpoint_stride_; pos <= steps(); pos += checkpoint_stride_) {
+    std::erase_if(live, [&](uint32_t id) { return free_pos(free_step_[id]) <= pos; });
+    for (; next < alloc_step_.size() && pos_of(alloc_step_[next]) <= pos; ++next)
+      if (free_pos(free_step_[next]) > pos) live.push_back(next);
+    checkpoint_ids_.insert(checkpoint_ids_.end(), live.begin(), live.end());
+    checkpoint_ends_.push_back(checkpoint_ids_.size());
+  }
+  coarsen_checkpoints();
+}
+
+// A stride chosen on a short start would keep many more ids than steps: while checkpoints hold more blocks than
+// twice the steps between them, every other one goes (the positions of a double stride are among the present ones).
+void Timeline::coarsen_checkpoints() {
+  auto size_of = [&](size_t c) { return checkpoint_ends_[c] - (c ? checkpoint_ends_[c - 1] : 0); };
+  while (checkpoint_stride_ < (1u << 16) && size_of(checkpoint_ends_.size() - 1) > 2 * size_t{checkpoint_stride_}) {
+    std::vector<uint32_t> ids;
+    std::vector<size_t> ends;
+    for (size_t c = 0; c < checkpoint_ends_.size(); c += 2) {
+      auto begin = checkpoint_ids_.begin() + static_cast<std::ptrdiff_t>(c ? checkpoint_ends_[c - 1] : 0);
+      ids.insert(ids.end(), begin, begin + static_cast<std::ptrdiff_t>(size_of(c)));
+      ends.push_back(ids.size());
+    }
+    checkpoint_ids_ = std::move(ids), checkpoint_ends_ = std::move(ends);
+    checkpoint_stride_ *= 2;
+  }
+}
+
 uint32_t Timeline::step_at(int64_t t) const {
   uint32_t n = steps();
   if (n == 0 || t < r_.time_of(0)) return kNoEvent;
@@ -362,6 +432,74 @@ std::vector<Lane> kernel_lanes(const Snapshot& s, uint8_t device) {
   return sorted_lanes(by_stream);
 }
 
+namespace {
+
+// Items appended to a lane in index order: sorted again (rarely) where they start before the items ahead of them,
+// else sampled from where the samples stopped.
+void settle_lane(Lane& lane) {
+  size_t from = lane.sampled_starts.empty() ? 0 : (lane.sampled_starts.size() - 1) * Lane::kSample;
+  auto by_start = [&](uint32_t a, uint32_t b) { return lane.start_of(a) < lane.start_of(b); };
+  if (!std::is_sorted(lane.ids.begin() + static_cast<std::ptrdiff_t>(from), lane.ids.end(), by_start)) {
+    sort_lane(lane);
+    lane.sample();
+    return;
+  }
+  for (size_t k = lane.sampled_starts.size() * Lane::kSample; k < lane.ids.size(); k += Lane::kSample)
+    lane.sampled_starts.push_back(lane.start(k));
+}
+
+// Appends item `id` to the lane of `key` (lanes in key order, keys[i] lane i's), making the lane where there is none.
+template <class Key, class Make>
+void add_to_lane(std::vector<Lane>& lanes, std::vector<Key>& keys, const Key& key, uint32_t id, Make make) {
+  auto at = std::lower_bound(keys.begin(), keys.end(), key) - keys.begin();
+  if (at == static_cast<std::ptrdiff_t>(keys.size()) || keys[at] != key) {
+    keys.insert(keys.begin() + at, key);
+    lanes.insert(lanes.begin() + at, make());
+  }
+  lanes[at].ids.push_back(id);
+}
+
+// Depth within the same kind, as scope_lanes counts it.
+int kind_depth(const Snapshot& s, uint32_t i) {
+  ScopeKind kind = s.scopes[i].kind;
+  uint32_t p = s.scopes[i].parent;
+  while (p != 0 && p < i && s.scopes[p].kind != kind) p = s.scopes[p].parent;
+  return p != 0 && p < i ? std::min(kind_depth(s, p) + 1, 255) : 0;
+}
+
+std::string scope_lane_title(ScopeKind kind, int depth) {
+  return std::string(to_string(kind)) + (depth ? " " + std::to_string(depth + 1) : "");
+}
+
+}  // namespace
+
+void extend_kernel_lanes(std::vector<Lane>& lanes, const Snapshot& s, uint8_t device, uint32_t from) {
+  std::vector<uint16_t> keys;
+  for (const Lane& lane : lanes) keys.push_back(s.kernels[lane.ids[0]].stream);
+  for (uint32_t i = from; i < s.kernels.size(); ++i) {
+    Kernel k = s.kernels[i];
+    if (k.device != device) continue;
+    add_to_lane(lanes, keys, k.stream, i,
+                [&] { return Lane{.title = stream_name(s, k.stream), .s = &s, .kernels = true, .ids = {}}; });
+  }
+  for (Lane& lane : lanes) settle_lane(lane);
+}
+
+void extend_scope_lanes(std::vector<Lane>& lanes, const Snapshot& s, uint8_t device, int64_t end_ns, uint32_t from,
+                        int max_depth) {
+  std::vector<std::pair<ScopeKind, int>> keys;
+  for (const Lane& lane : lanes) keys.emplace_back(s.scopes[lane.ids[0]].kind, kind_depth(s, lane.ids[0]));
+  for (uint32_t i = std::max(from, 1u); i < s.scopes.size(); ++i) {
+    Scope sc = s.scopes[i];
+    int depth = kind_depth(s, i);
+    if (sc.device != device || depth >= max_depth) continue;
+    add_to_lane(lanes, keys, std::pair{sc.kind, depth}, i, [&] {
+      return Lane{.title = scope_lane_title(sc.kind, depth), .s = &s, .kernels = false, .ids = {}, .open_end = end_ns};
+    });
+  }
+  for (Lane& lane : lanes) lane.open_end = end_ns, settle_lane(lane);
+}
+
 std::vector<Lane> scope_lanes(const Snapshot& s, uint8_t device, int64_t end_ns, int max_depth) {
   // Depth within the same kind: how many enclosing scopes share it. Parents come before children.
   std::vector<uint8_t> depth(s.scopes.size(), 0);
@@ -374,8 +512,8 @@ std::vector<Lane> scope_lanes(const Snapshot& s, uint8_t device, int64_t end_ns,
     if (sc.device != device || depth[i] >= max_depth) continue;
     Lane& lane = lanes_by_key[{sc.kind, depth[i]}];
     if (lane.ids.empty())
-      lane = Lane{.title = std::string(to_string(sc.kind)) + (depth[i] ? " " + std::to_string(depth[i] + 1) : ""),
-                  .s = &s, .kernels = false, .ids = {}, .open_end = end_ns};
+      lane = Lane{
+          .title = scope_lane_title(sc.kind, depth[i]), .s = &s, .kernels = false, .ids = {}, .open_end = end_ns};
     lane.ids.push_back(i);
   }
   return sorted_lanes(lanes_by_key);

@@ -56,8 +56,14 @@ class Timeline {
                   std::vector<uint32_t>& scratch) const;
   // The allocation at byte `offset` of the stack after `step`, kNone above the top.
   uint32_t allocation_at(uint32_t step, uint64_t offset) const;
+  // Following a recording: takes in the steps the replay gained (Replay::extend), extending the sampled times, the
+  // pyramid and the checkpoints from where they stopped.
+  void extend();
 
  private:
+  void extend_pyramid(uint32_t old_steps);
+  void extend_checkpoints();
+  void coarsen_checkpoints();
   void include_positions(Envelope& e, uint32_t a, uint32_t b) const;
   void sample_times(unsigned parts);
   void build_pyramid(unsigned parts);
@@ -80,6 +86,7 @@ class Timeline {
   uint32_t checkpoint_stride_ = 1024;
   std::vector<uint32_t> checkpoint_ids_;
   std::vector<size_t> checkpoint_ends_;
+  uint32_t built_steps_ = r_.steps();  // the replay's steps the structures above cover
 };
 
 // Items of one lane that never overlap each other (kernels of one stream, scopes of one kind at one depth),
@@ -120,5 +127,10 @@ int64_t last_event_time(const Snapshot& s, uint8_t device);
 std::vector<Lane> kernel_lanes(const Snapshot& s, uint8_t device);
 // One lane per scope kind (phase, module, op, ...) and nesting depth within that kind, up to max_depth.
 std::vector<Lane> scope_lanes(const Snapshot& s, uint8_t device, int64_t end_ns, int max_depth = 3);
+// Following a recording: adds kernels [from, end) of `s` to the lanes kernel_lanes made, and scopes [from, end) to
+// those scope_lanes made (their open scopes now ending at end_ns), as making them again would.
+void extend_kernel_lanes(std::vector<Lane>& lanes, const Snapshot& s, uint8_t device, uint32_t from);
+void extend_scope_lanes(std::vector<Lane>& lanes, const Snapshot& s, uint8_t device, int64_t end_ns, uint32_t from,
+                        int max_depth = 3);
 
 }  // namespace memrec
