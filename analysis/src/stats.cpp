@@ -43,7 +43,7 @@ std::vector<GroupRow> group_rows(const Snapshot& s, const std::vector<Group>& gr
   uint64_t shown = 0, shown_count = 0, shown_owned = 0;
   for (size_t i = 0; i < groups.size() && i < top; ++i) {
     const Group& g = groups[i];
-    rows.push_back({g.key, g.bytes, g.count, share_of(g.bytes, total), g.by_category, std::nullopt, g.owned});
+    rows.push_back({g.key, g.bytes, g.count, share_of(g.bytes, total), g.by_category, std::nullopt, g.owned, {}});
     if (g.stacks) rows.back().stack = stack_of(s, g);
     rows.back().owners = owner_rows(s, g);
     shown += g.bytes;
@@ -54,7 +54,7 @@ std::vector<GroupRow> group_rows(const Snapshot& s, const std::vector<Group>& gr
     uint64_t count = 0, owned = 0;
     for (const Group& g : groups) count += g.count, owned += g.owned;
     rows.push_back({fmt::format("<{} more>", groups.size() - top), total - shown, count - shown_count,
-                    share_of(total - shown, total), {}, std::nullopt, owned - shown_owned});
+                    share_of(total - shown, total), {}, std::nullopt, owned - shown_owned, {}});
   }
   return rows;
 }
