@@ -9,6 +9,17 @@
 #include "memrec/snapshot.h"
 
 namespace memrec::format_detail {
+
+OpenedFile open_for_reading(const std::string& path) {
+  OpenedFile o{File(std::fopen(path.c_str(), "rb"))};
+  if (!o.file) throw Error(fmt::format("{}: cannot open: {}", path, errno_text()));
+  if (fstat(fileno(o.file.get()), &o.st) != 0) throw Error(fmt::format("{}: cannot stat: {}", path, errno_text()));
+  if (S_ISDIR(o.st.st_mode)) throw Error(fmt::format("{}: is a directory, not a .memrec file", path));
+  return o;
+}
+
+void read_failed(const std::string& path) { throw Error(fmt::format("{}: read failed: {}", path, errno_text())); }
+
 namespace {
 
 constexpr int kZstdLevel = 3;

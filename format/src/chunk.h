@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <sys/stat.h>
+
 #include <cstring>
 #include <memory>
 #include <string>
@@ -54,6 +56,15 @@ struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
 };
 using File = std::unique_ptr<FILE, FileCloser>;
+
+// A file opened for reading, with what fstat says of it (size, identity): a file that cannot be opened or is a
+// folder is one clear error.
+struct OpenedFile {
+  File file;
+  struct stat st {};
+};
+OpenedFile open_for_reading(const std::string& path);
+[[noreturn]] void read_failed(const std::string& path);
 
 // ---- zstd frames: one per chunk, each with its content size and a checksum. ----
 

@@ -534,18 +534,13 @@ Snapshot read_buffer(std::span<const uint8_t> bytes, const ReadOptions& options)
 
 // The whole file in memory: its compressed size is a fraction of the snapshot it decodes to.
 Snapshot read_file(const std::string& path, const ReadOptions& options) {
-  File f(std::fopen(path.c_str(), "rb"));
-  auto fail = [&](std::string_view what) { throw Error(fmt::format("{}: {}: {}", path, what, errno_text())); };
-  if (!f) fail("cannot open");
-  struct stat st {};
-  if (fstat(fileno(f.get()), &st) != 0) fail("cannot stat");
-  if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{}: is a directory, not a .memrec file", path));
+  auto [f, st] = open_for_reading(path);
   // Bytes appended after the stat (a recording still running) are left for the next read.
   // Not zeroed first, and on huge pages: faulting in a buffer this size costs as much as reading into it.
   auto size = static_cast<size_t>(st.st_size);
   auto bytes = std::make_unique_for_overwrite<uint8_t[]>(size);
   advise_huge(bytes.get(), size);
-  if (std::fread(bytes.get(), 1, size, f.get()) != size) fail("read failed");
+  if (std::fread(bytes.get(), 1, size, f.get()) != size) read_failed(path);
   return Reader(path, {bytes.get(), size}, options).read();
 }
 

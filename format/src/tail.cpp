@@ -17,12 +17,7 @@ Tail::Tail(std::string path) : path_(std::move(path)) {}
 Tail::~Tail() = default;
 
 Tail::Read Tail::read() {
-  File f(std::fopen(path_.c_str(), "rb"));
-  auto fail = [&](std::string_view what) { throw Error(fmt::format("{}: {}: {}", path_, what, errno_text())); };
-  if (!f) fail("cannot open");
-  struct stat st {};
-  if (fstat(fileno(f.get()), &st) != 0) fail("cannot stat");
-  if (S_ISDIR(st.st_mode)) throw Error(fmt::format("{}: is a directory, not a .memrec file", path_));
+  auto [f, st] = open_for_reading(path_);
   if (reader_ && (st.st_dev != dev_ || st.st_ino != ino_ || st.st_size < size_ || (footer_ && st.st_size > size_)))
     return Read::replaced;
   if (reader_ && st.st_size == size_) return Read::nothing_new;
@@ -33,7 +28,7 @@ Tail::Read Tail::read() {
   auto bytes = std::make_unique_for_overwrite<uint8_t[]>(size);
   advise_huge(bytes.get(), size);
   if (pread(fileno(f.get()), bytes.get(), size, static_cast<off_t>(offset_)) != static_cast<ssize_t>(size))
-    fail("read failed");
+    read_failed(path_);
   uint64_t end = reader_->read_more({bytes.get(), size}, offset_);
   bool grew = end > offset_ || offset_ == 0;
   offset_ = end;
