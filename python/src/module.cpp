@@ -164,18 +164,19 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 }
 
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"path", "stacks",     "kernels", "max_events", "cuda",          "metadata",
-                                "hide", "cupti_busy", "quiet",   "ops",        "device_memory", nullptr};
+  static const char* names[] = {"path",  "stacks",     "kernels", "max_events", "cuda",          "metadata",
+                                "hide",  "cupti_busy", "quiet",   "ops",        "device_memory", "modules",
+                                nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
-  int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1;
+  int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1, modules = 0;
   unsigned long long max_events = 0;
   PyObject* metadata = nullptr;
   const char* hide = "";
   const char* cupti_busy = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssppp", const_cast<char**>(names), &path, &stacks, &kernels,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!sspppp", const_cast<char**>(names), &path, &stacks, &kernels,
                                    &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet, &ops,
-                                   &device_memory))
+                                   &device_memory, &modules))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -192,6 +193,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   opt.ops = ops;
   opt.user_ops = ops;  // torch.compile's regions, DDP's and the optimizer's record_function blocks
   opt.device_memory = device_memory;
+  opt.module_scopes = modules;  // the scope hooks' module scopes, in backward too
   if (!parse_stacks(stacks, opt)) {
     PyErr_Format(PyExc_ValueError, "stacks must be all, python, cpp or off, not '%s'", stacks);
     return nullptr;
@@ -341,7 +343,8 @@ PyObject* cuda_built(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(start)), METH_VARARGS | METH_KEYWORDS,
      "start(path, stacks='all', kernels=True, max_events=0, cuda=False, metadata=None, hide='', cupti_busy='', "
-     "quiet=False): hide leaves out the frames of files under that prefix; quiet prints nothing"},
+     "quiet=False, ops=True, device_memory=True, modules=False): hide leaves out the frames of files under that "
+     "prefix; quiet prints nothing; modules: module scopes in backward, from the nodes each module call made"},
     {"stop", stop, METH_NOARGS, "stop() -> (events, dropped) or None: writes the file"},
     {"running", running, METH_NOARGS, "whether this process records"},
     {"open_scope", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(open_scope)), METH_FASTCALL,

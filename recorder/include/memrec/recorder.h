@@ -53,6 +53,8 @@ struct RecorderOptions {
   bool cuda = true;            // hook the CUDA caching allocator (CUDA builds, when a GPU is present)
   bool ops = true;             // aten op scopes through at::RecordFunction
   bool user_ops = false;       // ... and record_function() blocks (torch.compile's "Torch-Compiled Region: 0/0")
+  bool module_scopes = false;  // module scopes (open_scope, ScopeKind::module) keep the autograd nodes their call
+                               // makes, and backward runs each node inside the module scopes of its call
   StackCapture capture = StackCapture::automatic;
   size_t buffer_events = 1 << 16;  // events buffered between drains; more in one interval are dropped (counted)
   uint64_t max_events = 0;     // keep at most this many allocator events (0 = no cap); later events, scopes and
