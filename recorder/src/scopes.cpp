@@ -139,27 +139,20 @@ uint64_t innermost_call(const Stack& s) {
 }
 
 // The node scopes open on this thread, outermost first: the user entries above the innermost one the program
-// opened. Writes their positions, returns how many; `alone`: the program opened none on this thread.
-int node_scopes(const Stack& s, int* at, bool& alone) {
+// opened. Writes their positions, returns how many.
+int node_scopes(const Stack& s, int* at) {
   int top = std::min(s.depth, kMaxDepth), first = top, n = 0;
-  int i = top - 1;
-  for (; i >= 0 && (!s.entries[i].user || s.entries[i].node); --i)
+  for (int i = top - 1; i >= 0 && (!s.entries[i].user || s.entries[i].node); --i)
     if (s.entries[i].user) first = i;
-  alone = i < 0;
-  for (i = first; i < top; ++i)
+  for (int i = first; i < top; ++i)
     if (s.entries[i].user) at[n++] = i;
   return n;
 }
 
-// The parent of a backward node's outermost module scope: the innermost user scope, except that a "recompute"
-// phase still open there is over (a recompute stopped early skips its hooks; backward has moved on to this node),
-// so the node's scopes go where the recompute began.
-uint32_t node_parent(const Stack& s) {
-  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i) {
-    const Entry& e = s.entries[i];
-    if (e.user && e.phase) return e.recompute ? e.parent : innermost_user_scope(s);
-  }
-  return innermost_user_scope(s);
+const Entry* innermost_phase(const Stack& s) {
+  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
+    if (s.entries[i].user && s.entries[i].phase) return &s.entries[i];
+  return nullptr;
 }
 
 // A backward node starts on this thread: the node scopes become the module calls holding it, outermost first (those
@@ -173,12 +166,17 @@ void enter_node(const at::RecordFunction& fn) {
   Stack& s = stack();
   if (s.depth > kMaxDepth - kMaxChain) return;
   int at[kMaxDepth];
-  bool alone = false;
-  int open = node_scopes(s, at, alone), same = 0;
+  int open = node_scopes(s, at), same = 0;
   uint32_t backward = g_backward.load(std::memory_order_relaxed);
-  // On a thread where the program opened no scope (autograd's device threads), the backward they were opened in
-  // closes nothing: scopes from an earlier one are closed here.
-  if (open && (!alone || s.entries[at[0]].backward == backward))
+  // Node scopes inside a phase the program opened here close with it. On autograd's device threads (no phase) they
+  // stay open after their backward, and so does a "recompute" phase that is over (a recompute stopped early skips
+  // its hooks; backward has moved on to this node): those of an earlier backward are closed here, and new ones go
+  // where the recompute began.
+  const Entry* phase = innermost_phase(s);
+  bool phase_closes = phase && !phase->recompute;
+  std::optional<uint32_t> parent;
+  if (phase && phase->recompute) parent = phase->parent;
+  if (open && (phase_closes || s.entries[at[0]].backward == backward))
     while (same < open && same < n && s.entries[at[same]].call == chain[same].call) ++same;
   for (int i = open; i > same; --i) close_user(s);
   for (int i = same; i < n; ++i) {
@@ -186,7 +184,7 @@ void enter_node(const at::RecordFunction& fn) {
     e.node = true;
     e.backward = backward;
     e.call = chain[i].call;
-    push_user(s, *chain[i].name, ScopeKind::module, e, i == 0 ? node_parent(s) : innermost_user_scope(s));
+    push_user(s, *chain[i].name, ScopeKind::module, e, i == 0 && parent ? *parent : innermost_user_scope(s));
   }
 }
 
