@@ -16,8 +16,9 @@
 namespace memrec::detail {
 namespace {
 
-// Calls kept over all threads, besides those of outermost calls still running: a later backward through an older
-// forward (retain_graph, a loss summed over many forwards) finds its calls while fewer than this were made since.
+// Calls kept over all threads, besides those of outermost calls still running (at most this many a thread): a later
+// backward through an older forward (retain_graph, a loss summed over many forwards) finds its calls while fewer
+// than this were made since.
 constexpr size_t kKeep = size_t(1) << 16;
 constexpr uint64_t kOpen = UINT64_MAX;
 
@@ -103,6 +104,10 @@ uint64_t module_call_begins(std::string_view name, uint64_t parent) {
     Calls& calls = st.threads[thread];
     calls.push_back(Call{++st.last, seq, kOpen, parent, &*n});
     ++st.kept;
+    if (calls.size() > kKeep) {  // an outermost call running that long (a training loop inside a module's forward)
+      calls.pop_front();         // keeps the bound too: its oldest calls go
+      --st.kept;
+    }
     return st.last;
   } catch (...) {  // out of memory: the call's nodes go to its enclosing call
     return 0;

@@ -86,5 +86,22 @@ TEST(ModuleCalls, OldCallsAreForgotten) {
   EXPECT_EQ(backward_modules(rec.snapshot(), 8000), std::set<std::string>{"new"});
 }
 
+// A call that never ends (a training loop inside a module's forward) keeps the bound too: its oldest calls go, the
+// outermost among them, and a recent call is still found.
+TEST(ModuleCalls, ACallThatNeverEndsKeepsTheBound) {
+  Recorder rec(module_options());
+  rec.start();
+  at::Tensor old_x = leaf(1000), new_x = leaf(2000), filler = leaf(1), old_y, new_y;
+  ASSERT_TRUE(open_scope("loop", ScopeKind::module));
+  call_module("old", [&] { old_y = old_x.exp(); });
+  for (int i = 0; i < 70000; ++i) call_module("filler", [&] { (void)(filler * 2); });
+  call_module("new", [&] { new_y = new_x.exp(); });
+  backward(old_y.sum() + new_y.sum());
+  close_scope();
+  rec.stop();
+  EXPECT_EQ(backward_modules(rec.snapshot(), 4000), std::set<std::string>{""});
+  EXPECT_EQ(backward_modules(rec.snapshot(), 8000), std::set<std::string>{"new"});
+}
+
 }  // namespace
 }  // namespace memrec
