@@ -110,6 +110,37 @@ for reentrant in (True, False):
                                                              "blocks.1.1 < blocks.1 < Blocks"}));
 }
 
+// A module whose output is a dataclass (as Hugging Face's ModelOutput subclasses are): the nodes its forward made
+// are in its scope, whatever holds their tensors.
+TEST(BackwardScopes, ModulesReturningDataclasses) {
+  TempDir dir;
+  Snapshot s = record_program(dir, R"(import dataclasses, torch, torch.nn as nn
+@dataclasses.dataclass
+class Output:
+    hidden: torch.Tensor
+    aux: torch.Tensor
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 1)
+    def forward(self, x, gate):
+        return Output(self.lin(x * gate), gate.mean())
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate, self.head = nn.Linear(8, 8), Head()
+    def forward(self, x):
+        return self.head(x, torch.sigmoid(self.gate(x)))
+out = Model()(torch.randn(4, 8))
+(out.hidden.pow(2).mean() + out.aux).backward()
+)");
+  auto nodes = modules_of_nodes(s);
+  EXPECT_EQ(nodes["MulBackward0"], std::set<std::string>{"head < Model"});
+  EXPECT_EQ(nodes["MeanBackward0"], (std::set<std::string>{"", "head < Model"}));  // the loss's, and aux's
+  EXPECT_EQ(nodes["SigmoidBackward0"], std::set<std::string>{"Model"});
+  EXPECT_EQ(nodes["AddmmBackward0"], (std::set<std::string>{"gate < Model", "head.lin < head < Model"}));
+}
+
 // A module that calls itself and one called twice: each call's nodes in that call's scopes.
 TEST(BackwardScopes, RecursiveAndRepeatedCalls) {
   TempDir dir;
