@@ -165,17 +165,19 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* names[] = {"path", "stacks",     "kernels", "max_events", "cuda",          "metadata",
-                                "hide", "cupti_busy", "quiet",   "ops",        "device_memory", nullptr};
+                                "hide", "cupti_busy", "quiet",   "ops",        "device_memory", "kernel_every",
+                                nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
   int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1;
   unsigned long long max_events = 0;
+  unsigned int kernel_every = memrec::RecorderOptions{}.kernel_every;
   PyObject* metadata = nullptr;
   const char* hide = "";
   const char* cupti_busy = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssppp", const_cast<char**>(names), &path, &stacks, &kernels,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!sspppI", const_cast<char**>(names), &path, &stacks, &kernels,
                                    &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet, &ops,
-                                   &device_memory))
+                                   &device_memory, &kernel_every))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -184,6 +186,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   memrec::RecorderOptions opt;
   opt.output = path;
   opt.kernels = kernels;
+  opt.kernel_every = kernel_every;
   opt.cupti_busy = cupti_busy;
   opt.quiet = quiet;
   opt.cuda = cuda;

@@ -149,6 +149,34 @@ TEST_F(CudaRecording, KernelsInEveryStepAndInterleaved) {
   }
 }
 
+// Kernels on the first 2 steps, then every 4th (steps counted from 1): traced steps have kernels, the others none.
+TEST(CudaKernelSteps, TracedStepsOnly) {
+  if (!workloads::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto w = workloads::Workload::create(gpu_config(1));
+  w->step(0);  // warm-up outside the recording
+  RecorderOptions o;
+  o.kernel_first_steps = 2, o.kernel_every = 4;
+  Recorder rec(o);
+  rec.start();
+  constexpr int kSteps = 9;
+  for (int i = 1; i <= kSteps; ++i) w->step(i);
+  rec.stop();
+  const Snapshot& s = rec.snapshot();
+  std::vector<Scope> steps;
+  for (const Scope& sc : s.scopes)
+    if (sc.kind == ScopeKind::step) steps.push_back(sc);
+  ASSERT_EQ(steps.size(), size_t{kSteps});
+  for (int n = 1; n <= kSteps; ++n) {
+    int64_t begin = steps[n - 1].start_ns, end = n < kSteps ? steps[n].start_ns : INT64_MAX;
+    size_t kernels = 0;
+    for (const Kernel& k : s.kernels) kernels += k.start_ns >= begin && k.start_ns < end;
+    bool traced = n <= 2 || n % 4 == 0;
+    EXPECT_EQ(kernels > 0, traced) << "step " << n << ": " << kernels << " kernels";
+  }
+  EXPECT_EQ(s.metadata.at("recorder.kernel_steps"), "first 2, then every 4th");
+  EXPECT_EQ(s.metadata.at("recorder.kernel_steps_traced"), "4 of 9");
+}
+
 TEST_F(CudaRecording, StacksAndScopes) {
   test::check_frames(s());
   EXPECT_TRUE(test::has_scope(s(), ScopeKind::module, "layers.1.self_attn"));
