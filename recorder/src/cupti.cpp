@@ -322,6 +322,11 @@ void cupti_start(bool kernels, bool memory, uint32_t kernel_first_steps, uint32_
     g_dropped = 0;
   }
   state().enabled.clear();
+  // CUPTI's kernel timestamps go to buffers it allocates, on the device by default: in pinned host memory they cost
+  // the program no device memory (same step time, measured on GPT-2 on the H100 host).
+  uint8_t pinned = 1;
+  size_t pinned_size = sizeof(pinned);
+  cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &pinned_size, &pinned);
   if (kernels) state().enabled.assign(std::begin(kKernelKinds), std::end(kKernelKinds));
   if (memory) state().enabled.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
   try {

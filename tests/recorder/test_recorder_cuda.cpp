@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -175,6 +176,29 @@ TEST(CudaKernelSteps, TracedStepsOnly) {
   }
   EXPECT_EQ(s.metadata.at("recorder.kernel_steps"), "first 2, then every 4th");
   EXPECT_EQ(s.metadata.at("recorder.kernel_steps_traced"), "4 of 9");
+}
+
+// Tracing kernels takes no device memory from the program: CUPTI's buffers are in host memory. The device memory in
+// use outside the caching allocator's segments stays what it was.
+TEST(CudaKernelSteps, TracingAllocatesNothingOnTheDevice) {
+  if (!workloads::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto w = workloads::Workload::create(gpu_config(1));
+  w->step(0);
+  auto used = [] {
+    size_t free = 0, total = 0;
+    EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+    return static_cast<int64_t>(total - free) - alloc::getDeviceStats(0).reserved_bytes[kAgg].current;
+  };
+  int64_t before = used();
+  RecorderOptions o;
+  o.kernel_every = 1;
+  Recorder rec(o);
+  rec.start();
+  for (int i = 1; i <= 3; ++i) w->step(i);
+  int64_t during = used();
+  rec.stop();
+  EXPECT_GT(rec.snapshot().kernels.size(), 0u);
+  EXPECT_EQ(during, before) << "device memory used grew by " << (during - before) << " bytes while recording";
 }
 
 TEST_F(CudaRecording, StacksAndScopes) {
