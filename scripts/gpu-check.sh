@@ -120,7 +120,7 @@ oom() {
 # PyTorch's _record_memory_history alongside memrec in one process (entry for entry), and torchrun with 2 ranks.
 python_tests() {
   local rc=0
-  (cd /tmp && timeout 300 "$OLDPWD/$BUILD/tests/memrec_python_tests" --gtest_color=no) > "$OUT/python_tests.log" 2>&1 || rc=$?
+  (cd /tmp && timeout 450 "$OLDPWD/$BUILD/tests/memrec_python_tests" --gtest_color=no) > "$OUT/python_tests.log" 2>&1 || rc=$?
   grep -E "^\[ *(OK|FAILED|PASSED) *\]|Failure|Expected|Which is|  Actual|exception" "$OUT/python_tests.log" | sed -n 1,60p
   [ $rc = 0 ] || { tail -30 "$OUT/python_tests.log"; return $rc; }
 }
