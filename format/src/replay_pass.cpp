@@ -1,10 +1,11 @@
 // Replay's pass over a device's steps, on several threads. The steps are cut into ranges, replayed side by side:
 // the first against the pass's address map, each other one against a map of its own, which tells most of its frees
-// which block they free. What a range cannot tell alone (a free or an owner row at an address whose block came
-// before the range, an alloc where such a block may still be live) it keeps in order; those are then settled range
-// after range against the pass's map, as the serial pass would at their step. Last, each range walks its steps
-// again from the totals the ranges before it reach, to store the totals and find its peaks.
+// which block they free. What a range cannot tell alone (a free or an owner row at an address where it allocated no
+// block, an alloc where a block from before it may still be live) it keeps in order; those are then settled range
+// after range against the pass's map, as the serial pass would at their step. Last, each range adds to the totals it
+// stored what the ranges before it and its open frees changed.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <span>
@@ -27,10 +28,10 @@ uint64_t reserved_in(const std::vector<Segment>& segments, uint8_t device) {
 
 // Marks ids into pre_existing_ (in the pass's map).
 constexpr uint32_t kPreExisting = uint32_t{1} << 31;
-// LiveBlock::id in a range's own map: nothing is live at the address (the range freed what was there)...
-constexpr uint32_t kGone = kNoEvent;
-// ...what is live there depends on the ranges before (the range freed or named a block it did not allocate).
-constexpr uint32_t kUnknown = kNoEvent - 1;
+// LiveBlock::id in a range's own map where what is live depends on the ranges before: the range freed (not for good)
+// or named a block it did not allocate, which may have been one older than the recording, now live.
+constexpr uint32_t kUnknown = kNoEvent;
+constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
 // Fewer steps per range than this and another thread does not pay.
 constexpr size_t kStepsPerRange = size_t{1} << 19;
 
@@ -52,17 +53,26 @@ struct Replay::Range {
   uint32_t begin = 0, end = 0;
   uint32_t first_id = 0;  // the id of its first alloc, counting allocs only (finish() puts pre-existing blocks first)
   std::span<const OwnerRow> rows;  // attached before one of its steps (the last range: or after them all)
-  AddressMap map;                  // its own: the blocks it allocated, kGone and kUnknown
+  AddressMap map;                  // its own: the live blocks it allocated, and kUnknown
   std::vector<Open> open;          // in order
+  std::vector<Open> checks;        // allocs at addresses the ranges before may have left a block at, in order
   std::vector<Correction> corrections;
   std::vector<Owned> owned;  // an entry per row, in order; id kNoOwner where no block
   std::vector<uint32_t> segment_steps;
-  int64_t allocated = 0, active = 0, reserved = 0;  // the change over the range
-  int64_t lowest_reserved = 0;                      // relative to its start
+  int64_t allocated = 0, active = 0, reserved = 0;  // the change over the range (an open free's: once stitched)
+  int64_t lowest_reserved = 0, highest_reserved = kLowest;  // relative to its start
+  uint32_t at_reserved = kNoEvent;                            // the first step reaching the highest
+  // Steps from an open free to the next, which the range replays as if the free's change were what its event says:
+  // the highest allocated among them as replayed (relative to the range's start), the first step reaching it, and
+  // what the open frees up to the stretch's first step changed otherwise (stitch() finds out).
+  struct Stretch {
+    uint32_t first = 0, at = kNoEvent;
+    int64_t highest = kLowest;
+    int64_t allocated_fix = 0, active_fix = 0;
+  };
+  std::vector<Stretch> stretches;
   uint64_t unmatched = 0;
-  Totals start;    // relative totals before its first step
-  Totals highest;  // of the relative totals after its steps, from zero, and the first step reaching it
-  uint32_t at_allocated = kNoEvent, at_reserved = kNoEvent;
+  Totals start;  // relative totals before its first step
 
   // Whether `m` is the range's own map, or the pass's.
   bool owns(const AddressMap& m) const { return &m == &map; }
@@ -83,8 +93,19 @@ void Replay::pass(unsigned threads) {
   AddressMap live;
   if (s_.has_segments_start) adopt_segments(live);
   on_threads(ranges.size(), [&](unsigned k) { replay_range(ranges[k], k == 0 ? live : ranges[k].map); });
+  on_threads(ranges.size(), [&](unsigned k) {
+    if (k > 0) find_checks(ranges[k], live, std::span(ranges).subspan(1, k - 1));
+  });
   for (size_t k = 1; k < ranges.size(); ++k) stitch(ranges[k], live);
   if (!s_.has_segments_start) adopt_segments(live);
+  settle_initial(sum_ranges(ranges));
+  on_threads(ranges.size(), [&](unsigned k) { settle_totals(ranges[k]); });
+  finish(ranges);
+}
+
+// Each range's start from the ranges before it; the pass's lists from theirs. The lowest reserved and the change
+// over all the steps.
+std::pair<int64_t, int64_t> Replay::sum_ranges(std::vector<Range>& ranges) {
   Totals at;
   int64_t lowest_reserved = 0;
   for (Range& r : ranges) {
@@ -97,18 +118,7 @@ void Replay::pass(unsigned threads) {
                  [](const Owned& o) { return o.id != kNoOwner; });
     unmatched_frees_ += r.unmatched;
   }
-  settle_initial(static_cast<int64_t>(at.reserved), lowest_reserved);
-  reserve_huge(stored_, steps_ / kStride + 1);
-  stored_.resize((steps_ + kStride - 1) / kStride);
-  on_threads(ranges.size(), [&](unsigned k) { total_range(ranges[k]); });
-  Totals highest;  // relative, as int64 bits; the earliest range reaching the highest holds the peak
-  for (const Range& r : ranges) {
-    if (static_cast<int64_t>(r.highest.allocated) > static_cast<int64_t>(highest.allocated))
-      highest.allocated = r.highest.allocated, peak_allocated_.step = r.at_allocated;
-    if (static_cast<int64_t>(r.highest.reserved) > static_cast<int64_t>(highest.reserved))
-      highest.reserved = r.highest.reserved, peak_reserved_.step = r.at_reserved;
-  }
-  finish(highest);
+  return {lowest_reserved, static_cast<int64_t>(at.reserved)};
 }
 
 // `parts` ranges of even length, with their owner rows and the ids of their allocs.
@@ -131,13 +141,31 @@ std::vector<Replay::Range> Replay::cut(unsigned parts, const std::vector<OwnerRo
   uint32_t ids = 0;
   for (unsigned k = 0; k < parts; ++k) ranges[k].first_id = ids, ids += allocs[k];
   for (auto* v : {&alloc_step_, &free_step_, &completed_step_}) reserve_huge(*v, ids + 1024), v->resize(ids);
+  reserve_huge(stored_, steps_ / kStride + 1);
+  stored_.resize((steps_ + kStride - 1) / kStride);
   return ranges;
 }
 
+// Calls step(step, event) for the range's steps and row(row) for its owner rows, in order.
+template <class Step, class Row> void Replay::walk(const Range& r, Step step, Row row) const {
+  uint32_t from = r.begin;
+  for (const OwnerRow& o : r.rows) {
+    for_each_step(from, o.at, step);
+    from = o.at;
+    row(o);
+  }
+  for_each_step(from, r.end, step);
+}
+
+// Stores the totals every kStride steps, relative to the range's start (settle_totals() adds the rest).
 void Replay::replay_range(Range& r, AddressMap& map) {
   uint32_t id = r.first_id;
+  r.stretches.push_back({r.begin});
   // Inlined, so that of the packed columns only those read below are decoded.
   auto replay_step = [&](uint32_t step, const Event& e) __attribute__((always_inline)) {
+    if (step % kStride == 0)
+      stored_[step / kStride] = Totals{static_cast<uint64_t>(r.allocated), static_cast<uint64_t>(r.active),
+                                       static_cast<uint64_t>(r.reserved)};
     int64_t was_allocated = r.allocated, was_active = r.active;
     bool known = true;
     if (e.action == Action::alloc) {
@@ -153,37 +181,56 @@ void Replay::replay_range(Range& r, AddressMap& map) {
       r.segment_steps.push_back(step);
     }
     if (known) r.note(step, default_delta(e), r.allocated - was_allocated, r.active - was_active);
+    Range::Stretch& now = r.stretches.back();
+    if (r.allocated > now.highest) now.highest = r.allocated, now.at = step;
+    if (r.reserved > r.highest_reserved) r.highest_reserved = r.reserved, r.at_reserved = step;
   };
-  // Owner rows are attached between the steps they came between; without them the loop is one run.
-  uint32_t from = r.begin;
-  for (const OwnerRow& o : r.rows) {
-    for_each_step(from, o.at, replay_step);
-    from = o.at;
-    attach(r, map, o);
-  }
-  for_each_step(from, r.end, replay_step);
+  walk(r, replay_step, [&](const OwnerRow& o) { attach(r, map, o); });
 }
 
-// A block live at the address is replaced; in its own map, a range cannot tell whether one is there unless it
-// allocated or freed the last block there.
+// The first alloc or free at an address is the step that a block which the ranges before left there (or a block
+// older than the recording that one of their frees or rows found) may meet. Where it is an alloc, the range's own map
+// had nothing there, so it is kept in `checks`; later allocs there find kUnknown where they need checking.
+void Replay::find_checks(Range& r, const AddressMap& live, std::span<const Range> before) const {
+  format_detail::AddressMap<uint8_t> touched;  // the addresses the ranges before left something at; 1 once touched
+  auto carry = [&](uint64_t addr, const LiveBlock&) { touched.put(addr, 0); };
+  live.for_each(carry);
+  for (const Range& b : before) b.map.for_each(carry);
+  auto first_touch = [&](uint64_t addr) {
+    uint8_t* t = touched.find(addr);
+    return t && !*t && (*t = 1);
+  };
+  auto step = [&](uint32_t step, const Event& e) __attribute__((always_inline)) {
+    bool block_event = e.action == Action::alloc || e.action == Action::free_requested ||
+                       e.action == Action::free_completed;
+    if (block_event && first_touch(e.addr) && e.action == Action::alloc)
+      r.checks.push_back(Open{e.addr, 0, step, kNoOwner, Action::alloc});
+  };
+  if (touched.size() > 0) walk(r, step, [&](const OwnerRow& o) { first_touch(s_.owners[o.row].addr); });
+}
+
+// A block live at the address is replaced; where its own map has kUnknown, the range cannot tell whether one is.
 void Replay::alloc(Range& r, AddressMap& map, uint32_t step, uint64_t addr, uint64_t size, uint32_t id) {
   LiveBlock* there = map.find(addr);
-  if (there && there->id < kUnknown) ++r.unmatched;
-  else if (r.owns(map) && (!there || there->id == kUnknown)) r.open.push_back(Open{addr, size, step, kNoOwner, Action::alloc});
+  if (there && there->id != kUnknown) ++r.unmatched;
+  else if (there) r.open.push_back(Open{addr, size, step, kNoOwner, Action::alloc});
   if (there) *there = LiveBlock{id, size};
   else map.put(addr, {id, size});
   alloc_step_[id] = step, free_step_[id] = kNoEvent, completed_step_[id] = kNoEvent;
   r.allocated += static_cast<int64_t>(size), r.active += static_cast<int64_t>(size);
 }
 
-// False where the range's own map has no block at the address: the free is settled by stitch().
+// False where the range's own map has no block at the address: the free is settled by stitch(), and replayed till
+// then as its event says.
 bool Replay::free(Range& r, AddressMap& map, uint32_t step, Action action, uint64_t addr, uint64_t size) {
   LiveBlock* block = map.find(addr);
-  if (r.owns(map) && (!block || block->id >= kUnknown)) {
+  if (r.owns(map) && (!block || block->id == kUnknown)) {
     r.open.push_back(Open{addr, size, step, kNoOwner, action});
-    LiveBlock after{action == Action::free_completed ? kGone : kUnknown, 0};
-    if (block) *block = after;
-    else map.put(addr, after);
+    r.stretches.push_back({step});
+    Totals said = default_delta(Event{.size = size, .action = action});
+    r.allocated += static_cast<int64_t>(said.allocated), r.active += static_cast<int64_t>(said.active);
+    if (action == Action::free_completed) map.erase(addr);  // nothing is live there after it
+    else if (!block) map.put(addr, {kUnknown, 0});
     return false;
   }
   if (!block) block = adopt_pre_existing(map, step);
@@ -200,35 +247,44 @@ void Replay::release(Range& r, AddressMap& map, LiveBlock& block, uint32_t step,
   if (action != Action::free_completed) return;
   (pre ? pre_existing_[i].completed_step : completed_step_[i]) = step;
   r.active -= size;
-  if (r.owns(map)) block.id = kGone;
-  else map.erase(addr);
+  map.erase(addr);
 }
 
 void Replay::attach(Range& r, AddressMap& map, const OwnerRow& o) {
   uint64_t addr = s_.owners[o.row].addr;
   LiveBlock* block = map.find(addr);
   r.owned.push_back(Owned{kNoOwner, o.row, 1});
-  if (!r.owns(map) || (block && block->id < kUnknown)) return attach_owner(map, block, r.owned.back());
+  if (!r.owns(map) || (block && block->id != kUnknown)) return attach_owner(map, block, r.owned.back());
   r.open.push_back(Open{addr, 0, o.at, static_cast<uint32_t>(r.owned.size() - 1), Action::alloc});
   if (block) block->id = kUnknown;
   else map.put(addr, {kUnknown, 0});
 }
 
 // Replays a range's open steps and rows against the pass's map as it stands at the range's start, in order, then
-// hands the map the blocks the range leaves live. Its own map has no block at an open step's address, and the pass's
-// map has none there between an open alloc and the next open step.
+// hands the map the blocks the range leaves live. The pass's map has no block at an address from an alloc the range
+// checks until the next open step there.
 void Replay::stitch(Range& r, AddressMap& live) {
   std::vector<Correction> known = std::exchange(r.corrections, {});
-  for (const Open& o : r.open) {
+  std::vector<Open> open(r.open.size() + r.checks.size());
+  auto order = [](const Open& o) { return uint64_t{o.step} * 2 + (o.owned == kNoOwner); };  // rows before steps
+  std::merge(r.open.begin(), r.open.end(), r.checks.begin(), r.checks.end(), open.begin(),
+             [&](const Open& a, const Open& b) { return order(a) < order(b); });
+  auto stretch = r.stretches.begin();
+  for (const Open& o : open) {
     if (o.owned != kNoOwner) {
       attach_owner(live, live.find(o.addr), r.owned[o.owned]);
     } else if (o.action == Action::alloc) {
       if (live.find(o.addr)) ++r.unmatched, live.erase(o.addr);
     } else {
       int64_t was_allocated = r.allocated, was_active = r.active;
+      Totals said = default_delta(Event{.size = o.size, .action = o.action});
+      r.allocated -= static_cast<int64_t>(said.allocated), r.active -= static_cast<int64_t>(said.active);
       free(r, live, o.step, o.action, o.addr, o.size);
-      r.note(o.step, default_delta(Event{.size = o.size, .action = o.action}), r.allocated - was_allocated,
-             r.active - was_active);
+      r.note(o.step, said, r.allocated - was_allocated + static_cast<int64_t>(said.allocated),
+             r.active - was_active + static_cast<int64_t>(said.active));
+      int64_t allocated_fix = stretch->allocated_fix + r.allocated - was_allocated;
+      int64_t active_fix = stretch->active_fix + r.active - was_active;
+      ++stretch, stretch->allocated_fix = allocated_fix, stretch->active_fix = active_fix;
     }
   }
   std::vector<Correction> settled = std::exchange(r.corrections, {});
@@ -236,25 +292,21 @@ void Replay::stitch(Range& r, AddressMap& live) {
   std::merge(known.begin(), known.end(), settled.begin(), settled.end(), r.corrections.begin(),
              [](const Correction& a, const Correction& b) { return a.step < b.step; });
   r.map.for_each([&](uint64_t addr, const LiveBlock& b) {
-    if (b.id < kUnknown) live.put(addr, b);
+    if (b.id != kUnknown) live.put(addr, b);
   });
-  r.map = AddressMap(), r.open = {};
+  r.map = AddressMap(), r.open = {}, r.checks = {};
 }
 
-// Stores the range's totals every kStride steps and finds its peaks.
-void Replay::total_range(Range& r) {
-  Totals t = r.start;
-  const Correction* next = first_correction(r.begin);
-  for_each_step(r.begin, r.end, [&](uint32_t step, const Event& e) __attribute__((always_inline)) {
-    if (step % kStride == 0)
-      stored_[step / kStride] = Totals{t.allocated + initial_.allocated, t.active + initial_.active,
-                                       t.reserved + initial_.reserved};
-    apply(step, e, t, next);
-    if (static_cast<int64_t>(t.allocated) > static_cast<int64_t>(r.highest.allocated))
-      r.highest.allocated = t.allocated, r.at_allocated = step;
-    if (static_cast<int64_t>(t.reserved) > static_cast<int64_t>(r.highest.reserved))
-      r.highest.reserved = t.reserved, r.at_reserved = step;
-  });
+// Adds to the range's stored totals its start, the start state and what its open frees changed otherwise.
+void Replay::settle_totals(Range& r) {
+  auto stretch = r.stretches.begin();
+  for (uint32_t j = (r.begin + kStride - 1) / kStride; j * kStride < r.end; ++j) {
+    while (stretch + 1 != r.stretches.end() && stretch[1].first < j * kStride) ++stretch;
+    Totals& t = stored_[j];
+    t.allocated += r.start.allocated + initial_.allocated + static_cast<uint64_t>(stretch->allocated_fix);
+    t.active += r.start.active + initial_.active + static_cast<uint64_t>(stretch->active_fix);
+    t.reserved += r.start.reserved + initial_.reserved;
+  }
 }
 
 // The device's owner rows, in order, each with the step it is attached before.
@@ -340,7 +392,8 @@ void Replay::adopt_segments(AddressMap& live) {
 }
 
 // The start state's reserved bytes: the segments at the start, or those at the end less what the steps changed.
-void Replay::settle_initial(int64_t reserved_delta, int64_t lowest_reserved) {
+void Replay::settle_initial(std::pair<int64_t, int64_t> lowest_reserved_and_change) {
+  auto [lowest_reserved, reserved_delta] = lowest_reserved_and_change;
   if (s_.has_segments_start) {
     initial_.reserved = reserved_in(s_.segments_start, device_);
   } else {
@@ -349,8 +402,26 @@ void Replay::settle_initial(int64_t reserved_delta, int64_t lowest_reserved) {
   }
 }
 
+// The first steps reaching the highest totals after a step (relative, as int64 bits), from zero.
+Totals Replay::find_peaks(const std::vector<Range>& ranges) {
+  Totals highest;
+  auto higher = [](uint64_t relative, uint64_t& than) {
+    return static_cast<int64_t>(relative) > static_cast<int64_t>(than) && (than = relative, true);
+  };
+  for (const Range& r : ranges) {
+    for (const Range::Stretch& s : r.stretches) {
+      uint64_t at = r.start.allocated + static_cast<uint64_t>(s.highest) + static_cast<uint64_t>(s.allocated_fix);
+      if (s.at != kNoEvent && higher(at, highest.allocated)) peak_allocated_.step = s.at;
+    }
+    uint64_t at = r.start.reserved + static_cast<uint64_t>(r.highest_reserved);
+    if (r.at_reserved != kNoEvent && higher(at, highest.reserved)) peak_reserved_.step = r.at_reserved;
+  }
+  return highest;
+}
+
 // Puts pre-existing blocks first (by address), adds the start state to the peaks.
-void Replay::finish(const Totals& highest) {
+void Replay::finish(const std::vector<Range>& ranges) {
+  Totals highest = find_peaks(ranges);
   std::vector<uint32_t> order(pre_existing_.size()), rank(pre_existing_.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "memrec/snapshot.h"
@@ -205,21 +206,25 @@ class Replay {
   void index_events();
   void pass(unsigned threads);
   std::vector<Range> cut(unsigned parts, const std::vector<OwnerRow>& rows);
+  template <class Step, class Row> void walk(const Range& r, Step step, Row row) const;
   void replay_range(Range& r, AddressMap& map);
+  void find_checks(Range& r, const AddressMap& live, std::span<const Range> before) const;
   void alloc(Range& r, AddressMap& map, uint32_t step, uint64_t addr, uint64_t size, uint32_t id);
   bool free(Range& r, AddressMap& map, uint32_t step, Action action, uint64_t addr, uint64_t size);
   void release(Range& r, AddressMap& map, LiveBlock& block, uint32_t step, Action action, uint64_t addr);
   void attach(Range& r, AddressMap& map, const OwnerRow& o);
   void stitch(Range& r, AddressMap& live);
-  void total_range(Range& r);
+  std::pair<int64_t, int64_t> sum_ranges(std::vector<Range>& ranges);
+  void settle_totals(Range& r);
+  Totals find_peaks(const std::vector<Range>& ranges);
   std::vector<OwnerRow> owner_rows() const;
   uint32_t step_at_event(uint64_t event) const;
   void attach_owner(AddressMap& live, LiveBlock* block, Owned& owned);
   void settle_owners(const std::vector<uint32_t>& pre_existing_rank);
   LiveBlock* adopt_pre_existing(AddressMap& live, uint32_t step);
   void adopt_segments(AddressMap& live);
-  void settle_initial(int64_t reserved_delta, int64_t lowest_reserved);
-  void finish(const Totals& highest);
+  void settle_initial(std::pair<int64_t, int64_t> lowest_reserved_and_change);
+  void finish(const std::vector<Range>& ranges);
   // Steps change the totals as default_delta() says, except where a correction gives the change.
   [[gnu::always_inline]] void apply(uint32_t step, const Event& e, Totals& t, const Correction*& next) const {
     Totals d = default_delta(e);
