@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <numeric>
+
+#include "memrec/threads.h"
 
 namespace memrec {
 
@@ -13,20 +16,34 @@ Allocation Allocations::iterator::operator*() const { return r_->allocation(id_)
 
 // The pass is in replay_pass.cpp.
 Replay::Replay(const Snapshot& s, uint8_t device, unsigned threads) : s_(s), device_(device) {
-  index_events();
+  index_events(threads);
   pass(threads);
 }
 
-void Replay::index_events() {
-  size_t mine = 0;  // for_each decodes the device column alone
-  s_.events.for_each(0, s_.events.size(), [&](size_t, const Event& e) __attribute__((always_inline)) {
-    mine += e.device == device_;
+// Counts the device's events in even parts of the events, side by side, then (unless they are all the device's)
+// each part fills its place in event_index_.
+void Replay::index_events(unsigned threads) {
+  size_t n = s_.events.size();
+  unsigned parts = std::min<size_t>(parts_for(n, threads, size_t{1} << 19), std::max<size_t>(n, 1));
+  std::vector<uint32_t> first(parts + 1);
+  auto each_mine = [&](unsigned part, auto f) {
+    auto [begin, end] = slice(n, part, parts);  // for_each decodes the device column alone
+    s_.events.for_each(begin, end, [&](size_t i, const Event& e) __attribute__((always_inline)) {
+      if (e.device == device_) f(static_cast<uint32_t>(i));
+    });
+  };
+  on_threads(parts, [&](unsigned part) {
+    uint32_t mine = 0;
+    each_mine(part, [&](uint32_t) { ++mine; });
+    first[part + 1] = mine;
   });
-  steps_ = static_cast<uint32_t>(mine);
-  if (mine == s_.events.size()) return;  // steps are event indices
-  reserve_huge(event_index_, mine);
-  s_.events.for_each(0, s_.events.size(), [&](size_t i, const Event& e) __attribute__((always_inline)) {
-    if (e.device == device_) event_index_.push_back(static_cast<uint32_t>(i));
+  std::partial_sum(first.begin(), first.end(), first.begin());
+  steps_ = first[parts];
+  if (steps_ == n) return;  // steps are event indices
+  reserve_huge(event_index_, steps_);
+  event_index_.resize(steps_);
+  on_threads(parts, [&](unsigned part) {
+    each_mine(part, [&, at = first[part]](uint32_t i) mutable { event_index_[at++] = i; });
   });
 }
 

@@ -276,14 +276,14 @@ void Replay::stitch(Range& r, AddressMap& live) {
     } else if (o.action == Action::alloc) {
       if (live.find(o.addr)) ++r.unmatched, live.erase(o.addr);
     } else {
-      int64_t was_allocated = r.allocated, was_active = r.active;
-      Totals said = default_delta(Event{.size = o.size, .action = o.action});
-      r.allocated -= static_cast<int64_t>(said.allocated), r.active -= static_cast<int64_t>(said.active);
+      Totals said = default_delta(Event{.size = o.size, .action = o.action});  // what the range replayed
+      int64_t was_allocated = r.allocated -= static_cast<int64_t>(said.allocated);
+      int64_t was_active = r.active -= static_cast<int64_t>(said.active);
       free(r, live, o.step, o.action, o.addr, o.size);
-      r.note(o.step, said, r.allocated - was_allocated + static_cast<int64_t>(said.allocated),
-             r.active - was_active + static_cast<int64_t>(said.active));
-      int64_t allocated_fix = stretch->allocated_fix + r.allocated - was_allocated;
-      int64_t active_fix = stretch->active_fix + r.active - was_active;
+      int64_t allocated_by = r.allocated - was_allocated, active_by = r.active - was_active;
+      r.note(o.step, said, allocated_by, active_by);
+      int64_t allocated_fix = stretch->allocated_fix + allocated_by - static_cast<int64_t>(said.allocated);
+      int64_t active_fix = stretch->active_fix + active_by - static_cast<int64_t>(said.active);
       ++stretch, stretch->allocated_fix = allocated_fix, stretch->active_fix = active_fix;
     }
   }
@@ -321,7 +321,8 @@ std::vector<Replay::OwnerRow> Replay::owner_rows() const {
 // The first step whose event comes at or after Snapshot::events[event].
 uint32_t Replay::step_at_event(uint64_t event) const {
   if (event_index_.empty()) return static_cast<uint32_t>(std::min<uint64_t>(event, steps_));
-  return static_cast<uint32_t>(std::lower_bound(event_index_.begin(), event_index_.end(), event) - event_index_.begin());
+  auto at = std::lower_bound(event_index_.begin(), event_index_.end(), event);
+  return static_cast<uint32_t>(at - event_index_.begin());
 }
 
 // The block live at the row's address now is the one it names. Where the start state is unknown (CPU), an

@@ -128,7 +128,8 @@ TEST(ReplayThreads, RandomHistoriesHoldTheCrossRangeCases) {
     before += a.alloc_step == kNoEvent && a.free_step != kNoEvent;
     bool freed = a.free_step < kBeforeStart && a.completed_step != kNoEvent;
     split += freed && range_of(a.free_step) != range_of(a.completed_step);
-    born_before += a.alloc_step != kNoEvent && a.free_step != kNoEvent && range_of(a.alloc_step) < range_of(a.free_step);
+    bool born = a.alloc_step != kNoEvent;
+    born_before += born && a.free_step != kNoEvent && range_of(a.alloc_step) < range_of(a.free_step);
   }
   EXPECT_GT(before, 10u);       // blocks older than the recording freed all along
   EXPECT_GT(split, 5u);         // free_requested and free_completed in different ranges of 8

@@ -203,7 +203,7 @@ class Replay {
     uint32_t row, at;  // attached before step `at`
   };
 
-  void index_events();
+  void index_events(unsigned threads);
   void pass(unsigned threads);
   std::vector<Range> cut(unsigned parts, const std::vector<OwnerRow>& rows);
   template <class Step, class Row> void walk(const Range& r, Step step, Row row) const;
