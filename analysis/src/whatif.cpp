@@ -94,6 +94,12 @@ struct Placed {
   bool operator<(const Placed& o) const { return std::tie(t, order, seq) < std::tie(o.t, o.order, o.seq); }
 };
 
+// The allocated peak of a predicted history, and its time since the history's first event.
+struct PredictedPeak {
+  uint64_t bytes = 0;
+  int64_t since_first_ns = 0;
+};
+
 // Where the device's owner rows go in the predicted history: each before the event that the recorded event it came
 // before went to, so that it names the same block.
 class OwnerPlaces {
@@ -147,7 +153,7 @@ class OwnerPlaces {
 };
 
 // The recorded history with some blocks freed early and allocated again: the new events, and the recorded frees that
-// now free the block allocated again. history() merges them into the recorded events, streaming.
+// now free the block allocated again; and the allocated peak of that history.
 class Rewriter {
  public:
   explicit Rewriter(const Replay& r) : r_(r) {}
@@ -171,8 +177,42 @@ class Rewriter {
     return dropped.size();
   }
 
-  // The device's events in time order (`order`, as time_order() gives it) with the new ones among them, and the
-  // start state and owner rows a replay of them needs.
+  // The predicted allocated peak where the recorded events are in time order (nearly every recording): the recorded
+  // totals with the new events' bytes among them, without building the history.
+  PredictedPeak peak_in_place() {
+    std::sort(added_.begin(), added_.end());
+    int64_t first = std::min(r_.time_of(kNoEvent), added_.empty() ? INT64_MAX : added_.front().t);
+    PredictedPeak peak{r_.initial().allocated, 0};
+    uint64_t recorded = r_.initial().allocated, change = 0;
+    auto note = [&](auto time_of) {
+      if (recorded + change > peak.bytes) peak = {recorded + change, time_of() - first};
+    };
+    auto next = added_.begin();
+    auto add_before = [&](uint32_t step) {
+      for (; next != added_.end() && steps_before(*next) <= step; ++next) {
+        change += default_delta(next->e).allocated;
+        note([&] { return next->t; });
+      }
+    };
+    r_.for_each_after(0, r_.steps(), [&](uint32_t step, const Totals& t) {
+      add_before(step);
+      recorded = t.allocated;
+      note([&] { return r_.time_of(step); });
+    });
+    add_before(r_.steps());
+    return peak;
+  }
+
+  // The predicted allocated peak of any history: replays the device's events in time order (`order`, as
+  // time_order() gives it) with the new ones among them.
+  PredictedPeak replayed_peak(const Snapshot& s, const std::vector<uint32_t>& order) {
+    Snapshot predicted = history(s, order);
+    Replay after(predicted, r_.device());
+    return {after.peak_allocated().bytes, after.time_of(after.peak_allocated().step) - after.time_of(kNoEvent)};
+  }
+
+ private:
+  // The events and the start state and owner rows a replay of the predicted history needs.
   Snapshot history(const Snapshot& s, const std::vector<uint32_t>& order) {
     std::sort(added_.begin(), added_.end());
     std::sort(moved_.begin(), moved_.end());
@@ -182,7 +222,7 @@ class Rewriter {
     OwnerPlaces owners(s, r_);
     auto next = added_.begin();
     for (uint32_t i = 0; i < r_.steps(); ++i) {
-      uint32_t step = order.empty() ? i : order[i];
+      uint32_t step = order[i];
       Event e = r_.event(step);
       for (; next != added_.end() && *next < Placed{e.time_ns, 1, step, {}}; ++next) out.events.push_back(next->e);
       auto moved = std::lower_bound(moved_.begin(), moved_.end(), std::pair{step, uint64_t{0}});
@@ -195,7 +235,19 @@ class Rewriter {
     return out;
   }
 
- private:
+  // How many recorded steps come before a new event: where it goes among recorded events in time order.
+  uint32_t steps_before(const Placed& p) {
+    if (p.t == last_.t && p.order == last_.order) return last_steps_;
+    uint32_t lo = 0, hi = r_.steps();
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      int64_t t = r_.time_of(mid);
+      (t < p.t || (t == p.t && p.order > 1) ? lo = mid + 1 : hi = mid);
+    }
+    last_ = p, last_steps_ = lo;
+    return lo;
+  }
+
   void drop(uint32_t id, int64_t forward_end, int64_t recompute) {
     Allocation a = r_.allocation(id);
     Event e = r_.event(a.alloc_step);
@@ -218,6 +270,8 @@ class Rewriter {
   const Replay& r_;
   std::vector<Placed> added_;
   std::vector<std::pair<uint32_t, uint64_t>> moved_;  // a recorded free's step, the address it frees now
+  Placed last_{INT64_MIN, 0, 0, {}};  // steps_before()'s last answer
+  uint32_t last_steps_ = 0;
 };
 
 }  // namespace
@@ -248,10 +302,10 @@ CheckpointPrediction CheckpointPredictor::predict(const std::vector<std::string>
   Rewriter rewrite(r);
   for (const auto& [key, pass] : recorded_->passes)
     if (chosen.count(key.first) && pass.end >= pass.start) p.blocks_dropped += rewrite.checkpoint(pass);
-  Snapshot predicted = rewrite.history(recorded_->s, recorded_->order);
-  Replay after(predicted, p.device);
-  p.predicted_peak = after.peak_allocated().bytes;
-  p.predicted_peak_ns = after.time_of(after.peak_allocated().step) - after.time_of(kNoEvent);
+  const std::vector<uint32_t>& order = recorded_->order;
+  PredictedPeak peak = order.empty() ? rewrite.peak_in_place() : rewrite.replayed_peak(recorded_->s, order);
+  p.predicted_peak = peak.bytes;
+  p.predicted_peak_ns = peak.since_first_ns;
   p.saving = p.recorded_peak - std::min(p.recorded_peak, p.predicted_peak);
   if (p.recorded_peak)
     p.saving_percent = 100.0 * (double(p.recorded_peak) - double(p.predicted_peak)) / double(p.recorded_peak);
