@@ -83,7 +83,8 @@ TEST(WhatIf, OwnerRowsNameTheBlocksTheyNamedAsRecorded) {
     // Layer 1's first activation is named right after its alloc (event 4), on a CPU history (no start state), where
     // a row naming no live block is taken for a block older than the recording. Checkpointing layer 0 adds its early
     // frees before that alloc: the row must still come after the alloc, or its bytes would count twice.
-    h.s.owners.push_back(Owner{.time_ns = 211, .event = 5, .addr = 0x40, .size = 300, .name = h.s.strings.intern("buf")});
+    uint32_t name = h.s.strings.intern("buf");
+    h.s.owners.push_back(Owner{.time_ns = 211, .event = 5, .addr = 0x40, .size = 300, .name = name});
     if (!in_time_order) h.event(1, Action::alloc, 0x90, 1);  // recorded last, the first in time: held throughout
     auto p = predict_checkpoint(h.s, 0, {"0"});
     uint64_t extra = in_time_order ? 0 : 1;

@@ -159,12 +159,13 @@ TEST(Report, OomAndKernelSectionsShowTheStatsNumbers) {
 TEST(Report, PageSizeDoesNotGrowWithTheRecording) {
   Snapshot shorter = test::training_loop(2000), longer = test::training_loop(4000);
   ASSERT_EQ(longer.events.size(), 480'001u);
-  std::string a = report_html(shorter, {.file_name = "run.memrec"}), b = report_html(longer, {.file_name = "run.memrec"});
+  std::string a = report_html(shorter, {.file_name = "run.memrec"});
+  std::string b = report_html(longer, {.file_name = "run.memrec"});
   EXPECT_LT(b.size(), a.size() + a.size() / 20) << a.size() << " bytes for 2000 steps, " << b.size() << " for 4000";
   EXPECT_LT(b.size(), 256u << 10);
-  size_t rows = 0;  // every layer's checkpointing is predicted on the longer run too
-  for (size_t at = b.find("<tr class=\"single\">"); at != std::string::npos; at = b.find("<tr class=\"single\">", at + 1))
-    ++rows;
+  const std::string single = "<tr class=\"single\">";  // a row of one layer's checkpointing
+  size_t rows = 0;
+  for (size_t at = b.find(single); at != std::string::npos; at = b.find(single, at + 1)) ++rows;
   EXPECT_EQ(rows, 4u);
 }
 
