@@ -108,7 +108,7 @@ class OwnerPlaces {
     for (uint32_t row = 0; row < s.owners.size(); ++row) {
       if (s.owners[row].device != r.device()) continue;
       rows_.push_back(row);
-      steps_.push_back(step_at_event(r, s.owners[row].event));
+      steps_.push_back(r.step_at_event(s.owners[row].event));
     }
     wanted_ = steps_;
     std::sort(wanted_.begin(), wanted_.end());
@@ -136,16 +136,6 @@ class OwnerPlaces {
   }
 
  private:
-  // The first step whose event comes at or after Snapshot::events[event].
-  static uint32_t step_at_event(const Replay& r, uint64_t event) {
-    uint32_t lo = 0, hi = r.steps();
-    while (lo < hi) {
-      uint32_t mid = lo + (hi - lo) / 2;
-      (r.event_of(mid) < event ? lo = mid + 1 : hi = mid);
-    }
-    return lo;
-  }
-
   const Snapshot& s_;
   std::vector<uint32_t> rows_, steps_;  // owner rows and the recorded steps they come before
   std::vector<uint32_t> wanted_;        // those steps, sorted, once each

@@ -24,7 +24,7 @@ Replay::Replay(const Snapshot& s, uint8_t device, unsigned threads) : s_(s), dev
 // each part fills its place in event_index_.
 void Replay::index_events(unsigned threads) {
   size_t n = s_.events.size();
-  unsigned parts = std::min<size_t>(parts_for(n, threads, size_t{1} << 19), std::max<size_t>(n, 1));
+  unsigned parts = parts_for(n, threads, kStepsPerThread);
   std::vector<uint32_t> first(parts + 1);
   auto each_mine = [&](unsigned part, auto f) {
     auto [begin, end] = slice(n, part, parts);  // for_each decodes the device column alone

@@ -32,8 +32,6 @@ constexpr uint32_t kPreExisting = uint32_t{1} << 31;
 // or named a block it did not allocate, which may have been one older than the recording, now live.
 constexpr uint32_t kUnknown = kNoEvent;
 constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
-// Fewer steps per range than this and another thread does not pay.
-constexpr size_t kStepsPerRange = size_t{1} << 19;
 
 }  // namespace
 
@@ -89,7 +87,7 @@ struct Replay::Range {
 // constant: the start state's totals.
 void Replay::pass(unsigned threads) {
   std::vector<OwnerRow> rows = owner_rows();
-  std::vector<Range> ranges = cut(std::min(parts_for(steps_, threads, kStepsPerRange), std::max(steps_, 1u)), rows);
+  std::vector<Range> ranges = cut(parts_for(steps_, threads, kStepsPerThread), rows);
   AddressMap live;
   if (s_.has_segments_start) adopt_segments(live);
   on_threads(ranges.size(), [&](unsigned k) { replay_range(ranges[k], k == 0 ? live : ranges[k].map); });
@@ -318,7 +316,6 @@ std::vector<Replay::OwnerRow> Replay::owner_rows() const {
   return rows;
 }
 
-// The first step whose event comes at or after Snapshot::events[event].
 uint32_t Replay::step_at_event(uint64_t event) const {
   if (event_index_.empty()) return static_cast<uint32_t>(std::min<uint64_t>(event, steps_));
   auto at = std::lower_bound(event_index_.begin(), event_index_.end(), event);

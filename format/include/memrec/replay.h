@@ -122,6 +122,8 @@ class Replay {
   // The index into Snapshot::events of a step's event.
   uint32_t event_of(uint32_t step) const { return event_index_.empty() ? step : event_index_[step]; }
   [[gnu::always_inline]] Event event(uint32_t step) const { return s_.events[event_of(step)]; }
+  // The first step whose event comes at or after Snapshot::events[event] (steps() when none does).
+  uint32_t step_at_event(uint64_t event) const;
   uint8_t device() const { return device_; }
   const Totals& initial() const { return initial_; }
   // Totals right after `step` (kNoEvent: the initial state), replayed from the nearest stored totals.
@@ -190,6 +192,8 @@ class Replay {
   };
   // Totals are stored before every kStride-th step.
   static constexpr uint32_t kStride = 16;
+  // Fewer events or steps per thread than this and another thread does not pay.
+  static constexpr size_t kStepsPerThread = size_t{1} << 19;
 
   // A block with an owner: its allocation id, the first row naming it, and how many distinct names rows give it.
   struct Owned {
@@ -218,7 +222,6 @@ class Replay {
   void settle_totals(Range& r);
   Totals find_peaks(const std::vector<Range>& ranges);
   std::vector<OwnerRow> owner_rows() const;
-  uint32_t step_at_event(uint64_t event) const;
   void attach_owner(AddressMap& live, LiveBlock* block, Owned& owned);
   void settle_owners(const std::vector<uint32_t>& pre_existing_rank);
   LiveBlock* adopt_pre_existing(AddressMap& live, uint32_t step);

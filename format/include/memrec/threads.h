@@ -38,11 +38,11 @@ inline std::pair<uint32_t, uint32_t> slice(size_t n, unsigned part, unsigned par
 }
 
 // How many parts to cut `n` positions into: `threads` when given, else one per core with at least `per_part`
-// positions each (one below that: starting a thread would not pay).
+// positions each (one below that: starting a thread would not pay); never more parts than positions, and at least one.
 inline unsigned parts_for(size_t n, unsigned threads, size_t per_part) {
-  if (threads) return threads;
   size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<unsigned>(std::clamp<size_t>(n / per_part, 1, cores));
+  size_t parts = threads ? threads : std::clamp<size_t>(n / per_part, 1, cores);
+  return static_cast<unsigned>(std::clamp<size_t>(parts, 1, std::max<size_t>(n, 1)));
 }
 
 }  // namespace memrec
