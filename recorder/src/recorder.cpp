@@ -47,6 +47,12 @@ void note_process(std::map<std::string, std::string>& metadata) {
     if (const char* value = std::getenv(variable)) metadata[key] = value;
 }
 
+// 2nd, 3rd, 10th, 11th, 21st.
+std::string ordinal(uint32_t n) {
+  const char* suffix = n % 100 / 10 == 1 ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  return fmt::format("{}{}", n, suffix);
+}
+
 }  // namespace
 
 size_t buffer_events_for_bytes(size_t bytes) {
@@ -175,7 +181,7 @@ void Recorder::Impl::note_kernel_steps() {
   detail::KernelStepCount n = detail::cupti_kernel_steps();
   snap.metadata["recorder.kernel_steps"] =
       opt.kernel_every <= 1 ? std::string("all")
-                            : fmt::format("first {}, then every {}th", opt.kernel_first_steps, opt.kernel_every);
+                            : fmt::format("first {}, then every {}", opt.kernel_first_steps, ordinal(opt.kernel_every));
   snap.metadata["recorder.kernel_steps_traced"] = fmt::format("{} of {}", n.traced, n.begun);
 }
 
