@@ -1,4 +1,5 @@
-// memrec stats / diff on large synthetic histories (target: <= 1 s each on 10M events), and replay alone.
+// memrec stats / diff on large synthetic histories (target: <= 1 s each on 10M events), and replay alone (on one
+// thread per core, and on a given number).
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -17,14 +18,18 @@ const Snapshot& history(size_t events, uint32_t seed = 7) {
   return cache.at(key);
 }
 
-void BM_Replay(benchmark::State& state) {
+void replay_on(benchmark::State& state, unsigned threads) {
   const Snapshot& s = history(static_cast<size_t>(state.range(0)));
   for (auto _ : state) {
-    Replay r(s, 0);
+    Replay r(s, 0, threads);
     benchmark::DoNotOptimize(r.peak_allocated().bytes);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.events.size()));
 }
+
+void BM_Replay(benchmark::State& state) { replay_on(state, 0); }
+// Arguments: events, and threads (1: the serial pass).
+void BM_ReplayThreads(benchmark::State& state) { replay_on(state, static_cast<unsigned>(state.range(1))); }
 
 void BM_Stats(benchmark::State& state) {
   const Snapshot& s = history(static_cast<size_t>(state.range(0)));
@@ -40,6 +45,12 @@ void BM_Diff(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Replay)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReplayThreads)
+    ->Args({10'000'000, 1})
+    ->Args({10'000'000, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
 BENCHMARK(BM_Stats)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Diff)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
 

@@ -43,8 +43,9 @@ double seconds(clockid_t clock) {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-// Wall and CPU milliseconds a stage took, summed over the iterations. A stage that runs beside another counts the
-// CPU of its own thread; one on threads of its own, that of the process.
+// Wall and CPU milliseconds a stage took, summed over the iterations. The lanes, which run beside the replay, count
+// the CPU of their own thread; the stages on threads of their own, that of the process (the replay's takes in the
+// lanes' beside it).
 struct Stage {
   const char* name;
   clockid_t cpu_clock;
@@ -67,13 +68,13 @@ void BM_OpenForViewer(benchmark::State& state) {
   const std::string& path = recording(static_cast<size_t>(state.range(0)));
   auto threads = static_cast<unsigned>(state.range(1));
   size_t events = 0, packed = 0;
-  Stage read{"read", CLOCK_PROCESS_CPUTIME_ID}, replay{"replay", CLOCK_THREAD_CPUTIME_ID},
+  Stage read{"read", CLOCK_PROCESS_CPUTIME_ID}, replay{"replay", CLOCK_PROCESS_CPUTIME_ID},
       timeline{"timeline", CLOCK_PROCESS_CPUTIME_ID}, lanes{"lanes", CLOCK_THREAD_CPUTIME_ID};
   for (auto _ : state) {
     Snapshot s = read([&] { return read_file(path, {.threads = threads}); });
     auto launch = threads == 1 ? std::launch::deferred : std::launch::async;
     auto lanes_beside = std::async(launch, [&] { return lanes([&] { return lanes_of(s); }); });
-    Replay r = replay([&] { return Replay(s, 0); });
+    Replay r = replay([&] { return Replay(s, 0, threads); });
     Timeline tl = timeline([&] { return Timeline(r, threads); });
     benchmark::DoNotOptimize(lanes_beside.get() + tl.steps());
     events = s.events.size();

@@ -1,13 +1,14 @@
 """Step time of one training loop under each recorder, interleaved in one process (issue 26's benchmark): no
 recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
-scopes), without its scope hooks (scopes=False), without owner scans, stacks python, and stacks all without kernels.
-Each round runs every mode for STEPS steps in turn; the table gives each mode's median step over all rounds and its
+scopes), with kernels on every step (kernels="all": by default a recording traces kernels on its first 3 steps, then
+on every 10th), without its scope hooks (scopes=False), without owner scans, stacks python, and stacks all without
+kernels. Each round runs every mode for STEPS steps in turn, each mode a new recording; the table gives each mode's median step over all rounds and its
 cost against no recording. A GPU-bound step: Hugging Face GPT-2 (124M, batch 8 x 1024, AdamW); --model encoder: a
 CPU-bound one, a small nn.TransformerEncoder; --model chain: 100 tiny modules in a row, where the scope hooks are
 most of the step.
 --breakdown: memrec's parts one by one with its scope hooks off (scopes=False): the allocator callback with the
 drain thread, then CUPTI's memory calls and NVML, the op scopes (a RecordFunction callback), C++ frames, Python
-frames, both, and CUPTI's kernel records; then the scope hooks alone over the first row (owners=False), and their
+frames, both, and CUPTI's kernel records on every step; then the scope hooks alone over the first row (owners=False), and their
 cost per module call (forward and backward).
 --device cpu: the model on the CPU, where memrec records the CPU allocator; PyTorch's recorder (CUDA only) is left
 out, and a step is timed by the process's CPU time (memrec's drain thread included), which a shared machine's other
@@ -72,7 +73,7 @@ def modes(out, breakdown, cuda):
             "memrec stacks=cpp, kernels=False": memrec_on("cpp", stacks="cpp", kernels=False, scopes=False),
             "memrec stacks=python, kernels=False": memrec_on("py", stacks="python", kernels=False, scopes=False),
             "memrec stacks=all, kernels=False": memrec_on("all", stacks="all", kernels=False, scopes=False),
-            "memrec stacks=all, kernels": memrec_on("allk", stacks="all", scopes=False),
+            'memrec stacks=all, kernels="all"': memrec_on("allk", stacks="all", kernels="all", scopes=False),
             HOOKS: memrec_on("hooks", owners=False, **BARE),
         }
     torch_rows = {"PyTorch stacks=python": torch_on("python"), "PyTorch stacks=all": torch_on("all")} if cuda else {}
@@ -80,6 +81,7 @@ def modes(out, breakdown, cuda):
         "no recording": nothing,
         **torch_rows,
         "memrec stacks=all (kernels, scopes)": memrec_on("all", stacks="all"),
+        'memrec stacks=all, kernels="all"': memrec_on("allsteps", stacks="all", kernels="all"),
         "memrec stacks=all, scopes=False": memrec_on("noscopes", stacks="all", scopes=False),
         "memrec stacks=all, owners=False": memrec_on("noowners", stacks="all", owners=False),
         "memrec stacks=python": memrec_on("python", stacks="python"),

@@ -341,8 +341,9 @@ void add_record_command(CLI::App& app) {
   cmd->add_option("--pickle", args->pickle, "also write PyTorch's snapshot pickle (memory_viz)");
   cmd->add_option("--stacks", args->stacks, "frames per allocation: all (Python and C++), python, cpp, off")
       ->capture_default_str()->check(CLI::IsMember({"all", "python", "cpp", "off"}));
-  cmd->add_option("--kernels", args->kernels, "CUPTI kernel timeline (CUDA)")->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--kernels", args->kernels,
+                  "CUPTI kernel timeline (CUDA): on = the first 3 steps, then every 10th; all = every step")
+      ->capture_default_str()->check(CLI::IsMember({"on", "all", "off"}));
   cmd->add_option("--max-events", args->max_events, "keep at most this many allocator events per process (0 = no cap)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--record", args->window,

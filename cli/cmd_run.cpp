@@ -144,7 +144,8 @@ RecorderOptions recorder_options(const RunArgs& a, const workloads::Config& c) {
   opt.output = a.output;
   opt.stacks = a.stacks == "on";
   opt.free_stacks = a.free_stacks;
-  opt.kernels = a.kernels == "on";
+  opt.kernels = a.kernels != "off";
+  if (a.kernels == "all") opt.kernel_every = 1;
   opt.capture = parse_capture(a.capture);
   opt.cuda = c.device == "cuda";
   opt.max_events = a.max_events;
@@ -269,8 +270,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--stacks", args->stacks, "C++ stack per allocation")->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--free-stacks", args->free_stacks, "also a stack per free");
-  cmd->add_option("--kernels", args->kernels, "CUPTI kernel timeline (CUDA)")->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--kernels", args->kernels,
+                  "CUPTI kernel timeline (CUDA): on = the first 3 steps, then every 10th; all = every step")
+      ->capture_default_str()->check(CLI::IsMember({"on", "all", "off"}));
   cmd->add_option("--max-events", args->max_events,
                   "keep at most this many allocator events; later events, scopes and kernels are dropped and counted "
                   "(caps the recorder's memory; 0 = no cap)")->capture_default_str()->check(CLI::NonNegativeNumber);

@@ -120,7 +120,7 @@ oom() {
 # PyTorch's _record_memory_history alongside memrec in one process (entry for entry), and torchrun with 2 ranks.
 python_tests() {
   local rc=0
-  (cd /tmp && timeout 300 "$OLDPWD/$BUILD/tests/memrec_python_tests" --gtest_color=no) > "$OUT/python_tests.log" 2>&1 || rc=$?
+  (cd /tmp && timeout 450 "$OLDPWD/$BUILD/tests/memrec_python_tests" --gtest_color=no) > "$OUT/python_tests.log" 2>&1 || rc=$?
   grep -E "^\[ *(OK|FAILED|PASSED) *\]|Failure|Expected|Which is|  Actual|exception" "$OUT/python_tests.log" | sed -n 1,60p
   [ $rc = 0 ] || { tail -30 "$OUT/python_tests.log"; return $rc; }
 }
@@ -329,7 +329,7 @@ ranks_bench() {
 # Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py), then memrec's
 # parts one by one in a process without its scope hooks (--breakdown); the same on a small CPU-bound model.
 step_modes() {
-  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py | tee -a "$OUT/summary.txt"
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --steps 21 | tee -a "$OUT/summary.txt"
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --breakdown | tee -a "$OUT/summary.txt"
   local small=(--model encoder --batch 8 --seq 64 --steps 40)
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py "${small[@]}" | tee -a "$OUT/summary.txt"

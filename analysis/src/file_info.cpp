@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "memrec/devices.h"
 #include "memrec/replay.h"
 #include "memrec/sites.h"
@@ -90,9 +92,16 @@ DeviceInfo device_info(const Snapshot& s, uint8_t device) {
 
 }  // namespace
 
+std::string kernel_steps_note(const Snapshot& s) {
+  auto rule = s.metadata.find("recorder.kernel_steps"), traced = s.metadata.find("recorder.kernel_steps_traced");
+  if (rule == s.metadata.end() || traced == s.metadata.end() || rule->second == "all") return "";
+  return fmt::format("kernels traced on {} steps ({})", traced->second, rule->second);
+}
+
 FileInfo file_info(const Snapshot& s) {
   FileInfo out;
   out.metadata = s.metadata;
+  out.kernel_steps = kernel_steps_note(s);
   out.events = s.events.size(), out.kernels = s.kernels.size(), out.scopes = s.scopes.size() - 1;
   out.stacks = s.stacks.size() - 1, out.frames = s.frames.size(), out.dropped_events = s.dropped_events;
   out.complete = s.complete;

@@ -9,6 +9,7 @@
 
 #include "memrec/attribution.h"
 #include "memrec/devices.h"
+#include "memrec/file_info.h"
 #include "memrec/range.h"
 #include "memrec/ranks.h"
 #include "memrec/sites.h"
@@ -177,7 +178,7 @@ StatsResult stats(const Snapshot& s, const StatsOptions& o) {
   out.fragmentation = fragmentation_after(s, r, step);
   out.fragmentation_culprits = stats_fragmentation_culprits(s, r, o.top);
   out.ooms = ooms(s, r, o.top);
-  if (o.kernels) out.kernels = top_kernels(s, out.device, o.top);
+  if (o.kernels) out.kernels = top_kernels(s, out.device, o.top), out.kernel_steps = kernel_steps_note(s);
   out.device_memory = device_memory_stats(s, r, step, o.top);
   return out;
 }

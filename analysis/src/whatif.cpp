@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "memrec/analysis.h"
@@ -42,13 +43,18 @@ std::map<PassKey, LayerPass> layer_passes(const Snapshot& s, const Replay& r) {
   return passes;
 }
 
-// `wanted` by the names of the run's layers (a layer without activations drops nothing); none: every layer with some.
-std::vector<std::string> resolve_layers(const std::map<PassKey, LayerPass>& passes, const std::vector<std::string>& run,
-                                        const std::vector<std::string>& wanted) {
+// The layers with activations in their forward passes, by name; none is an error.
+std::vector<std::string> known_layers(const std::map<PassKey, LayerPass>& passes) {
   std::set<std::string, decltype(&natural_less)> known(&natural_less);
   for (const auto& [key, pass] : passes) known.insert(key.first);
   if (known.empty()) throw Error("no activations inside module scopes: record with module scopes to predict checkpointing");
-  if (wanted.empty()) return {known.begin(), known.end()};
+  return {known.begin(), known.end()};
+}
+
+// `wanted` by the names of the run's layers (a layer without activations drops nothing); none: every known layer.
+std::vector<std::string> resolve_layers(const std::vector<std::string>& known, const std::vector<std::string>& run,
+                                        const std::vector<std::string>& wanted) {
+  if (wanted.empty()) return known;
   std::vector<std::string> out;
   for (const std::string& w : wanted) {
     std::string layer = find_layer(run, w);
@@ -56,6 +62,27 @@ std::vector<std::string> resolve_layers(const std::map<PassKey, LayerPass>& pass
     out.push_back(layer);
   }
   return out;
+}
+
+// The device's steps in time order, equal times in recorded order: the order the predicted history has them in.
+// Empty where that is the recorded order (nearly every recording), so that no copy is held.
+std::vector<uint32_t> time_order(const Replay& r) {
+  bool sorted = true;
+  int64_t last = INT64_MIN;
+  r.for_each_step(0, r.steps(), [&](uint32_t, const Event& e) __attribute__((always_inline)) {
+    sorted = sorted && e.time_ns >= last;
+    last = e.time_ns;
+  });
+  if (sorted) return {};
+  std::vector<int64_t> times;
+  times.reserve(r.steps());
+  r.for_each_step(0, r.steps(), [&](uint32_t, const Event& e) __attribute__((always_inline)) {
+    times.push_back(e.time_ns);
+  });
+  std::vector<uint32_t> order(r.steps());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return times[a] < times[b]; });
+  return order;
 }
 
 // An event of the predicted history; `order` places recomputation first and early frees last at equal times.
@@ -67,12 +94,59 @@ struct Placed {
   bool operator<(const Placed& o) const { return std::tie(t, order, seq) < std::tie(o.t, o.order, o.seq); }
 };
 
+// The allocated peak of a predicted history, and its time since the history's first event.
+struct PredictedPeak {
+  uint64_t bytes = 0;
+  int64_t since_first_ns = 0;
+};
+
+// Where the device's owner rows go in the predicted history: each before the event that the recorded event it came
+// before went to, so that it names the same block.
+class OwnerPlaces {
+ public:
+  OwnerPlaces(const Snapshot& s, const Replay& r) : s_(s) {
+    for (uint32_t row = 0; row < s.owners.size(); ++row) {
+      if (s.owners[row].device != r.device()) continue;
+      rows_.push_back(row);
+      steps_.push_back(r.step_at_event(s.owners[row].event));
+    }
+    wanted_ = steps_;
+    std::sort(wanted_.begin(), wanted_.end());
+    wanted_.erase(std::unique(wanted_.begin(), wanted_.end()), wanted_.end());
+    positions_.assign(wanted_.size(), 0);
+  }
+
+  // The recorded `step` went to `position`.
+  void note(uint32_t step, uint64_t position) {
+    if (wanted_.empty()) return;
+    auto it = std::lower_bound(wanted_.begin(), wanted_.end(), step);
+    if (it != wanted_.end() && *it == step) positions_[it - wanted_.begin()] = position;
+  }
+
+  // The rows, placed, with `steps` the recorded steps and `end` the predicted history's events.
+  PackedVector<Owner> placed(uint32_t steps, uint64_t end) const {
+    PackedVector<Owner> out;
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      Owner o = s_.owners[rows_[i]];
+      auto it = std::lower_bound(wanted_.begin(), wanted_.end(), steps_[i]);
+      o.event = steps_[i] >= steps ? end : positions_[it - wanted_.begin()];
+      out.push_back(o);
+    }
+    return out;
+  }
+
+ private:
+  const Snapshot& s_;
+  std::vector<uint32_t> rows_, steps_;  // owner rows and the recorded steps they come before
+  std::vector<uint32_t> wanted_;        // those steps, sorted, once each
+  std::vector<uint64_t> positions_;     // where each of wanted_ went
+};
+
+// The recorded history with some blocks freed early and allocated again: the new events, and the recorded frees that
+// now free the block allocated again; and the allocated peak of that history.
 class Rewriter {
  public:
-  Rewriter(const Snapshot& s, const Replay& r) : s_(s), r_(r) {
-    for (uint32_t step = 0; step < r.steps(); ++step)
-      placed_.push_back({r.time_of(step), 1, step, r.event(step)});
-  }
+  explicit Rewriter(const Replay& r) : r_(r) {}
 
   // Frees the pass's activations (but its output) when it ends; allocates them again before the first is freed.
   // The output is the activation freed first: only the ops after the layer save it, and their backward runs
@@ -81,37 +155,99 @@ class Rewriter {
     std::vector<uint32_t> dropped;
     uint32_t output = kNoEvent;
     for (uint32_t id : pass.activations) {
-      const Allocation& a = r_.allocations()[id];
-      if (a.free_step == kNoEvent || r_.time_of(a.free_step) <= pass.end) continue;
-      if (output == kNoEvent || a.free_step < r_.allocations()[output].free_step) output = id;
+      uint32_t freed = r_.free_steps()[id];
+      if (freed == kNoEvent || r_.time_of(freed) <= pass.end) continue;
+      if (output == kNoEvent || freed < r_.free_steps()[output]) output = id;
       dropped.push_back(id);
     }
     std::erase(dropped, output);
     int64_t recompute = INT64_MAX;
-    for (uint32_t id : dropped) recompute = std::min(recompute, r_.time_of(r_.allocations()[id].free_step));
+    for (uint32_t id : dropped) recompute = std::min(recompute, r_.time_of(r_.free_steps()[id]));
     for (uint32_t id : dropped) drop(id, pass.end, recompute);
     return dropped.size();
   }
 
-  std::vector<Event> events() {
-    std::sort(placed_.begin(), placed_.end());
-    std::vector<Event> out;
-    out.reserve(placed_.size());
-    for (const Placed& p : placed_) out.push_back(p.e);
-    return out;
+  // The predicted allocated peak where the recorded events are in time order (nearly every recording): the recorded
+  // totals with the new events' bytes among them, without building the history.
+  PredictedPeak peak_in_place() {
+    std::sort(added_.begin(), added_.end());
+    int64_t first = std::min(r_.time_of(kNoEvent), added_.empty() ? INT64_MAX : added_.front().t);
+    PredictedPeak peak{r_.initial().allocated, 0};
+    uint64_t recorded = r_.initial().allocated, change = 0;
+    auto note = [&](auto time_of) {
+      if (recorded + change > peak.bytes) peak = {recorded + change, time_of() - first};
+    };
+    auto next = added_.begin();
+    auto add_before = [&](uint32_t step) {
+      for (; next != added_.end() && steps_before(*next) <= step; ++next) {
+        change += default_delta(next->e).allocated;
+        note([&] { return next->t; });
+      }
+    };
+    r_.for_each_after(0, r_.steps(), [&](uint32_t step, const Totals& t) {
+      add_before(step);
+      recorded = t.allocated;
+      note([&] { return r_.time_of(step); });
+    });
+    add_before(r_.steps());
+    return peak;
+  }
+
+  // The predicted allocated peak of any history: replays the device's events in time order (`order`, as
+  // time_order() gives it) with the new ones among them.
+  PredictedPeak replayed_peak(const Snapshot& s, const std::vector<uint32_t>& order) {
+    Snapshot predicted = history(s, order);
+    Replay after(predicted, r_.device());
+    return {after.peak_allocated().bytes, after.time_of(after.peak_allocated().step) - after.time_of(kNoEvent)};
   }
 
  private:
+  // The events and the start state and owner rows a replay of the predicted history needs.
+  Snapshot history(const Snapshot& s, const std::vector<uint32_t>& order) {
+    std::sort(added_.begin(), added_.end());
+    std::sort(moved_.begin(), moved_.end());
+    Snapshot out;
+    out.segments_start = s.segments_start, out.segments_end = s.segments_end;
+    out.has_segments_start = s.has_segments_start;
+    OwnerPlaces owners(s, r_);
+    auto next = added_.begin();
+    for (uint32_t i = 0; i < r_.steps(); ++i) {
+      uint32_t step = order[i];
+      Event e = r_.event(step);
+      for (; next != added_.end() && *next < Placed{e.time_ns, 1, step, {}}; ++next) out.events.push_back(next->e);
+      auto moved = std::lower_bound(moved_.begin(), moved_.end(), std::pair{step, uint64_t{0}});
+      if (moved != moved_.end() && moved->first == step) e.addr = moved->second;
+      owners.note(step, out.events.size());
+      out.events.push_back(e);
+    }
+    for (; next != added_.end(); ++next) out.events.push_back(next->e);
+    out.owners = owners.placed(r_.steps(), out.events.size());
+    return out;
+  }
+
+  // How many recorded steps come before a new event: where it goes among recorded events in time order.
+  uint32_t steps_before(const Placed& p) {
+    if (p.t == last_.t && p.order == last_.order) return last_steps_;
+    uint32_t lo = 0, hi = r_.steps();
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      int64_t t = r_.time_of(mid);
+      (t < p.t || (t == p.t && p.order > 1) ? lo = mid + 1 : hi = mid);
+    }
+    last_ = p, last_steps_ = lo;
+    return lo;
+  }
+
   void drop(uint32_t id, int64_t forward_end, int64_t recompute) {
-    const Allocation& a = r_.allocations()[id];
-    Event e = s_.events[a.event];
+    Allocation a = r_.allocation(id);
+    Event e = r_.event(a.alloc_step);
     uint64_t again = kRecomputedBase + id;
-    auto seq = static_cast<uint32_t>(placed_.size());
-    placed_.push_back({forward_end, 2, seq, with(e, Action::free_requested, a.addr, forward_end)});
-    placed_.push_back({forward_end, 2, seq + 1, with(e, Action::free_completed, a.addr, forward_end)});
-    placed_.push_back({recompute, 0, seq, with(e, Action::alloc, again, recompute)});
-    placed_[a.free_step].e.addr = again;  // placed_ still holds the originals at their step positions
-    if (a.completed_step != kNoEvent) placed_[a.completed_step].e.addr = again;
+    auto seq = static_cast<uint32_t>(r_.steps() + added_.size());
+    added_.push_back({forward_end, 2, seq, with(e, Action::free_requested, a.addr, forward_end)});
+    added_.push_back({forward_end, 2, seq + 1, with(e, Action::free_completed, a.addr, forward_end)});
+    added_.push_back({recompute, 0, seq, with(e, Action::alloc, again, recompute)});
+    moved_.emplace_back(a.free_step, again);
+    if (a.completed_step != kNoEvent) moved_.emplace_back(a.completed_step, again);
   }
 
   static Event with(Event e, Action action, uint64_t addr, int64_t t) {
@@ -121,38 +257,53 @@ class Rewriter {
     return e;
   }
 
-  const Snapshot& s_;
   const Replay& r_;
-  std::vector<Placed> placed_;
+  std::vector<Placed> added_;
+  std::vector<std::pair<uint32_t, uint64_t>> moved_;  // a recorded free's step, the address it frees now
+  Placed last_{INT64_MIN, 0, 0, {}};  // steps_before()'s last answer
+  uint32_t last_steps_ = 0;
 };
 
 }  // namespace
 
-CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const std::vector<std::string>& wanted) {
-  Replay r(s, device);
-  auto passes = layer_passes(s, r);
+struct CheckpointPredictor::Recorded {
+  Recorded(const Snapshot& s, uint8_t device)
+      : s(s), replay(s, device), passes(layer_passes(s, replay)), known(known_layers(passes)),
+        run(run_layers(s, device)), order(time_order(replay)) {}
+  const Snapshot& s;
+  Replay replay;
+  std::map<PassKey, LayerPass> passes;
+  std::vector<std::string> known, run;  // layers with activations; every layer of the run
+  std::vector<uint32_t> order;
+};
+
+CheckpointPredictor::CheckpointPredictor(const Snapshot& s, uint8_t device)
+    : recorded_(std::make_unique<Recorded>(s, device)) {}
+
+CheckpointPredictor::~CheckpointPredictor() = default;
+
+CheckpointPrediction CheckpointPredictor::predict(const std::vector<std::string>& wanted) const {
+  const Replay& r = recorded_->replay;
   CheckpointPrediction p;
-  p.device = device;
-  p.layers = resolve_layers(passes, run_layers(s, device), wanted);
+  p.device = r.device();
+  p.layers = resolve_layers(recorded_->known, recorded_->run, wanted);
   p.recorded_peak = r.peak_allocated().bytes;
   std::set<std::string> chosen(p.layers.begin(), p.layers.end());
-  Rewriter rewrite(s, r);
-  for (const auto& [key, pass] : passes)
+  Rewriter rewrite(r);
+  for (const auto& [key, pass] : recorded_->passes)
     if (chosen.count(key.first) && pass.end >= pass.start) p.blocks_dropped += rewrite.checkpoint(pass);
-
-  Snapshot predicted = s;
-  std::vector<Event> events;
-  std::copy_if(s.events.begin(), s.events.end(), std::back_inserter(events), [&](const Event& e) { return e.device != device; });
-  auto rewritten = rewrite.events();
-  events.insert(events.end(), rewritten.begin(), rewritten.end());
-  predicted.events.assign(events);
-  Replay after(predicted, device);
-  p.predicted_peak = after.peak_allocated().bytes;
-  p.predicted_peak_ns = after.time_of(after.peak_allocated().step) - after.time_of(kNoEvent);
+  const std::vector<uint32_t>& order = recorded_->order;
+  PredictedPeak peak = order.empty() ? rewrite.peak_in_place() : rewrite.replayed_peak(recorded_->s, order);
+  p.predicted_peak = peak.bytes;
+  p.predicted_peak_ns = peak.since_first_ns;
   p.saving = p.recorded_peak - std::min(p.recorded_peak, p.predicted_peak);
   if (p.recorded_peak)
     p.saving_percent = 100.0 * (double(p.recorded_peak) - double(p.predicted_peak)) / double(p.recorded_peak);
   return p;
+}
+
+CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const std::vector<std::string>& wanted) {
+  return CheckpointPredictor(s, device).predict(wanted);
 }
 
 }  // namespace memrec

@@ -3,11 +3,12 @@
 //   1 pytorch           the allocator's own recordHistory with torch::CapturedTraceback C++ context (CUDA only;
 //                       what Python's _record_memory_history(stacks="all") records)
 //   2 memrec            memrec::Recorder: stacks (automatic capture) + aten op scopes, no kernels
-//   3 memrec+kernels    the same plus CUPTI kernels
+//   3 memrec+kernels    the same plus CUPTI kernels on the default steps (the first 3, then every 10th)
 //   4 memrec-noops      stacks without op scopes (at::RecordFunction callbacks off)
 //   5 memrec-events     no stacks, no op scopes: the cost of the event path alone
 //   6 capture=unwind    stacks via _Unwind_Backtrace, no op scopes
 //   7 capture=boost     stacks via Boost.Stacktrace, no op scopes
+//   8 memrec+kernels/all  memrec+kernels with kernels on every step
 // Run with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N so modes alternate.
 #include <benchmark/benchmark.h>
 
@@ -33,7 +34,8 @@ using memrec::workloads::Config;
 using memrec::workloads::Workload;
 
 const char* kModeNames[] = {"none",         "pytorch",      "memrec",         "memrec+kernels",
-                            "memrec-noops", "memrec-events", "capture=unwind", "capture=boost"};
+                            "memrec-noops", "memrec-events", "capture=unwind", "capture=boost",
+                            "memrec+kernels/all"};
 const std::string kOut = (std::filesystem::temp_directory_path() / "memrec_bench.memrec").string();
 
 bool on_cuda() { return memrec::workloads::cuda_available(); }
@@ -64,8 +66,9 @@ class Mode {
     } else if (mode_ >= 2) {
       memrec::RecorderOptions o;
       o.output = kOut;
-      o.kernels = mode_ == 3;
-      o.ops = mode_ <= 3;
+      o.kernels = mode_ == 3 || mode_ == 8;
+      if (mode_ == 8) o.kernel_every = 1;
+      o.ops = mode_ <= 3 || mode_ == 8;
       o.stacks = mode_ != 5;
       if (mode_ == 6) o.capture = memrec::StackCapture::unwind_backtrace;
       if (mode_ == 7) o.capture = memrec::StackCapture::boost;
@@ -121,7 +124,7 @@ void BM_TransformerStep(benchmark::State& state) {
   for (auto _ : state) state.SetIterationTime(w.step(2) / 1e3);
   mode.report(state);
 }
-BENCHMARK(BM_TransformerStep)->DenseRange(0, 4)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TransformerStep)->DenseRange(0, 4)->Arg(8)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
 
 // 2. Allocation-heavy loop: at::empty({1024}) alloc + free pairs.
 void BM_AllocPair(benchmark::State& state) {

@@ -52,7 +52,7 @@ def main():
     from memrec import _hooks
 
     options = dict(stacks=env.get("MEMREC_RECORD_STACKS", "all"),
-                   kernels=env.get("MEMREC_RECORD_KERNELS", "on") == "on",
+                   kernels={"on": True, "all": "all"}.get(env.get("MEMREC_RECORD_KERNELS", "on"), False),
                    max_events=int(env.get("MEMREC_RECORD_MAX_EVENTS", "0")),
                    metadata={"command": env.get("MEMREC_RECORD_COMMAND", " ".join(sys.argv))})
     spec = env.get("MEMREC_RECORD_WINDOW")

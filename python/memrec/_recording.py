@@ -18,7 +18,8 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
           device_memory=True, metadata=None):
     """Starts recording this process into `path`.
 
-    stacks: "all" (Python and C++ frames), "python", "cpp" or "off". scopes: module, phase and step scopes from
+    stacks: "all" (Python and C++ frames), "python", "cpp" or "off". kernels: True traces CUDA kernels on the
+    first 3 steps, then on every 10th; "all" on every step; False on none. scopes: module, phase and step scopes from
     global hooks. owners: name the blocks of parameters, gradients and optimizer state (scanned at forward, backward
     and step ends). ops: aten op and record_function scopes (a RecordFunction callback on every op).
     device_memory: device memory outside the caching allocator (CUPTI memory calls, NVML). A program that
@@ -26,10 +27,12 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     never does is recorded on the CPU allocator.
     """
     global _options
+    if kernels not in (True, False, "all"):
+        raise ValueError(f'kernels must be True, False or "all", not {kernels!r}')
     cuda = _C.cuda_built() and torch.cuda.is_initialized()
     meta = {"python.torch_version": torch.__version__}
     meta.update(metadata or {})
-    options = dict(path=os.fspath(path), stacks=stacks, kernels=bool(kernels), max_events=int(max_events),
+    options = dict(path=os.fspath(path), stacks=stacks, kernels=kernels, max_events=int(max_events),
                    metadata=meta, cuda=cuda, quiet=under_memrec_record(), ops=bool(ops),
                    device_memory=bool(device_memory), modules=bool(scopes))
     _start_c(options)
@@ -45,8 +48,9 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
 
 
 def _start_c(o):
-    _C.start(o["path"], o["stacks"], o["kernels"], o["max_events"], o["cuda"], o["metadata"], _HIDE, _cupti_busy(),
-             o["quiet"], o["ops"], o["device_memory"], o["modules"])
+    every = {"kernel_every": 1} if o["kernels"] == "all" else {}
+    _C.start(o["path"], o["stacks"], bool(o["kernels"]), o["max_events"], o["cuda"], o["metadata"], _HIDE,
+             _cupti_busy(), o["quiet"], o["ops"], o["device_memory"], o["modules"], **every)
 
 
 def stop():

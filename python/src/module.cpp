@@ -166,17 +166,18 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* names[] = {"path",  "stacks",     "kernels", "max_events", "cuda",          "metadata",
                                 "hide",  "cupti_busy", "quiet",   "ops",        "device_memory", "modules",
-                                nullptr};
+                                "kernel_every", nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
   int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1, modules = 0;
   unsigned long long max_events = 0;
+  unsigned int kernel_every = memrec::RecorderOptions{}.kernel_every;
   PyObject* metadata = nullptr;
   const char* hide = "";
   const char* cupti_busy = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!sspppp", const_cast<char**>(names), &path, &stacks, &kernels,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssppppI", const_cast<char**>(names), &path, &stacks, &kernels,
                                    &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet, &ops,
-                                   &device_memory, &modules))
+                                   &device_memory, &modules, &kernel_every))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -185,6 +186,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   memrec::RecorderOptions opt;
   opt.output = path;
   opt.kernels = kernels;
+  opt.kernel_every = kernel_every;
   opt.cupti_busy = cupti_busy;
   opt.quiet = quiet;
   opt.cuda = cuda;
@@ -343,8 +345,9 @@ PyObject* cuda_built(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(start)), METH_VARARGS | METH_KEYWORDS,
      "start(path, stacks='all', kernels=True, max_events=0, cuda=False, metadata=None, hide='', cupti_busy='', "
-     "quiet=False, ops=True, device_memory=True, modules=False): hide leaves out the frames of files under that "
-     "prefix; quiet prints nothing; modules: module scopes in backward, from the nodes each module call made"},
+     "quiet=False, ops=True, device_memory=True, modules=False, kernel_every=10): hide leaves out the frames of files "
+     "under that prefix; quiet prints nothing; modules: module scopes in backward, from the nodes each module call "
+     "made; kernel_every: kernels traced on every Nth step after the first ones"},
     {"stop", stop, METH_NOARGS, "stop() -> (events, dropped) or None: writes the file"},
     {"running", running, METH_NOARGS, "whether this process records"},
     {"open_scope", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(open_scope)), METH_FASTCALL,

@@ -8,10 +8,13 @@ void cuda_start(Snapshot&, ScriptFrames*) { throw Error("this memrec was built w
 void cuda_stop(Snapshot&) {}
 void cuda_forget() {}
 std::vector<std::string> cuda_pci_bus_ids() { return {}; }
-void cupti_start(bool, bool) { throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)"); }
+void cupti_start(bool, bool, uint32_t, uint32_t) {
+  throw Error("this memrec was built without CUDA (MEMREC_WITH_CUDA=OFF)");
+}
 std::string cupti_start_calls(bool) { return "off: built without CUDA"; }
 uint64_t cupti_stacks_dropped() { return 0; }
-void cupti_flush() {}
+void cupti_step_begins() {}
+KernelStepCount cupti_kernel_steps() { return {}; }
 void cupti_stop() {}
 void cupti_take(std::vector<KernelRecord>&, std::vector<MemoryActivity>&, std::vector<std::string>&) {}
 uint64_t cupti_dropped() { return 0; }

@@ -183,13 +183,18 @@ struct MemoryActivity {
   std::vector<uint64_t> pcs;
 };
 // Enables the kernel timeline (kernels, memcpy, memset) and/or the memory activity (allocations and releases).
-void cupti_start(bool kernels, bool memory);
+void cupti_start(bool kernels, bool memory, uint32_t kernel_first_steps, uint32_t kernel_every);
+// A step scope opens: traces its kernels or not, as cupti_start's step rule says.
+void cupti_step_begins();
+struct KernelStepCount {
+  uint32_t traced = 0, begun = 0;
+};
+KernelStepCount cupti_kernel_steps();
 // After cupti_start with `memory`, CUPTI's callback API: records of the virtual memory calls (cuMemCreate, cuMemRelease,
 // cuMemMap, cuMemUnmap), and with `stacks` the stack of each call that allocates device memory. Returns "on" or
 // "on, with stacks", or why not (another CUPTI subscriber, e.g. torch.profiler).
 std::string cupti_start_calls(bool stacks);
 uint64_t cupti_stacks_dropped();  // stacks of calls whose memory record had not come when the pending ones overflowed
-void cupti_flush();  // asks CUPTI to hand over completed buffers
 void cupti_stop();   // forced flush, then disable (stacks included)
 // Moves the records completed so far into `kernels` and `memory`; appends names first seen since the last call
 // to `new_names`.

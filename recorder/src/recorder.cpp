@@ -47,6 +47,12 @@ void note_process(std::map<std::string, std::string>& metadata) {
     if (const char* value = std::getenv(variable)) metadata[key] = value;
 }
 
+// 2nd, 3rd, 10th, 11th, 21st.
+std::string ordinal(uint32_t n) {
+  const char* suffix = n % 100 / 10 == 1 ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  return fmt::format("{}{}", n, suffix);
+}
+
 }  // namespace
 
 size_t buffer_events_for_bytes(size_t bytes) {
@@ -84,6 +90,7 @@ struct Recorder::Impl {
   void start();
   void start_cupti();
   void start_nvml();
+  void note_kernel_steps();
   void stop();
   void drain_loop();
   void drain_once();
@@ -155,7 +162,7 @@ void Recorder::Impl::start_cupti() {
   kernel_names.clear();  // CUPTI's name list starts over
   try {
     if (!opt.cupti_busy.empty()) throw Error(opt.cupti_busy);
-    detail::cupti_start(opt.kernels, opt.device_memory);
+    detail::cupti_start(opt.kernels, opt.device_memory, opt.kernel_first_steps, opt.kernel_every);
     if (opt.device_memory) snap.metadata["recorder.device_memory"] = "on";
     if (opt.device_memory) snap.metadata["recorder.device_memory_calls"] = detail::cupti_start_calls(opt.stacks);
   } catch (const Error& e) {
@@ -166,6 +173,16 @@ void Recorder::Impl::start_cupti() {
       fmt::print(stderr, "memrec: recording without kernels and device memory activity: {} (is torch.profiler or "
                "another CUPTI user active?)\n", e.what());
   }
+}
+
+// Which steps have kernels: "all", or the rule, and how many of the steps begun were traced.
+void Recorder::Impl::note_kernel_steps() {
+  if (!opt.kernels) return;
+  detail::KernelStepCount n = detail::cupti_kernel_steps();
+  snap.metadata["recorder.kernel_steps"] =
+      opt.kernel_every <= 1 ? std::string("all")
+                            : fmt::format("first {}, then every {}", opt.kernel_first_steps, ordinal(opt.kernel_every));
+  snap.metadata["recorder.kernel_steps_traced"] = fmt::format("{} of {}", n.traced, n.begun);
 }
 
 // Without NVML (no driver library, a container without it) the recording says why, and stats repeats it.
@@ -179,6 +196,7 @@ void Recorder::Impl::stop() {
   running = false;
   if (cuda) detail::cuda_stop(snap);  // synchronizes, stops the hook, takes the end state
   if (opt.cpu && !cuda) detail::cpu_uninstall();
+  if (cupti) note_kernel_steps();
   if (cupti) detail::cupti_stop();
   detail::scopes_end();
   detail::EventBuffer::get().disable();

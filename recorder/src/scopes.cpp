@@ -262,6 +262,7 @@ namespace memrec {
 bool open_scope(std::string_view name, ScopeKind kind) {
   using namespace detail;
   if (!g_active.load(std::memory_order_relaxed)) return false;
+  if (kind == ScopeKind::step) cupti_step_begins();
   Stack& s = stack();
   Entry e{};
   e.phase = kind == ScopeKind::phase;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -172,9 +173,11 @@ std::string whatif_row(const char* css, const std::string& what, const Checkpoin
 
 std::string whatif(const Snapshot& s, const ReportOptions& o) {
   std::string out = "<section id=\"whatif\"><h2>What if: activation checkpointing</h2>";
+  std::optional<CheckpointPredictor> predictor;
   CheckpointPrediction all;
   try {
-    all = predict_checkpoint(s, o.device, {});
+    predictor.emplace(s, o.device);
+    all = predictor->predict({});
   } catch (const Error& e) {
     return out + "<p class=\"note\" id=\"whatif-unavailable\">Not available for this run: " + html_escape(e.what()) +
            ".</p></section>";
@@ -186,7 +189,7 @@ std::string whatif(const Snapshot& s, const ReportOptions& o) {
   out += "<table><thead><tr><th>Checkpointed</th><th class=\"num\">Predicted peak</th><th class=\"num\">At</th>"
          "<th class=\"num\">Saving</th><th class=\"num\">Saving %</th><th>Predicted / recorded</th></tr></thead><tbody>";
   out += whatif_row("total", fmt::format("all {} layers", all.layers.size()), all);
-  for (const std::string& layer : all.layers) out += whatif_row("single", layer, predict_checkpoint(s, o.device, {layer}));
+  for (const std::string& layer : all.layers) out += whatif_row("single", layer, predictor->predict({layer}));
   return out + "</tbody></table></section>";
 }
 

@@ -114,6 +114,7 @@ std::string info_text(const FileInfo& info) {
   append_metadata(out, info);
   out += fmt::format("{} events, {} kernels, {} scopes, {} stacks, {} frames, {} dropped events\n", info.events,
                      info.kernels, info.scopes, info.stacks, info.frames, info.dropped_events);
+  if (!info.kernel_steps.empty()) out += info.kernel_steps + "\n";
   append_action_counts(out, info);
   for (const DeviceInfo& d : info.devices) append_device(out, d);
   return out;
@@ -125,9 +126,9 @@ json info_json(const FileInfo& info) {
     if (info.actions[a]) actions[std::string(to_string(static_cast<Action>(a)))] = info.actions[a];
   for (const DeviceInfo& d : info.devices) devices.push_back(device_json(d));
   return {{"metadata", info.metadata},   {"complete", info.complete},     {"warnings", info.warnings},
-          {"events", info.events},       {"kernels", info.kernels},       {"scopes", info.scopes},
-          {"stacks", info.stacks},       {"frames", info.frames},         {"dropped_events", info.dropped_events},
-          {"actions", std::move(actions)}, {"devices", std::move(devices)}};
+          {"events", info.events},       {"kernels", info.kernels},       {"kernel_steps", info.kernel_steps},
+          {"scopes", info.scopes},       {"stacks", info.stacks},         {"frames", info.frames},
+          {"dropped_events", info.dropped_events}, {"actions", std::move(actions)}, {"devices", std::move(devices)}};
 }
 
 }  // namespace memrec

@@ -139,6 +139,7 @@ json stats_json(const StatsResult& s) {
           {"fragmentation_culprits", fragmentation_culprits_json(s.fragmentation_culprits)},
           {"ooms", ooms_json(s.ooms)},
           {"kernels", kernels_json(s.kernels)},
+          {"kernel_steps", s.kernel_steps},
           {"device_memory", device_memory_json(s.device_memory)}};
 }
 

@@ -51,8 +51,9 @@ void render_sites(std::string& out, const StatsResult& s) {
                        format_bytes(b.bytes));
 }
 
-void render_kernels(std::string& out, const std::vector<KernelStats>& kernels) {
-  out += fmt::format("\ntop kernels by GPU time:\n  {:>12} {:>8} {:>12} {:>12}  {}\n", "total", "count", "avg", "max", "name");
+void render_kernels(std::string& out, const std::vector<KernelStats>& kernels, const std::string& steps) {
+  out += fmt::format("\ntop kernels by GPU time{}:\n  {:>12} {:>8} {:>12} {:>12}  {}\n",
+                     steps.empty() ? "" : ", " + steps, "total", "count", "avg", "max", "name");
   for (const KernelStats& k : kernels)
     out += fmt::format("  {:>12} {:>8} {:>12} {:>12}  {}\n", format_duration(k.total_ns), k.count,
                        format_duration(k.avg_ns()), format_duration(k.max_ns), k.name);
@@ -128,7 +129,7 @@ std::string stats_text(const StatsResult& s) {
   out += fragmentation_culprits_text(s.fragmentation_culprits);
   if (s.device_memory) out += device_memory_text(*s.device_memory);
   for (const OomShown& o : s.ooms) render_oom(out += "\n", o);
-  if (!s.kernels.empty()) render_kernels(out, s.kernels);
+  if (!s.kernels.empty()) render_kernels(out, s.kernels, s.kernel_steps);
   return out;
 }
 

@@ -77,6 +77,22 @@ TEST(WhatIf, RecomputationHappensBeforeTheFirstFreeOfTheLayer) {
   EXPECT_DOUBLE_EQ(p.saving_percent, -5.0);
 }
 
+TEST(WhatIf, OwnerRowsNameTheBlocksTheyNamedAsRecorded) {
+  for (bool in_time_order : {true, false}) {
+    TwoLayers h;
+    // Layer 1's first activation is named right after its alloc (event 4), on a CPU history (no start state), where
+    // a row naming no live block is taken for a block older than the recording. Checkpointing layer 0 adds its early
+    // frees before that alloc: the row must still come after the alloc, or its bytes would count twice.
+    uint32_t name = h.s.strings.intern("buf");
+    h.s.owners.push_back(Owner{.time_ns = 211, .event = 5, .addr = 0x40, .size = 300, .name = name});
+    if (!in_time_order) h.event(1, Action::alloc, 0x90, 1);  // recorded last, the first in time: held throughout
+    auto p = predict_checkpoint(h.s, 0, {"0"});
+    uint64_t extra = in_time_order ? 0 : 1;
+    EXPECT_EQ(p.recorded_peak, 2118u) << in_time_order;  // as recorded, the 1 byte comes after the peak
+    EXPECT_EQ(p.predicted_peak, 1818u + extra) << in_time_order;
+  }
+}
+
 TEST(WhatIf, UnknownLayersAndMissingScopesAreErrors) {
   TwoLayers h;
   EXPECT_THROW(predict_checkpoint(h.s, 0, {"7"}), Error);

@@ -154,6 +154,21 @@ TEST(Report, OomAndKernelSectionsShowTheStatsNumbers) {
   EXPECT_EQ(embedded(html, "image/svg+xml"), timeline_svg(s, 0));  // no screenshot given: the drawn timeline
 }
 
+// A long run's page is no larger than a shorter one's: the timeline is drawn over a fixed number of columns and the
+// tables have a row per group, never one per event or scope. So the page's size does not follow the recording's.
+TEST(Report, PageSizeDoesNotGrowWithTheRecording) {
+  Snapshot shorter = test::training_loop(2000), longer = test::training_loop(4000);
+  ASSERT_EQ(longer.events.size(), 480'001u);
+  std::string a = report_html(shorter, {.file_name = "run.memrec"});
+  std::string b = report_html(longer, {.file_name = "run.memrec"});
+  EXPECT_LT(b.size(), a.size() + a.size() / 20) << a.size() << " bytes for 2000 steps, " << b.size() << " for 4000";
+  EXPECT_LT(b.size(), 256u << 10);
+  const std::string single = "<tr class=\"single\">";  // a row of one layer's checkpointing
+  size_t rows = 0;
+  for (size_t at = b.find(single); at != std::string::npos; at = b.find(single, at + 1)) ++rows;
+  EXPECT_EQ(rows, 4u);
+}
+
 TEST(CliReport, PickleReportShowsTheCliNumbersInChromium) {
   TempDir dir;
   for (const std::string& pickle : {kAll, kPython}) {

@@ -404,6 +404,43 @@ TEST(Record, RecordWindowCountsTheProgramsOptimizerSteps) {
   EXPECT_NE(bad.output.find("--record 'wait=1'"), std::string::npos) << bad.output;
 }
 
+// kernels: True, False or "all" (every step); anything else is refused before recording starts. On a CUDA machine
+// the file says which steps were traced.
+TEST(Record, KernelsOptionIsTrueFalseOrAll) {
+  TempDir dir;
+  std::ofstream(dir / "k.py") << R"(
+import sys, torch, memrec
+for k in (True, False, "all"):
+    memrec.start(sys.argv[1] + str(k) + ".memrec", kernels=k)
+    torch.ones(3)
+    memrec.stop()
+try:
+    memrec.start(sys.argv[1] + "x.memrec", kernels="sometimes")
+except ValueError as e:
+    print("refused:", e)
+print("running:", memrec.running())
+)";
+  auto r = run_command("PYTHONPATH=" + std::string(MEMREC_PYTHON_PACKAGE_DIR) + " " + kPython + " " + dir / "k.py" +
+                       " " + dir / "k");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("refused: kernels must be True, False or \"all\", not 'sometimes'"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("running: False"), std::string::npos) << r.output;
+  for (std::string k : {"True", "False", "all"}) EXPECT_TRUE(load_snapshot(dir / ("k" + k + ".memrec")).complete);
+
+  auto all = run_command(record("-o " + dir / "all.memrec --kernels all",
+                                kPython + " " + kTrain + " --steps 2 --layers 1"));
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  Snapshot s = load_snapshot(dir / "all.memrec");
+  if (s.metadata.at("device.0.type") == "cuda") {
+    EXPECT_EQ(s.metadata.at("recorder.kernel_steps"), "all");
+    EXPECT_GT(s.kernels.size(), 0u);
+  }
+  auto bad = run_command(record("--kernels sometimes", kPython + " -c pass"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--kernels"), std::string::npos) << bad.output;
+}
+
 // SIGINT sent to memrec reaches the program (KeyboardInterrupt), whose file is then complete; SIGTERM kills it,
 // and its file stays readable up to the recorder's last flush.
 TEST(Record, SignalsReachTheProgramAndFilesStayReadable) {

@@ -58,7 +58,8 @@ TEST(RecorderToFile, HoldsAboutOneDrainOfRowsAndTheFileReadsBackWhole) {
   EXPECT_THROW(rec.snapshot(), Error);  // the file is the record, read back after stop()
   rec.stop();
   RecorderStats st = rec.stats();
-  ASSERT_GE(st.events, steps * loop.kEventsPerStep);
+  // Kept or counted: a drain thread that a loaded machine starves drops events, and says so.
+  ASSERT_GE(st.events + st.dropped, steps * loop.kEventsPerStep);
   EXPECT_EQ(st.owners, steps);
 
   // A drain holds at most the batch it took, plus the open scopes and the owner rows not yet placed.

@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -147,6 +148,57 @@ TEST_F(CudaRecording, KernelsInEveryStepAndInterleaved) {
     EXPECT_LT(first_kernel, last_alloc) << "step " << i;
     EXPECT_LE(steps[i].start_ns, first_alloc);
   }
+}
+
+// Kernels on the first 2 steps, then every 4th (steps counted from 1): traced steps have kernels, the others none.
+TEST(CudaKernelSteps, TracedStepsOnly) {
+  if (!workloads::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto w = workloads::Workload::create(gpu_config(1));
+  w->step(0);  // warm-up outside the recording
+  RecorderOptions o;
+  o.kernel_first_steps = 2, o.kernel_every = 4;
+  Recorder rec(o);
+  rec.start();
+  constexpr int kSteps = 9;
+  for (int i = 1; i <= kSteps; ++i) w->step(i);
+  rec.stop();
+  const Snapshot& s = rec.snapshot();
+  std::vector<Scope> steps;
+  for (const Scope& sc : s.scopes)
+    if (sc.kind == ScopeKind::step) steps.push_back(sc);
+  ASSERT_EQ(steps.size(), size_t{kSteps});
+  for (int n = 1; n <= kSteps; ++n) {
+    int64_t begin = steps[n - 1].start_ns, end = n < kSteps ? steps[n].start_ns : INT64_MAX;
+    size_t kernels = 0;
+    for (const Kernel& k : s.kernels) kernels += k.start_ns >= begin && k.start_ns < end;
+    bool traced = n <= 2 || n % 4 == 0;
+    EXPECT_EQ(kernels > 0, traced) << "step " << n << ": " << kernels << " kernels";
+  }
+  EXPECT_EQ(s.metadata.at("recorder.kernel_steps"), "first 2, then every 4th");
+  EXPECT_EQ(s.metadata.at("recorder.kernel_steps_traced"), "4 of 9");
+}
+
+// Tracing kernels takes no device memory from the program: CUPTI's buffers are in host memory. The device memory in
+// use outside the caching allocator's segments stays what it was.
+TEST(CudaKernelSteps, TracingAllocatesNothingOnTheDevice) {
+  if (!workloads::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto w = workloads::Workload::create(gpu_config(1));
+  w->step(0);
+  auto used = [] {
+    size_t free = 0, total = 0;
+    EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+    return static_cast<int64_t>(total - free) - alloc::getDeviceStats(0).reserved_bytes[kAgg].current;
+  };
+  int64_t before = used();
+  RecorderOptions o;
+  o.kernel_every = 1;
+  Recorder rec(o);
+  rec.start();
+  for (int i = 1; i <= 3; ++i) w->step(i);
+  int64_t during = used();
+  rec.stop();
+  EXPECT_GT(rec.snapshot().kernels.size(), 0u);
+  EXPECT_EQ(during, before) << "device memory used grew by " << (during - before) << " bytes while recording";
 }
 
 TEST_F(CudaRecording, StacksAndScopes) {

@@ -35,7 +35,7 @@ void Document::analyze(uint8_t d) {
   device = d;
   categories_.reset();
   timeline.reset();  // holds a reference into the old replay
-  // The lanes read only the snapshot: they are built beside the replay, which runs on one thread.
+  // The lanes read only the snapshot: they are built beside the replay.
   auto lanes = std::async(std::launch::async, [this] {
     kernel_lanes = memrec::kernel_lanes(snapshot, device);
     scope_lanes = memrec::scope_lanes(snapshot, device, last_event_time(snapshot, device));

@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 
+#include "memrec/file_info.h"
 #include "memrec/units.h"
 #include "views.h"
 
@@ -26,7 +27,11 @@ const Lane& lane_at(const Document& doc, size_t i) {
 
 // What a lane holds, for the tooltip of its name.
 std::string lane_explanation(const Document& doc, const Lane& lane) {
-  if (lane.kernels) return "CUDA kernels and copies that ran on " + lane.title + " (recorded with --kernels)";
+  if (lane.kernels) {
+    std::string steps = kernel_steps_note(doc.snapshot);
+    return "CUDA kernels and copies that ran on " + lane.title + " (recorded with --kernels" +
+           (steps.empty() ? "" : "; " + steps) + ")";
+  }
   if (lane.ids.empty()) return lane.title;
   switch (doc.snapshot.scopes[lane.ids[0]].kind) {
     case ScopeKind::phase: return "training phases: forward, backward, optimizer step";

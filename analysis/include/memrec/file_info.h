@@ -64,7 +64,12 @@ struct FileInfo {
   bool complete = true;
   std::vector<std::string> warnings;
   std::vector<DeviceInfo> devices;
+  std::string kernel_steps;  // kernel_steps_note(s)
 };
+
+// Where the recorder traced kernels on some steps only: "kernels traced on 5 of 42 steps (first 3, then every
+// 10th)"; empty where it traced every step, or none.
+std::string kernel_steps_note(const Snapshot& s);
 
 FileInfo file_info(const Snapshot& s);
 

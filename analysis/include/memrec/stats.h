@@ -120,6 +120,7 @@ struct StatsResult {
   FragmentationCulprits fragmentation_culprits;
   std::vector<OomShown> ooms;
   std::vector<KernelStats> kernels;  // with StatsOptions::kernels, at most `top`
+  std::string kernel_steps;          // with StatsOptions::kernels: kernel_steps_note()
   std::optional<DeviceMemoryStats> device_memory;
 };
 StatsResult stats(const Snapshot& s, const StatsOptions& o);

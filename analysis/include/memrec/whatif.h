@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,19 @@ struct CheckpointPrediction {
 // are freed when the layer's forward ends and allocated again when its backward starts, that is at the
 // first free of one of them. Throws Error when the history has no module scopes, or a layer is unknown or given twice.
 CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const std::vector<std::string>& layers);
+
+// predict_checkpoint() for many choices of layers (the report asks for every layer and then each alone): the
+// recording is replayed and its layers' forward passes found once. Throws as predict_checkpoint() does: when made,
+// for a history without module scopes; in predict(), for an unknown layer.
+class CheckpointPredictor {
+ public:
+  CheckpointPredictor(const Snapshot& s, uint8_t device);
+  ~CheckpointPredictor();
+  CheckpointPrediction predict(const std::vector<std::string>& layers) const;
+
+ private:
+  struct Recorded;
+  std::unique_ptr<Recorded> recorded_;
+};
 
 }  // namespace memrec

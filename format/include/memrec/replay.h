@@ -6,6 +6,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "memrec/snapshot.h"
@@ -112,14 +113,17 @@ class Allocations {
 class Replay {
  public:
   // Inconsistencies (a free of an unknown block) do not throw: they are counted in unmatched_frees().
-  // Keeps a reference to the snapshot, which must outlive the replay.
-  Replay(const Snapshot& s, uint8_t device);
+  // Keeps a reference to the snapshot, which must outlive the replay. Replayed on `threads` threads (0: one per core,
+  // when the device has enough events; 1: none besides the caller's); the result is the same whatever the number.
+  Replay(const Snapshot& s, uint8_t device, unsigned threads = 0);
 
   // A "step" is a position in this device's events, in order.
   uint32_t steps() const { return steps_; }
   // The index into Snapshot::events of a step's event.
   uint32_t event_of(uint32_t step) const { return event_index_.empty() ? step : event_index_[step]; }
   [[gnu::always_inline]] Event event(uint32_t step) const { return s_.events[event_of(step)]; }
+  // The first step whose event comes at or after Snapshot::events[event] (steps() when none does).
+  uint32_t step_at_event(uint64_t event) const;
   uint8_t device() const { return device_; }
   const Totals& initial() const { return initial_; }
   // Totals right after `step` (kNoEvent: the initial state), replayed from the nearest stored totals.
@@ -188,22 +192,42 @@ class Replay {
   };
   // Totals are stored before every kStride-th step.
   static constexpr uint32_t kStride = 16;
+  // Fewer events or steps per thread than this and another thread does not pay.
+  static constexpr size_t kStepsPerThread = size_t{1} << 19;
 
   // A block with an owner: its allocation id, the first row naming it, and how many distinct names rows give it.
   struct Owned {
     uint32_t id, row, names;
   };
 
-  void index_events();
-  void pass();
-  std::vector<uint32_t> owner_rows() const;
-  uint32_t step_at_event(uint64_t event) const;
-  void attach_owner(AddressMap& live, uint32_t row);
+  // The pass cuts the steps into ranges replayed side by side (replay_pass.cpp).
+  struct Range;
+  struct Open;
+  struct OwnerRow {
+    uint32_t row, at;  // attached before step `at`
+  };
+
+  void index_events(unsigned threads);
+  void pass(unsigned threads);
+  std::vector<Range> cut(unsigned parts, const std::vector<OwnerRow>& rows);
+  template <class Step, class Row> void walk(const Range& r, Step step, Row row) const;
+  void replay_range(Range& r, AddressMap& map);
+  void find_checks(Range& r, const AddressMap& live, std::span<const Range> before) const;
+  void alloc(Range& r, AddressMap& map, uint32_t step, uint64_t addr, uint64_t size, uint32_t id);
+  bool free(Range& r, AddressMap& map, uint32_t step, Action action, uint64_t addr, uint64_t size);
+  void release(Range& r, AddressMap& map, LiveBlock& block, uint32_t step, Action action, uint64_t addr);
+  void attach(Range& r, AddressMap& map, const OwnerRow& o);
+  void stitch(Range& r, AddressMap& live);
+  std::pair<int64_t, int64_t> sum_ranges(std::vector<Range>& ranges);
+  void settle_totals(Range& r);
+  Totals find_peaks(const std::vector<Range>& ranges);
+  std::vector<OwnerRow> owner_rows() const;
+  void attach_owner(AddressMap& live, LiveBlock* block, Owned& owned);
   void settle_owners(const std::vector<uint32_t>& pre_existing_rank);
   LiveBlock* adopt_pre_existing(AddressMap& live, uint32_t step);
   void adopt_segments(AddressMap& live);
-  void note_peaks(uint32_t step, const Totals& relative, Totals& highest);
-  void finish(int64_t reserved_delta, int64_t lowest_reserved, const Totals& highest);
+  void settle_initial(std::pair<int64_t, int64_t> lowest_reserved_and_change);
+  void finish(const std::vector<Range>& ranges);
   // Steps change the totals as default_delta() says, except where a correction gives the change.
   [[gnu::always_inline]] void apply(uint32_t step, const Event& e, Totals& t, const Correction*& next) const {
     Totals d = default_delta(e);

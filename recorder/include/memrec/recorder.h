@@ -42,6 +42,11 @@ struct RecorderOptions {
   std::shared_ptr<ScriptFrames> script;  // interpreter frames for every alloc (also when `stacks` is off)
   bool free_stacks = false;    // ... and for every free
   bool kernels = true;         // CUPTI kernel/memcpy/memset timeline (CUDA builds only)
+  // Which steps (ScopeKind::step scopes, counted from 1 as they open) have kernels: every step up to
+  // kernel_first_steps, then every kernel_every-th; 1 = every step. CUPTI's cost is paid per kernel traced, so a
+  // long run pays it on a tenth of its steps. Before the first step, kernels are traced.
+  uint32_t kernel_first_steps = 3;
+  uint32_t kernel_every = 10;
   bool device_memory = true;   // device memory outside the caching allocator (CUDA builds only): CUPTI's memory
                                // activity (with `stacks`, each allocating call's C++ stack) and NVML's used memory
                                // of each device, sampled every 20 ms

@@ -2,14 +2,13 @@
 
 #include "memrec/devices.h"
 #include "memrec/huge_pages.h"
+#include "memrec/threads.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <exception>
 #include <map>
 #include <numeric>
-#include <thread>
 
 namespace memrec {
 namespace {
@@ -23,31 +22,6 @@ uint32_t pos_of(uint32_t step) { return step == kNoEvent ? 0 : step + 1; }
 // The first position a block is no longer live at (Allocation::free_step as a position; kNone = never freed).
 uint32_t free_pos(uint32_t free_step) {
   return free_step == kBeforeStart ? 0 : free_step == kNoEvent ? kNone : free_step + 1;
-}
-
-// Calls f(part) for every part in [0, parts), each on a thread of its own (part 0 on the caller's); rethrows the
-// first part's exception once all are done.
-template <class F> void on_threads(unsigned parts, F f) {
-  std::vector<std::exception_ptr> errors(parts);
-  auto run = [&](unsigned part) {
-    try {
-      f(part);
-    } catch (...) {
-      errors[part] = std::current_exception();
-    }
-  };
-  {
-    std::vector<std::jthread> threads;
-    for (unsigned part = 1; part < parts; ++part) threads.emplace_back(run, part);
-    run(0);
-  }
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
-// The part-th of `parts` even slices of [0, n).
-std::pair<uint32_t, uint32_t> slice(size_t n, unsigned part, unsigned parts) {
-  return {static_cast<uint32_t>(n * part / parts), static_cast<uint32_t>(n * (part + 1) / parts)};
 }
 
 }  // namespace
@@ -79,9 +53,7 @@ Timeline::Timeline(const Replay& r, unsigned threads)
   uint32_t n = steps();
   begin_ns_ = r_.time_of(kNoEvent);
   end_ns_ = n ? r_.time_of(n - 1) : begin_ns_;
-  // Enough steps per thread that starting it pays.
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  unsigned parts = threads ? threads : std::clamp(n / (1u << 16), 1u, cores);
+  unsigned parts = parts_for(n, threads, 1u << 16);
   sample_times(parts);
   build_pyramid(parts);
   build_checkpoints(parts);
