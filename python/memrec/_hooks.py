@@ -34,7 +34,6 @@ _names = weakref.WeakKeyDictionary()  # module -> qualified name
 _installed = False
 _on = False  # the running recording asked for scopes (start(scopes=True)): the hooks do nothing otherwise
 _task = getattr(torch._C, "_current_graph_task_id", None)  # torch 2.x: -1 outside backward
-_node = getattr(torch._C, "_current_autograd_node", None)  # torch 2.x: the autograd node running on this thread
 
 
 class _Steps:
@@ -56,11 +55,11 @@ class _Repairs:
 class _Thread:
     """A thread's state: its open module calls (module, scope depth before it), outermost first, and the phase and
     backward bookkeeping."""
-    __slots__ = ("modules", "forward_level", "in_step", "optimizer_level", "backwards", "recompute", "recompute_node")
+    __slots__ = ("modules", "forward_level", "in_step", "optimizer_level", "backwards", "recompute")
 
     def __init__(self):
         self.modules = []
-        self.forward_level = self.optimizer_level = self.recompute_node = None
+        self.forward_level = self.optimizer_level = None
         self.in_step = self.recompute = False
         self.backwards = 0
 
@@ -148,8 +147,8 @@ def _in_backward():
 
 def _recompute_over(t):
     """A recompute was stopped early (torch 2.x checkpoint's early stop raises out of the module, skipping its
-    post hooks): backward has moved on to another autograd node."""
-    return t.recompute_node is not None and _node() is not t.recompute_node
+    post hooks) and the recorder closed it when backward moved on to the next autograd node."""
+    return t.recompute and _scopes.depth() <= t.forward_level
 
 
 def _close_forward(t):
@@ -157,7 +156,7 @@ def _close_forward(t):
     _scopes.close_to(t.forward_level)
     t.modules.clear()
     t.forward_level = None
-    t.recompute, t.recompute_node = False, None
+    t.recompute = False
 
 
 def _forward_pre(module, inputs):
@@ -185,7 +184,7 @@ def _forward_post(module, inputs, output):
 def _module_begins(module):
     t = _thread()
     modules = t.modules
-    if modules and t.recompute and _recompute_over(t):  # the next layer's recompute began under another node
+    if modules and _recompute_over(t):  # the next layer's recompute, or a new forward
         _close_forward(t)
     if not modules:
         _outermost_begins(t, module)
@@ -198,7 +197,7 @@ def _outermost_begins(t, module):
     """The thread's outermost module call begins: the forward phase, or in backward the recompute phase."""
     if _in_backward():
         t.forward_level = _scopes.depth()
-        t.recompute, t.recompute_node = True, _node() if _node is not None else None
+        t.recompute = True
         _scopes.open("recompute", "phase")
     elif _scopes.innermost("phase") is None:
         t.forward_level = _scopes.depth()
@@ -220,7 +219,7 @@ def _module_ends(module):
     if not modules and t.forward_level is not None:
         _scopes.close_to(t.forward_level)
         t.forward_level = None
-        t.recompute, t.recompute_node = False, None
+        t.recompute = False
 
 
 @_guarded

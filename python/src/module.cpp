@@ -248,6 +248,13 @@ struct PythonScopes {
 };
 thread_local PythonScopes t_scopes;
 
+// This thread's scopes, less those the recorder closed on its own (a recompute stopped early): always the innermost.
+PythonScopes& python_scopes() {
+  PythonScopes& s = t_scopes;
+  s.depth -= std::min<size_t>(s.depth, size_t(memrec::take_scopes_closed()));
+  return s;
+}
+
 PyObject* open_scope(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Py_ssize_t len = 0;
   const char* name = n == 2 && PyUnicode_Check(args[0]) ? PyUnicode_AsUTF8AndSize(args[0], &len) : nullptr;
@@ -257,19 +264,19 @@ PyObject* open_scope(PyObject*, PyObject* const* args, Py_ssize_t n) {
     return nullptr;
   }
   if (!memrec::open_scope({name, size_t(len)}, static_cast<memrec::ScopeKind>(kind))) Py_RETURN_FALSE;
-  PythonScopes& s = t_scopes;
+  PythonScopes& s = python_scopes();
   if (s.depth == s.opened.size()) s.opened.emplace_back();
   s.opened[s.depth].name.assign(name, size_t(len));
   s.opened[s.depth++].kind = int(kind);
   Py_RETURN_TRUE;
 }
 
-PyObject* scope_depth(PyObject*, PyObject*) { return PyLong_FromSize_t(t_scopes.depth); }
+PyObject* scope_depth(PyObject*, PyObject*) { return PyLong_FromSize_t(python_scopes().depth); }
 
 PyObject* close_scopes_to(PyObject*, PyObject* level_arg) {
   Py_ssize_t level = PyLong_AsSsize_t(level_arg);
   if (level == -1 && PyErr_Occurred()) return nullptr;
-  PythonScopes& s = t_scopes;
+  PythonScopes& s = python_scopes();
   for (; s.depth > size_t(std::max<Py_ssize_t>(level, 0)); --s.depth) memrec::close_scope();
   Py_RETURN_NONE;
 }
@@ -277,14 +284,14 @@ PyObject* close_scopes_to(PyObject*, PyObject* level_arg) {
 PyObject* innermost_scope(PyObject*, PyObject* kind_arg) {
   long kind = PyLong_AsLong(kind_arg);
   if (kind == -1 && PyErr_Occurred()) return nullptr;
-  const PythonScopes& s = t_scopes;
+  const PythonScopes& s = python_scopes();
   for (size_t i = s.depth; i-- > 0;)
     if (s.opened[i].kind == kind) return PyUnicode_FromStringAndSize(s.opened[i].name.data(), s.opened[i].name.size());
   Py_RETURN_NONE;
 }
 
 PyObject* take_scopes(PyObject*, PyObject*) {
-  PythonScopes& s = t_scopes;
+  PythonScopes& s = python_scopes();
   PyObject* out = PyList_New(0);
   for (size_t i = 0; out && i < s.depth; ++i) {
     PyObject* entry = Py_BuildValue("(s#i)", s.opened[i].name.data(), Py_ssize_t(s.opened[i].name.size()),
@@ -299,6 +306,7 @@ PyObject* take_scopes(PyObject*, PyObject*) {
 
 PyObject* forget_scopes(PyObject*, PyObject*) {
   t_scopes.depth = 0;
+  memrec::take_scopes_closed();
   Py_RETURN_NONE;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <utility>
 #include <unordered_set>
 
 #include "internal.h"
@@ -38,6 +39,7 @@ struct Stack {
   uint32_t generation = 0;
 };
 thread_local Stack t_stack;
+thread_local int t_closed_for_program = 0;  // scopes the program opened that the recorder closed (a stopped recompute)
 
 std::atomic<uint32_t> g_generation{0};
 // The innermost user scope of whichever thread opened one last: the parent for work on threads with no scope
@@ -149,34 +151,59 @@ int node_scopes(const Stack& s, int* at) {
   return n;
 }
 
+const Entry* innermost_program_scope(const Stack& s) {
+  if (s.depth > kMaxDepth) return nullptr;
+  for (int i = s.depth - 1; i >= 0; --i)
+    if (s.entries[i].user && !s.entries[i].node) return &s.entries[i];
+  return nullptr;
+}
+
 const Entry* innermost_phase(const Stack& s) {
   for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
     if (s.entries[i].user && s.entries[i].phase) return &s.entries[i];
   return nullptr;
 }
 
+// Closes the innermost scope the program opened, and first the node scopes inside it.
+void close_program_scope(Stack& s) {
+  for (const Entry* e = innermost_user(s); e && e->node; e = innermost_user(s)) close_user(s);
+  std::optional<Entry> e = close_user(s);
+  if (e && e->call != 0) module_call_ends(e->call);
+}
+
+// A backward node starts while a "recompute" phase is open on this thread: the recompute is over, stopped early
+// (torch 2.x checkpoint raises out of the forward once backward has what it needs, skipping the post hooks). It is
+// closed here with the scopes inside it, so that what follows is backward's; the program's hooks learn of it from
+// take_scopes_closed().
+void close_stopped_recompute(Stack& s) {
+  const Entry* phase = innermost_phase(s);
+  if (!phase || !phase->recompute) return;
+  for (bool last = false; !last;) {
+    const Entry* e = innermost_program_scope(s);
+    if (!e) return;
+    last = e->recompute;
+    ++t_closed_for_program;
+    close_program_scope(s);
+  }
+}
+
 // A backward node starts on this thread: the node scopes become the module calls holding it, outermost first (those
 // open already are kept, the others closed, the missing ones opened). AccumulateGrad (no number) stays in the
 // scopes of the node before it, the module that holds the parameter.
 void enter_node(const at::RecordFunction& fn) {
+  Stack& s = stack();
+  close_stopped_recompute(s);
   int64_t seq = fn.seqNr();
   if (seq < 0) return;
   CallRef chain[kMaxChain];
   int n = module_calls_of_node(fn.forwardThreadId(), uint64_t(seq), chain, kMaxChain);
-  Stack& s = stack();
   if (s.depth > kMaxDepth - kMaxChain) return;
   int at[kMaxDepth];
   int open = node_scopes(s, at), same = 0;
   uint32_t backward = g_backward.load(std::memory_order_relaxed);
   // Node scopes inside a phase the program opened here close with it. On autograd's device threads (no phase) they
-  // stay open after their backward, and so does a "recompute" phase that is over (a recompute stopped early skips
-  // its hooks; backward has moved on to this node): those of an earlier backward are closed here, and new ones go
-  // where the recompute began.
-  const Entry* phase = innermost_phase(s);
-  bool phase_closes = phase && !phase->recompute;
-  std::optional<uint32_t> parent;
-  if (phase && phase->recompute) parent = phase->parent;
-  if (open && (phase_closes || s.entries[at[0]].backward == backward))
+  // stay open after their backward: those of an earlier backward are closed here.
+  if (open && (innermost_phase(s) || s.entries[at[0]].backward == backward))
     while (same < open && same < n && s.entries[at[same]].call == chain[same].call) ++same;
   for (int i = open; i > same; --i) close_user(s);
   for (int i = same; i < n; ++i) {
@@ -184,7 +211,7 @@ void enter_node(const at::RecordFunction& fn) {
     e.node = true;
     e.backward = backward;
     e.call = chain[i].call;
-    push_user(s, *chain[i].name, ScopeKind::module, e, i == 0 && parent ? *parent : innermost_user_scope(s));
+    push_user(s, *chain[i].name, ScopeKind::module, e, innermost_user_scope(s));
   }
 }
 
@@ -274,14 +301,9 @@ bool open_scope(std::string_view name, ScopeKind kind) {
   return true;
 }
 
-// Closes the innermost scope the program opened, and first the node scopes inside it.
-void close_scope() {
-  using namespace detail;
-  Stack& s = stack();
-  for (const Entry* e = innermost_user(s); e && e->node; e = innermost_user(s)) close_user(s);
-  std::optional<Entry> e = close_user(s);
-  if (e && e->call != 0) module_call_ends(e->call);
-}
+void close_scope() { detail::close_program_scope(detail::stack()); }
+
+int take_scopes_closed() { return std::exchange(detail::t_closed_for_program, 0); }
 
 ScopeGuard::ScopeGuard(std::string_view name, ScopeKind kind) : pushed_(open_scope(name, kind)) {}
 

@@ -204,6 +204,63 @@ for t in threads:
   EXPECT_EQ(sizes.size(), 4u) << "module scopes other than a1, a2, b1, b2";
 }
 
+// A forward run again inside backward that raises out of its modules, as torch 2.x checkpoint's early stop does:
+// its "recompute" phase (with the rest of the node that ran it) ends when the next node starts, that node and the rest
+// of backward are backward's in their own module scopes, and the next step's forward is a phase of its own.
+TEST(BackwardScopes, RecomputeStoppedEarlyEndsAtTheNextNode) {
+  TempDir dir;
+  Snapshot s = record_program(dir, R"(import torch, torch.nn as nn
+class Stop(Exception):
+    pass
+class Half(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+    def forward(self, x, stop=False):
+        y = self.a(x)
+        if stop:
+            raise Stop
+        return self.b(torch.tanh(y))
+class Rerun(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+    @staticmethod
+    def backward(ctx, grad):
+        with torch.enable_grad():
+            try:
+                model.part(torch.randn(64, 16), stop=True)
+            except Stop:
+                pass
+        return grad * 2
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.part = Half()
+    def forward(self, x):
+        return Rerun.apply(self.part(x))
+model = Model()
+for step in range(2):
+    model(torch.randn(64, 16)).pow(2).mean().backward()
+)");
+  auto nodes = modules_of_nodes(s);
+  EXPECT_EQ(nodes["TanhBackward0"], std::set<std::string>{"part < Model"});
+  EXPECT_EQ(nodes["AddmmBackward0"], (std::set<std::string>{"part.a < part < Model", "part.b < part < Model"}));
+  std::map<std::string, std::vector<uint32_t>> phases;
+  for (uint32_t id = 1; id < s.scopes.size(); ++id)
+    if (s.scopes[id].kind == ScopeKind::phase) phases[s.strings[s.scopes[id].name]].push_back(id);
+  ASSERT_EQ(phases["recompute"].size(), 2u);
+  ASSERT_EQ(phases["forward"].size(), 2u);
+  for (uint32_t id : phases["forward"]) EXPECT_EQ(enclosing_scope(s, s.scopes[id].parent, ScopeKind::phase), "");
+  size_t recomputed = 0;
+  for (const Event& e : s.events)
+    if (e.action == Action::alloc && enclosing_scope(s, e.scope, ScopeKind::phase) == "recompute") {
+      EXPECT_TRUE(enclosing_scope(s, e.scope, ScopeKind::module).starts_with("part"));  // the rest of its node too
+      ++recomputed;
+    }
+  EXPECT_GT(recomputed, 0u);
+}
+
 // scopes=False: no module scope, in forward or backward.
 TEST(BackwardScopes, NoneWithoutScopes) {
   TempDir dir;

@@ -128,6 +128,9 @@ class Recorder {
 // false (and records nothing) when nothing records; call close_scope only after an open that returned true.
 bool open_scope(std::string_view name, ScopeKind kind = ScopeKind::annotation);
 void close_scope();
+// How many scopes this thread opened the recorder has closed on its own since the last call: a "recompute" phase
+// (with the scopes inside it) still open when a backward node starts was stopped early, and is closed then.
+int take_scopes_closed();
 
 // Names the tensor storage at `addr` (`size` bytes, on `device` as events number devices) while it is live: the
 // block there belongs to `name` ("model.layers.3.mlp.up_proj.weight.exp_avg") of `module` (its module scope name,
