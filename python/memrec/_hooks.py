@@ -1,8 +1,10 @@
 """Scopes that come by themselves: module scopes (qualified names, forward and backward), the forward/backward/
 optimizer phases and optimizer steps, from global hooks that work on torch 1.13 and 2.x.
 
-- forward: global module forward pre/post hooks; the outermost module call opens the "forward" phase, or inside
-  backward the "recompute" phase (activation checkpointing runs the forward again there).
+- forward: global module forward pre/post hooks, each one call into memrec._C, which keeps the thread's open module
+  calls and opens and closes their scopes; Python's part is the rare one: the outermost module call opens the
+  "forward" phase, or inside backward the "recompute" phase (activation checkpointing runs the forward again there),
+  and a module called the first time is named.
 - backward: `torch.autograd.backward` (which Tensor.backward calls) and `torch.autograd.grad` open the "backward"
   phase. Module scopes in backward come from the recorder (start(modules=True)): each module scope the forward
   hooks open keeps the range of autograd nodes its call makes, and each backward node runs inside the module scopes

@@ -1,6 +1,7 @@
 // memrec._C: the recorder for Python programs, on the CPython C API (no binding library needed), linked against
 // the libtorch that `import torch` loads. The hooks live in the Python package; this module adds the Python frames
-// of every allocation and keeps the stack of scopes Python opened on each thread.
+// of every allocation, keeps the stack of scopes Python opened on each thread (python_scopes.cpp) and does the
+// module hooks' work per call (module_hooks.cpp).
 #include "python_module.h"
 
 #include <frameobject.h>
