@@ -329,7 +329,7 @@ ranks_bench() {
 # Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py), then memrec's
 # parts one by one in a process without its scope hooks (--breakdown); the same on a small CPU-bound model.
 step_modes() {
-  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --steps 21 | tee -a "$OUT/summary.txt"
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --rounds 6 --steps 21 | tee -a "$OUT/summary.txt"
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --breakdown | tee -a "$OUT/summary.txt"
   local small=(--model encoder --batch 8 --seq 64 --steps 40)
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py "${small[@]}" | tee -a "$OUT/summary.txt"
