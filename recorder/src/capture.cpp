@@ -24,8 +24,8 @@ namespace {
 // libunwind (nongnu) loaded with RTLD_LOCAL, never linked: libunwind.so also defines _Unwind_RaiseException and
 // the rest of the exception ABI, and a linked copy ahead of libgcc_s would take over every C++ throw in the
 // program. Loaded locally, only these looked-up entry points are used. Its x86-64 trace caches each return
-// address's frame rule per thread (memory from mmap, no malloc), so a warm capture is a table lookup and two
-// stack reads per frame.
+// address's frame rule per thread, so a warm capture is a table lookup and two stack reads per frame and allocates
+// nothing (a thread's first one maps its cache and takes libunwind's thread-local block: one small malloc).
 struct Libunwind {
   int (*backtrace)(void**, int) = nullptr;
 
