@@ -226,6 +226,14 @@ std::vector<std::string> alloc_stacks(StackCapture c) {
   return stacks;
 }
 
+TEST(Recorder, AutomaticCaptureIsLibunwindWhereItLoads) {
+  if (!stack_capture_available(StackCapture::libunwind)) GTEST_SKIP() << "built without libunwind";
+  Recorder rec(cpu_options());
+  rec.start();
+  rec.stop();
+  EXPECT_EQ(rec.snapshot().metadata.at("recorder.stacks"), "libunwind");
+}
+
 TEST(Recorder, LibunwindRecordsTheReferenceStacks) {
   if (!stack_capture_available(StackCapture::libunwind)) GTEST_SKIP() << "built without libunwind";
   std::vector<std::string> reference, fast;
