@@ -4,9 +4,10 @@ optimizer phases and optimizer steps, from global hooks that work on torch 1.13 
 - forward: global module forward pre/post hooks; the outermost module call opens the "forward" phase, or inside
   backward the "recompute" phase (activation checkpointing runs the forward again there).
 - backward: `torch.autograd.backward` (which Tensor.backward calls) and `torch.autograd.grad` open the "backward"
-  phase; a module's backward scope opens when the gradient of its output arrives and closes when the gradient of
-  its input is computed (tensor hooks: the graph is not changed). Backward runs on autograd's device threads for
-  CUDA.
+  phase. Module scopes in backward come from the recorder (start(modules=True)): each module scope the forward
+  hooks open keeps the range of autograd nodes its call makes, and each backward node runs inside the module scopes
+  of the call that made it, on whichever thread runs it (autograd's device threads for CUDA). No hook is put on
+  the program's tensors.
 - owners (_owners): the first outermost forward of each root module names its parameters and buffers, the end of
   each outermost backward its parameters' gradients, each optimizer step its state.
 - optimizer: Optimizer.step (torch 2.x global step hooks; on 1.13 each Optimizer class's step is wrapped);
@@ -32,9 +33,7 @@ _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: F
 _names = weakref.WeakKeyDictionary()  # module -> qualified name
 _installed = False
 _on = False  # the running recording asked for scopes (start(scopes=True)): the hooks do nothing otherwise
-_generation = 0  # backward passes started; stale module scopes on autograd threads close at the next one
 _task = getattr(torch._C, "_current_graph_task_id", None)  # torch 2.x: -1 outside backward
-_node = getattr(torch._C, "_current_autograd_node", None)  # torch 2.x: the autograd node running on this thread
 
 
 class _Steps:
@@ -54,16 +53,15 @@ class _Repairs:
 
 
 class _Thread:
-    """A thread's state: its open module calls (module, scope depth before it, _BackwardCall or None), outermost
-    first, and the phase and backward bookkeeping."""
-    __slots__ = ("modules", "forward_level", "in_step", "optimizer_level", "generation", "backwards", "recompute",
-                 "recompute_node", "inputless")
+    """A thread's state: its open module calls (module, scope depth before it), outermost first, and the phase and
+    backward bookkeeping."""
+    __slots__ = ("modules", "forward_level", "in_step", "optimizer_level", "backwards", "recompute")
 
     def __init__(self):
-        self.modules, self.inputless = [], []
-        self.forward_level = self.optimizer_level = self.recompute_node = None
+        self.modules = []
+        self.forward_level = self.optimizer_level = None
         self.in_step = self.recompute = False
-        self.generation = self.backwards = 0
+        self.backwards = 0
 
 
 def _thread():
@@ -127,21 +125,6 @@ def _owners_scan(scan, *args):
         _owners._failed(e)
 
 
-def _tensors(value, out):
-    """Tensors of a module's inputs or outputs (tensors, tuples, lists, dicts such as ModelOutput) that are inner
-    nodes of the graph: a hook on a leaf (a parameter passed as input) would outlive the call, one per call."""
-    if isinstance(value, torch.Tensor):
-        if value.requires_grad and not value.is_leaf:
-            out.append(value)
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            _tensors(v, out)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _tensors(v, out)
-    return out
-
-
 def _name_of(module, root):
     name = _names.get(module)
     if name is None:
@@ -164,111 +147,16 @@ def _in_backward():
 
 def _recompute_over(t):
     """A recompute was stopped early (torch 2.x checkpoint's early stop raises out of the module, skipping its
-    post hooks): backward has moved on to another autograd node."""
-    return t.recompute_node is not None and _node() is not t.recompute_node
+    post hooks) and the recorder closed it when backward moved on to the next autograd node."""
+    return t.recompute and _scopes.depth() <= t.forward_level
 
 
 def _close_forward(t):
     """Closes the forward or recompute phase this thread left open, with its module scopes."""
-    _close_to(t, t.forward_level)
+    _scopes.close_to(t.forward_level)
     t.modules.clear()
     t.forward_level = None
-    t.recompute, t.recompute_node = False, None
-
-
-def _close_to(t, level):
-    """Closes this thread's scopes down to `level`, and forgets the inputless calls among them."""
-    _scopes.close_to(level)
-    while t.inputless and t.inputless[-1].level >= level:
-        t.inputless.pop().level = None
-
-
-class _BackwardCall:
-    """One module call's backward scope on the thread that runs its backward: open from the gradient of its output
-    to the gradient of its input, and again in each later backward through the call (retain_graph, double
-    backward). A call with no input that needs a gradient (a model given token ids, an embedding) has no such end:
-    its scope stays open until a call outside it begins, or the backward ends. A scope another thread opened is
-    left to that thread's next backward."""
-    __slots__ = ("name", "parent", "has_inputs", "level", "thread")
-
-    def __init__(self, name, parent, has_inputs):
-        self.name, self.parent, self.has_inputs = name, parent, has_inputs
-        self.level = self.thread = None
-
-    def enter(self):
-        if self.level is not None:  # open already: the gradient of another output
-            return
-        t = _thread()
-        if _recompute_over(t):
-            _close_forward(t)
-        if t.generation != _generation:
-            t.generation = _generation
-            if _scopes.innermost("phase") is None:  # an autograd thread: what an earlier backward left open
-                _close_to(t, 0)
-                t.modules.clear()  # and forwards recomputed there that raised (checkpoint's early stop)
-                t.forward_level = None
-        self._close_inputless_outside(t)
-        self.level, self.thread = _scopes.depth(), threading.get_ident()
-        _C.open_scope(self.name, _scopes.MODULE)
-        if not self.has_inputs:
-            t.inputless.append(self)
-
-    def _close_inputless_outside(self, t):
-        """Closes the open inputless calls this call is not part of (the last opened is the innermost)."""
-        while t.inputless and not self._inside(t.inputless[-1]):
-            _close_to(t, t.inputless[-1].level)
-
-    def _inside(self, call):
-        outer = self.parent
-        while outer is not None and outer is not call:
-            outer = outer.parent
-        return outer is not None
-
-    def exit(self):
-        if self.level is not None and self.thread == threading.get_ident():
-            _close_to(_thread(), self.level)
-        self.level = None
-
-
-class _GradHooks:
-    """memrec's one hook on a tensor, as tensor hooks would run in the wrong order: the calls that took the tensor
-    as input end (innermost first, as their pre hooks ran outermost first) before the calls that made it begin
-    (outermost first, as their post hooks ran innermost first)."""
-    __slots__ = ("ends", "begins")
-
-    def __init__(self):
-        self.ends, self.begins = [], []
-
-    def __call__(self, grad):
-        try:
-            t = _thread()
-            if _recompute_over(t):
-                _close_forward(t)
-            for call in reversed(self.ends):
-                call.exit()
-            for call in reversed(self.begins):
-                call.enter()
-        except Exception as e:  # noqa: BLE001  any error of memrec's own
-            _repair(e)
-
-
-_grad_hooks = {}  # id(tensor) -> (weak reference to the tensor, its _GradHooks), while the tensor lives
-
-
-def _hooks_of(x):
-    key = id(x)
-    entry = _grad_hooks.get(key)
-    if entry is not None and entry[0]() is x:
-        return entry[1]
-
-    def forget(ref):
-        if _grad_hooks.get(key, (None,))[0] is ref:
-            del _grad_hooks[key]
-
-    hooks = _GradHooks()
-    _grad_hooks[key] = (weakref.ref(x, forget), hooks)
-    x.register_hook(hooks)
-    return hooks
+    t.recompute = False
 
 
 def _forward_pre(module, inputs):
@@ -276,7 +164,7 @@ def _forward_pre(module, inputs):
         return None
     if _on and _C.running():
         try:
-            _module_begins(module, inputs)
+            _module_begins(module)
         except Exception as e:  # noqa: BLE001  any error of memrec's own
             _repair(e)
     return None
@@ -287,29 +175,21 @@ def _forward_post(module, inputs, output):
         return None
     if _on:
         try:
-            _module_ends(module, output)
+            _module_ends(module)
         except Exception as e:  # noqa: BLE001  any error of memrec's own
             _repair(e)
     return None
 
 
-def _module_begins(module, inputs):
+def _module_begins(module):
     t = _thread()
     modules = t.modules
-    if modules and t.recompute and _recompute_over(t):  # the next layer's recompute began under another node
+    if modules and _recompute_over(t):  # the next layer's recompute, or a new forward
         _close_forward(t)
     if not modules:
         _outermost_begins(t, module)
     name = _names.get(module) or _name_of(module, modules[0][0] if modules else module)
-    # The inputs' gradient hooks are set now, not kept for the post hook: a forward that raises must not keep
-    # its inputs (activations) alive.
-    call = None
-    if torch.is_grad_enabled():
-        ends = _tensors(inputs, [])
-        call = _BackwardCall(name, modules[-1][2] if modules else None, bool(ends))
-        for x in ends:
-            _hooks_of(x).ends.append(call)
-    modules.append((module, _C.scope_depth(), call))
+    modules.append((module, _C.scope_depth()))
     _C.open_scope(name, _scopes.MODULE)
 
 
@@ -317,7 +197,7 @@ def _outermost_begins(t, module):
     """The thread's outermost module call begins: the forward phase, or in backward the recompute phase."""
     if _in_backward():
         t.forward_level = _scopes.depth()
-        t.recompute, t.recompute_node = True, _node() if _node is not None else None
+        t.recompute = True
         _scopes.open("recompute", "phase")
     elif _scopes.innermost("phase") is None:
         t.forward_level = _scopes.depth()
@@ -325,7 +205,7 @@ def _outermost_begins(t, module):
     _owners_scan(_owners.on_forward, module, _name_of)
 
 
-def _module_ends(module, output):
+def _module_ends(module):
     t = _thread()
     modules = t.modules
     i = len(modules) - 1
@@ -333,26 +213,20 @@ def _module_ends(module, output):
         i -= 1
     if i < 0:
         return
-    _, level, call = modules[i]
+    level = modules[i][1]
     del modules[i:]
-    _close_to(t, level)
-    if call is not None:
-        for x in _tensors(output, []):
-            _hooks_of(x).begins.append(call)
+    _scopes.close_to(level)
     if not modules and t.forward_level is not None:
-        _close_to(t, t.forward_level)
+        _scopes.close_to(t.forward_level)
         t.forward_level = None
-        t.recompute, t.recompute_node = False, None
+        t.recompute = False
 
 
 @_guarded
 def _backward_begin():
-    global _generation
-    _generation += 1
     t = _thread()
     if _recompute_over(t):
         _close_forward(t)
-    t.generation = _generation
     t.backwards += 1
     level = _scopes.depth()
     _scopes.open("backward", "phase")
@@ -362,7 +236,7 @@ def _backward_begin():
 @_guarded
 def _backward_end(level, sets_grads):
     t = _thread()
-    _close_to(t, level)
+    _scopes.close_to(level)
     t.backwards = max(0, t.backwards - 1)  # a repair in between started the thread afresh
     if sets_grads and t.backwards == 0 and _C.running():
         _owners_scan(_owners.on_backward_end)
@@ -396,11 +270,11 @@ def _optimizer_begin(*_):
 def _optimizer_end(optimizer=None, *_):
     t = _thread()
     if t.optimizer_level is not None:
-        _close_to(t, t.optimizer_level)
+        _scopes.close_to(t.optimizer_level)
         t.optimizer_level = None
     steps.taken += 1
     if steps.thread == threading.get_ident() and steps.level is not None:
-        _close_to(t, steps.level)
+        _scopes.close_to(steps.level)
         steps.level = None
     if steps.on_step:
         try:  # the --record window starts or stops here: memrec's failure must not become the program's

@@ -34,7 +34,7 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     meta.update(metadata or {})
     options = dict(path=os.fspath(path), stacks=stacks, kernels=kernels, max_events=int(max_events),
                    metadata=meta, cuda=cuda, quiet=under_memrec_record(), ops=bool(ops),
-                   device_memory=bool(device_memory))
+                   device_memory=bool(device_memory), modules=bool(scopes))
     _start_c(options)
     _owners.reset(cuda, owners)
     _compiled.publish()
@@ -50,7 +50,7 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
 def _start_c(o):
     every = {"kernel_every": 1} if o["kernels"] == "all" else {}
     _C.start(o["path"], o["stacks"], bool(o["kernels"]), o["max_events"], o["cuda"], o["metadata"], _HIDE,
-             _cupti_busy(), o["quiet"], o["ops"], o["device_memory"], **every)
+             _cupti_busy(), o["quiet"], o["ops"], o["device_memory"], o["modules"], **every)
 
 
 def stop():

@@ -164,20 +164,20 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 }
 
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"path", "stacks",     "kernels", "max_events", "cuda",          "metadata",
-                                "hide", "cupti_busy", "quiet",   "ops",        "device_memory", "kernel_every",
-                                nullptr};
+  static const char* names[] = {"path",  "stacks",     "kernels", "max_events", "cuda",          "metadata",
+                                "hide",  "cupti_busy", "quiet",   "ops",        "device_memory", "modules",
+                                "kernel_every", nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
-  int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1;
+  int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1, modules = 0;
   unsigned long long max_events = 0;
   unsigned int kernel_every = memrec::RecorderOptions{}.kernel_every;
   PyObject* metadata = nullptr;
   const char* hide = "";
   const char* cupti_busy = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!sspppI", const_cast<char**>(names), &path, &stacks, &kernels,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssppppI", const_cast<char**>(names), &path, &stacks, &kernels,
                                    &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet, &ops,
-                                   &device_memory, &kernel_every))
+                                   &device_memory, &modules, &kernel_every))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -195,6 +195,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   opt.ops = ops;
   opt.user_ops = ops;  // torch.compile's regions, DDP's and the optimizer's record_function blocks
   opt.device_memory = device_memory;
+  opt.module_scopes = modules;  // the scope hooks' module scopes, in backward too
   if (!parse_stacks(stacks, opt)) {
     PyErr_Format(PyExc_ValueError, "stacks must be all, python, cpp or off, not '%s'", stacks);
     return nullptr;
@@ -247,6 +248,13 @@ struct PythonScopes {
 };
 thread_local PythonScopes t_scopes;
 
+// This thread's scopes, less those the recorder closed on its own (a recompute stopped early): always the innermost.
+PythonScopes& python_scopes() {
+  PythonScopes& s = t_scopes;
+  s.depth -= std::min<size_t>(s.depth, size_t(memrec::take_scopes_closed()));
+  return s;
+}
+
 PyObject* open_scope(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Py_ssize_t len = 0;
   const char* name = n == 2 && PyUnicode_Check(args[0]) ? PyUnicode_AsUTF8AndSize(args[0], &len) : nullptr;
@@ -256,19 +264,19 @@ PyObject* open_scope(PyObject*, PyObject* const* args, Py_ssize_t n) {
     return nullptr;
   }
   if (!memrec::open_scope({name, size_t(len)}, static_cast<memrec::ScopeKind>(kind))) Py_RETURN_FALSE;
-  PythonScopes& s = t_scopes;
+  PythonScopes& s = python_scopes();
   if (s.depth == s.opened.size()) s.opened.emplace_back();
   s.opened[s.depth].name.assign(name, size_t(len));
   s.opened[s.depth++].kind = int(kind);
   Py_RETURN_TRUE;
 }
 
-PyObject* scope_depth(PyObject*, PyObject*) { return PyLong_FromSize_t(t_scopes.depth); }
+PyObject* scope_depth(PyObject*, PyObject*) { return PyLong_FromSize_t(python_scopes().depth); }
 
 PyObject* close_scopes_to(PyObject*, PyObject* level_arg) {
   Py_ssize_t level = PyLong_AsSsize_t(level_arg);
   if (level == -1 && PyErr_Occurred()) return nullptr;
-  PythonScopes& s = t_scopes;
+  PythonScopes& s = python_scopes();
   for (; s.depth > size_t(std::max<Py_ssize_t>(level, 0)); --s.depth) memrec::close_scope();
   Py_RETURN_NONE;
 }
@@ -276,14 +284,14 @@ PyObject* close_scopes_to(PyObject*, PyObject* level_arg) {
 PyObject* innermost_scope(PyObject*, PyObject* kind_arg) {
   long kind = PyLong_AsLong(kind_arg);
   if (kind == -1 && PyErr_Occurred()) return nullptr;
-  const PythonScopes& s = t_scopes;
+  const PythonScopes& s = python_scopes();
   for (size_t i = s.depth; i-- > 0;)
     if (s.opened[i].kind == kind) return PyUnicode_FromStringAndSize(s.opened[i].name.data(), s.opened[i].name.size());
   Py_RETURN_NONE;
 }
 
 PyObject* take_scopes(PyObject*, PyObject*) {
-  PythonScopes& s = t_scopes;
+  PythonScopes& s = python_scopes();
   PyObject* out = PyList_New(0);
   for (size_t i = 0; out && i < s.depth; ++i) {
     PyObject* entry = Py_BuildValue("(s#i)", s.opened[i].name.data(), Py_ssize_t(s.opened[i].name.size()),
@@ -298,6 +306,7 @@ PyObject* take_scopes(PyObject*, PyObject*) {
 
 PyObject* forget_scopes(PyObject*, PyObject*) {
   t_scopes.depth = 0;
+  memrec::take_scopes_closed();
   Py_RETURN_NONE;
 }
 
@@ -344,7 +353,9 @@ PyObject* cuda_built(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(start)), METH_VARARGS | METH_KEYWORDS,
      "start(path, stacks='all', kernels=True, max_events=0, cuda=False, metadata=None, hide='', cupti_busy='', "
-     "quiet=False): hide leaves out the frames of files under that prefix; quiet prints nothing"},
+     "quiet=False, ops=True, device_memory=True, modules=False, kernel_every=10): hide leaves out the frames of files "
+     "under that prefix; quiet prints nothing; modules: module scopes in backward, from the nodes each module call "
+     "made; kernel_every: kernels traced on every Nth step after the first ones"},
     {"stop", stop, METH_NOARGS, "stop() -> (events, dropped) or None: writes the file"},
     {"running", running, METH_NOARGS, "whether this process records"},
     {"open_scope", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(open_scope)), METH_FASTCALL,

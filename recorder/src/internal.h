@@ -141,8 +141,9 @@ int capture_stack(StackCapture method, uint64_t* out, int max);
 
 // The innermost scope of this thread (materializing lazily-recorded op scopes), or the ambient user scope.
 uint32_t current_scope();
-// Starts a new scope generation (on Recorder::start) and registers/unregisters the aten op callbacks.
-void scopes_begin(bool ops, bool user_ops);
+// Starts a new scope generation (on Recorder::start) and registers/unregisters the aten op callbacks (with
+// `modules`, also for backward nodes' module scopes).
+void scopes_begin(bool ops, bool user_ops, bool modules);
 void scopes_end();
 void scopes_forget();  // after fork: stop recording scopes, touching no lock
 

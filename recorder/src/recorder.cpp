@@ -136,7 +136,7 @@ void Recorder::Impl::start() {
     kernels_over_cap = 0;
     cpu_unmatched_frees = 0;
     if (opt.max_events) snap.metadata["recorder.max_events"] = std::to_string(opt.max_events);
-    detail::scopes_begin(opt.ops, opt.user_ops);
+    detail::scopes_begin(opt.ops, opt.user_ops, opt.module_scopes);
     cuda = opt.cuda && detail::cuda_recordable();
     if (cuda) {
       detail::cuda_start(snap, opt.script.get());

@@ -1,13 +1,17 @@
 // Scopes: user scopes (phases, modules, steps, annotations) are recorded when opened; aten op scopes are only
 // recorded when an allocation happens inside them, so the RecordFunction callbacks stay a push and a pop.
+// Module scopes in backward: each backward node runs inside the module scopes of the call whose forward made it
+// (module_calls.h), opened and closed by the node callback on the thread that runs it.
 #include <ATen/record_function.h>
 
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <utility>
 #include <unordered_set>
 
 #include "internal.h"
+#include "module_calls.h"
 
 namespace memrec::detail {
 namespace {
@@ -20,6 +24,11 @@ struct Entry {
   uint32_t id;          // 0 until recorded
   uint32_t parent;      // user scopes: the enclosing scope at open (restores the ambient scope)
   bool user;
+  bool node = false;       // a module scope opened for the backward node running here
+  bool phase = false;
+  bool recompute = false;  // the "recompute" phase: a module's forward run again inside backward
+  uint32_t backward = 0;   // node scopes: the backward pass they were opened in
+  uint64_t call = 0;       // module scopes: their module call (module_calls.h), 0 = none
 };
 
 // Per thread, trivially destructible (frees during static destruction may still look at it).
@@ -30,13 +39,17 @@ struct Stack {
   uint32_t generation = 0;
 };
 thread_local Stack t_stack;
+thread_local int t_closed_for_program = 0;  // scopes the program opened that the recorder closed (a stopped recompute)
 
 std::atomic<uint32_t> g_generation{0};
 // The innermost user scope of whichever thread opened one last: the parent for work on threads with no scope
 // of their own (the autograd engine's device threads run backward there).
 std::atomic<uint32_t> g_ambient{0};
 std::atomic<bool> g_active{false};
-std::optional<at::CallbackHandle> g_op_callback;
+std::atomic<bool> g_modules{false};     // module scopes keep their calls and backward nodes open them
+std::atomic<uint32_t> g_backward{0};    // "backward" phases opened so far
+std::optional<at::CallbackHandle> g_callback;
+constexpr int kMaxChain = 32;           // module scopes a backward node opens at most (the innermost ones)
 
 Stack& stack() {
   Stack& s = t_stack;
@@ -89,20 +102,140 @@ std::optional<Entry> remove_innermost(Stack& s, bool user) {
   return std::nullopt;
 }
 
-// Registered only while recording; pushes unconditionally so that every end callback has its start.
-std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
-  push(stack(), Entry{fn.name(), now_ns(), 0, 0, false});
-  return nullptr;
-}
-
-void on_op_end(const at::RecordFunction&, at::ObserverContext*) { remove_innermost(stack(), false); }
-
 // The parent of a new user scope: the innermost user scope of this thread, else the ambient one. Not an op: a
 // scope opened by a hook inside an op outlives it, and belongs to the scopes the program opened.
 uint32_t innermost_user_scope(const Stack& s) {
   for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
     if (s.entries[i].user && s.entries[i].id != 0) return s.entries[i].id;
   return g_ambient.load(std::memory_order_relaxed);
+}
+
+void push_user(Stack& s, std::string_view name, ScopeKind kind, Entry e, uint32_t parent) {
+  record_pending(s);
+  e.start = now_ns();
+  e.parent = parent;
+  e.user = true;
+  e.id = EventBuffer::get().push_scope_open(e.start, name, kind, parent);
+  push(s, e);
+  s.recorded = std::min(s.depth, kMaxDepth);
+  if (e.id != 0) g_ambient = e.id;
+}
+
+std::optional<Entry> close_user(Stack& s) {
+  std::optional<Entry> e = remove_innermost(s, true);
+  if (e && e->id != 0) g_ambient = e->parent;
+  return e;
+}
+
+const Entry* innermost_user(const Stack& s) {
+  if (s.depth > kMaxDepth) return nullptr;
+  for (int i = s.depth - 1; i >= 0; --i)
+    if (s.entries[i].user) return &s.entries[i];
+  return nullptr;
+}
+
+uint64_t innermost_call(const Stack& s) {
+  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
+    if (s.entries[i].user && !s.entries[i].node && s.entries[i].call != 0) return s.entries[i].call;
+  return 0;
+}
+
+// The node scopes open on this thread, outermost first: the user entries above the innermost one the program
+// opened. Writes their positions, returns how many.
+int node_scopes(const Stack& s, int* at) {
+  int top = std::min(s.depth, kMaxDepth), first = top, n = 0;
+  for (int i = top - 1; i >= 0 && (!s.entries[i].user || s.entries[i].node); --i)
+    if (s.entries[i].user) first = i;
+  for (int i = first; i < top; ++i)
+    if (s.entries[i].user) at[n++] = i;
+  return n;
+}
+
+const Entry* innermost_program_scope(const Stack& s) {
+  if (s.depth > kMaxDepth) return nullptr;
+  for (int i = s.depth - 1; i >= 0; --i)
+    if (s.entries[i].user && !s.entries[i].node) return &s.entries[i];
+  return nullptr;
+}
+
+const Entry* innermost_phase(const Stack& s) {
+  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
+    if (s.entries[i].user && s.entries[i].phase) return &s.entries[i];
+  return nullptr;
+}
+
+// Closes the innermost scope the program opened, and first the node scopes inside it.
+void close_program_scope(Stack& s) {
+  for (const Entry* e = innermost_user(s); e && e->node; e = innermost_user(s)) close_user(s);
+  std::optional<Entry> e = close_user(s);
+  if (e && e->call != 0) module_call_ends(e->call);
+}
+
+// A backward node starts while a "recompute" phase is open on this thread: the recompute is over, stopped early
+// (torch 2.x checkpoint raises out of the forward once backward has what it needs, skipping the post hooks). It is
+// closed here with the scopes inside it, so that what follows is backward's; the program's hooks learn of it from
+// take_scopes_closed().
+void close_stopped_recompute(Stack& s) {
+  const Entry* phase = innermost_phase(s);
+  if (!phase || !phase->recompute) return;
+  for (bool last = false; !last;) {
+    const Entry* e = innermost_program_scope(s);
+    if (!e) return;
+    last = e->recompute;
+    ++t_closed_for_program;
+    close_program_scope(s);
+  }
+}
+
+// A backward node starts on this thread: the node scopes become the module calls holding it, outermost first (those
+// open already are kept, the others closed, the missing ones opened). AccumulateGrad (no number) stays in the
+// scopes of the node before it, the module that holds the parameter.
+void enter_node(const at::RecordFunction& fn) {
+  Stack& s = stack();
+  close_stopped_recompute(s);
+  int64_t seq = fn.seqNr();
+  if (seq < 0) return;
+  CallRef chain[kMaxChain];
+  int n = module_calls_of_node(fn.forwardThreadId(), uint64_t(seq), chain, kMaxChain);
+  if (s.depth > kMaxDepth - kMaxChain) return;
+  int at[kMaxDepth];
+  int open = node_scopes(s, at), same = 0;
+  uint32_t backward = g_backward.load(std::memory_order_relaxed);
+  // Node scopes inside a phase the program opened here close with it. On autograd's device threads (no phase) they
+  // stay open after their backward: those of an earlier backward are closed here.
+  if (open && (innermost_phase(s) || s.entries[at[0]].backward == backward))
+    while (same < open && same < n && s.entries[at[same]].call == chain[same].call) ++same;
+  for (int i = open; i > same; --i) close_user(s);
+  for (int i = same; i < n; ++i) {
+    Entry e{};
+    e.node = true;
+    e.backward = backward;
+    e.call = chain[i].call;
+    push_user(s, *chain[i].name, ScopeKind::module, e, innermost_user_scope(s));
+  }
+}
+
+void on_node(const at::RecordFunction& fn) {
+  if (!g_modules.load(std::memory_order_relaxed) || !g_active.load(std::memory_order_relaxed)) return;
+  try {
+    enter_node(fn);
+  } catch (...) {  // a lock that failed: the node keeps the scopes it found
+  }
+}
+
+// Registered only while recording; pushes unconditionally so that every end callback has its start.
+std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) on_node(fn);
+  push(stack(), Entry{fn.name(), now_ns(), 0, 0, false});
+  return nullptr;
+}
+
+void on_op_end(const at::RecordFunction&, at::ObserverContext*) { remove_innermost(stack(), false); }
+
+// Without op scopes: backward nodes only, for their module scopes.
+std::unique_ptr<at::ObserverContext> on_node_start(const at::RecordFunction& fn) {
+  on_node(fn);
+  return nullptr;
 }
 
 }  // namespace
@@ -116,25 +249,33 @@ uint32_t current_scope() {
   return g_ambient.load(std::memory_order_relaxed);
 }
 
-void scopes_begin(bool ops, bool user_ops) {
+void scopes_begin(bool ops, bool user_ops, bool modules) {
   g_generation.fetch_add(1);
   g_ambient = 0;
   g_active = true;
+  g_modules = modules;
+  if (g_callback) return;
   // USER_SCOPE: record_function() blocks, torch.compile's "Torch-Compiled Region: 0/0" among them.
   std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes{at::RecordScope::FUNCTION,
                                                                          at::RecordScope::BACKWARD_FUNCTION};
   if (user_ops) scopes.insert(at::RecordScope::USER_SCOPE);
-  if (ops && !g_op_callback)
-    g_op_callback = at::addGlobalCallback(at::RecordFunctionCallback(&on_op_start, &on_op_end).scopes(scopes));
+  if (ops)
+    g_callback = at::addGlobalCallback(at::RecordFunctionCallback(&on_op_start, &on_op_end).scopes(scopes));
+  else if (modules)
+    g_callback = at::addGlobalCallback(
+        at::RecordFunctionCallback(&on_node_start).scopes({at::RecordScope::BACKWARD_FUNCTION}));
 }
 
-void scopes_forget() { g_active = false; }
+void scopes_forget() {
+  g_active = false;
+  g_modules = false;
+}
 
 void scopes_end() {
-  g_active = false;
-  if (g_op_callback) {
-    at::removeCallback(*g_op_callback);
-    g_op_callback.reset();
+  scopes_forget();
+  if (g_callback) {
+    at::removeCallback(*g_callback);
+    g_callback.reset();
   }
   g_ambient = 0;
 }
@@ -143,26 +284,26 @@ void scopes_end() {
 
 namespace memrec {
 
+// A module scope keeps its call when the recording asked for module scopes in backward. The phases are named by
+// memrec's Python hooks: "backward" starts a backward pass, "recompute" a forward run again inside backward.
 bool open_scope(std::string_view name, ScopeKind kind) {
   using namespace detail;
   if (!g_active.load(std::memory_order_relaxed)) return false;
   if (kind == ScopeKind::step) cupti_step_begins();
   Stack& s = stack();
-  record_pending(s);
-  int64_t t = now_ns();
-  uint32_t parent = innermost_user_scope(s);
-  uint32_t id = EventBuffer::get().push_scope_open(t, name, kind, parent);
-  push(s, Entry{nullptr, t, id, parent, true});
-  s.recorded = std::min(s.depth, kMaxDepth);
-  if (id != 0) g_ambient = id;
+  Entry e{};
+  e.phase = kind == ScopeKind::phase;
+  e.recompute = e.phase && name == "recompute";
+  if (e.phase && name == "backward") g_backward.fetch_add(1, std::memory_order_relaxed);
+  if (kind == ScopeKind::module && g_modules.load(std::memory_order_relaxed) && s.depth < kMaxDepth)
+    e.call = module_call_begins(name, innermost_call(s));
+  push_user(s, name, kind, e, innermost_user_scope(s));
   return true;
 }
 
-void close_scope() {
-  using namespace detail;
-  std::optional<Entry> e = remove_innermost(stack(), true);
-  if (e && e->id != 0) g_ambient = e->parent;
-}
+void close_scope() { detail::close_program_scope(detail::stack()); }
+
+int take_scopes_closed() { return std::exchange(detail::t_closed_for_program, 0); }
 
 ScopeGuard::ScopeGuard(std::string_view name, ScopeKind kind) : pushed_(open_scope(name, kind)) {}
 

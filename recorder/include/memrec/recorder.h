@@ -63,6 +63,8 @@ struct RecorderOptions {
   bool cuda = true;            // hook the CUDA caching allocator (CUDA builds, when a GPU is present)
   bool ops = true;             // aten op scopes through at::RecordFunction
   bool user_ops = false;       // ... and record_function() blocks (torch.compile's "Torch-Compiled Region: 0/0")
+  bool module_scopes = false;  // module scopes (open_scope, ScopeKind::module) keep the autograd nodes their call
+                               // makes, and backward runs each node inside the module scopes of its call
   StackCapture capture = StackCapture::automatic;
   size_t buffer_events = 1 << 16;  // events buffered between drains; more in one interval are dropped (counted)
   uint64_t max_events = 0;     // keep at most this many allocator events (0 = no cap); later events, scopes and
@@ -131,6 +133,9 @@ class Recorder {
 // false (and records nothing) when nothing records; call close_scope only after an open that returned true.
 bool open_scope(std::string_view name, ScopeKind kind = ScopeKind::annotation);
 void close_scope();
+// How many scopes this thread opened the recorder has closed on its own since the last call: a "recompute" phase
+// (with the scopes inside it) still open when a backward node starts was stopped early, and is closed then.
+int take_scopes_closed();
 
 // Names the tensor storage at `addr` (`size` bytes, on `device` as events number devices) while it is live: the
 // block there belongs to `name` ("model.layers.3.mlp.up_proj.weight.exp_avg") of `module` (its module scope name,
