@@ -171,7 +171,7 @@ void BM_Capture(benchmark::State& state) {
   double total = static_cast<double>(frames) * static_cast<double>(state.iterations());
   state.counters["per_frame"] = benchmark::Counter(total, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_Capture)->ArgsProduct({{1, 2, 3, 4}, {20, 40, 80}})->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_Capture)->ArgsProduct({{1, 2, 3, 4}, {20, 40, 80}})->MinTime(0.1)->Unit(benchmark::kNanosecond);
 
 // 3 + 4. Symbolize + write: the time stop() takes after a recorded 12-layer run (final drain, symbolization of
 // new frames, end state, file close), all symbolization time, a full rewrite of the file, and bytes per event.
