@@ -3,7 +3,8 @@
 # transformer, check the checkpointing what-if against measured runs, run one out of GPU memory, run the recorder
 # benchmarks.
 # Logs and results go to $OUT (default ./out).
-# Needs cereal's headers carried in .deps (see docs/library.md) and PyTorch with libtorch installed.
+# Needs cereal's headers and Debian's libunwind8 + libunwind-dev carried in .deps (see docs/library.md) and PyTorch
+# with libtorch installed.
 #
 # Each section runs in a subshell with `set -e` and pipefail (so output is cut with `sed -n 1,Np`, not head, whose early
 # exit would fail the pipe), so its first failing command ends it with that status; the next
@@ -13,6 +14,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 BUILD=${BUILD:-build-gpu}
+# libunwind.so.8 (Debian's libunwind8, carried in .deps like cereal) for the recorder's stack capture, which loads it
+# at run time and falls back to torch's unwinder where it is missing.
+export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 MEMREC=$BUILD/cli/memrec
 results=()
 
