@@ -2,18 +2,19 @@
 recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
 scopes), with kernels on every step (kernels="all": by default a recording traces kernels on its first 3 steps, then
 on every 10th), without its scope hooks (scopes=False), without owner scans, stacks python, and stacks all without
-kernels. Each round runs every mode for STEPS steps in turn, each mode a new recording; the table gives each mode's median step over all rounds and its
-cost against no recording. A GPU-bound step: Hugging Face GPT-2 (124M, batch 8 x 1024, AdamW); --model encoder: a
-CPU-bound one, a small nn.TransformerEncoder; --model chain: 100 tiny modules in a row, where the scope hooks are
-most of the step.
+kernels. Each round runs every mode for STEPS steps in turn (every other round in reverse order, so that a slow
+drift of the GPU's speed cancels out), each mode a new recording; the table gives each mode's median step over all
+rounds, its cost against no recording in the same round (the median over rounds), and the range of that cost.
+A GPU-bound step: Hugging Face GPT-2 (124M, batch 8 x 1024, AdamW); --model encoder: a CPU-bound one, a small
+nn.TransformerEncoder; --model chain: 100 tiny modules in a row, where the scope hooks are most of the step.
 --breakdown: memrec's parts one by one with its scope hooks off (scopes=False): the allocator callback with the
 drain thread, then CUPTI's memory calls and NVML, the op scopes (a RecordFunction callback), C++ frames, Python
-frames, both, and CUPTI's kernel records on every step; then the scope hooks alone over the first row (owners=False), and their
-cost per module call (forward and backward).
+frames, both, and CUPTI's kernel records on every step; then the scope hooks alone over the first row
+(owners=False), and their cost per module call (forward and backward).
 --device cpu: the model on the CPU, where memrec records the CPU allocator; PyTorch's recorder (CUDA only) is left
 out, and a step is timed by the process's CPU time (memrec's drain thread included), which a shared machine's other
 work leaves alone, where wall time would not.
-Usage: python3 bench/step_modes.py [--rounds 3] [--steps 8] [--out /tmp/step-modes] [--breakdown]
+Usage: python3 bench/step_modes.py [--rounds 8] [--steps 8] [--out /tmp/step-modes] [--breakdown]
                                    [--model gpt2|encoder|chain --batch 8 --seq 1024] [--device cuda|cpu]"""
 import argparse
 import os
@@ -118,18 +119,23 @@ def module_calls(model, loss_of):
     return len(calls)
 
 
-def print_table(samples, title):
-    base = statistics.median(samples["no recording"])
+def costs(rounds, name):
+    """The mode's cost in each round: its median step against no recording's in the same round, in percent."""
+    return sorted(100 * (statistics.median(r[name]) / statistics.median(r["no recording"]) - 1) for r in rounds)
+
+
+def print_table(rounds, title):
     print(title)
-    print("|---|---:|---:|")
-    for name, times in samples.items():
-        m = statistics.median(times)
-        print(f"| {name} | {m:.2f} | {100 * (m / base - 1):+.2f}% |")
+    print("|---|---:|---:|---|")
+    for name in rounds[0]:
+        step = statistics.median(t for r in rounds for t in r[name])
+        each = costs(rounds, name)
+        print(f"| {name} | {step:.2f} | {statistics.median(each):+.2f}% | {each[0]:+.2f}% .. {each[-1]:+.2f}% |")
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=1024)
@@ -147,19 +153,22 @@ def main():
     clock = time.perf_counter if cuda else time.process_time
     timed_steps(loss_of, opt, 3, clock)  # warm-up: cuBLAS handles, the allocator's segments
     table = modes(a.out, a.breakdown, cuda)
-    samples = {name: [] for name in table}
-    for _ in range(a.rounds):
-        for name, (on, off) in table.items():
+    rounds = []
+    for i in range(a.rounds):
+        rounds.append({name: [] for name in table})
+        order = list(table.items()) if i % 2 == 0 else list(table.items())[::-1]  # a drift in time cancels out
+        for name, (on, off) in order:
             on()
-            samples[name] += timed_steps(loss_of, opt, a.steps, clock)
+            rounds[-1][name] = timed_steps(loss_of, opt, a.steps, clock)
             off()
     where = torch.cuda.get_device_name() if cuda else "CPU time"
-    print_table(samples, f"| mode | step ms | vs none |  ({where}, torch {torch.__version__}, {a.model}, batch "
-                f"{a.batch} x {a.seq}, {a.rounds} rounds x {a.steps - 1} steps"
-                f"{', scope hooks off but in the last row' if a.breakdown else ''})")
+    print_table(rounds, f"| mode | step ms | vs none, median of rounds | rounds |  ({where}, torch "
+                f"{torch.__version__}, {a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps - 1} steps, "
+                f"every other round in reverse{', scope hooks off but in the last row' if a.breakdown else ''})")
     if a.breakdown:
         calls = module_calls(model, loss_of)
-        extra = statistics.median(samples[HOOKS]) - statistics.median(samples[list(table)[1]])
+        step = {name: statistics.median(t for r in rounds for t in r[name]) for name in table}
+        extra = step[HOOKS] - step[list(table)[1]]
         print(f"scope hooks: {1e3 * extra / calls:.1f} µs per module call (forward and backward), "
               f"{calls} module calls a step")
 

@@ -68,7 +68,8 @@ Window parse_window(const std::string& spec, int total_steps) {
 }
 
 StackCapture parse_capture(const std::string& s) {
-  for (auto c : {StackCapture::automatic, StackCapture::unwind_backtrace, StackCapture::boost, StackCapture::torch_unwind})
+  for (auto c : {StackCapture::automatic, StackCapture::unwind_backtrace, StackCapture::boost,
+                 StackCapture::torch_unwind, StackCapture::libunwind})
     if (to_string(c) == s) return c;
   throw Error(fmt::format("unknown --capture '{}'", s));
 }
@@ -279,8 +280,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--buffer-mb", args->buffer_mb,
                   "memory for events waiting to be written (default: 64k events, about 40 MB); more in one 0.5 s "
                   "interval are dropped and counted")->check(CLI::PositiveNumber);
-  cmd->add_option("--capture", args->capture, "stack capture: auto | unwind_backtrace | boost | torch_unwind")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "unwind_backtrace", "boost", "torch_unwind"}));
+  cmd->add_option("--capture", args->capture,
+                  "stack capture: auto | unwind_backtrace | boost | torch_unwind | libunwind")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "unwind_backtrace", "boost", "torch_unwind", "libunwind"}));
   cmd->callback([args, cmd] {
     std::string line = "memrec run";
     for (const auto& s : cmd->remaining(true)) line += " " + s;

@@ -3,7 +3,8 @@
 # transformer, check the checkpointing what-if against measured runs, run one out of GPU memory, run the recorder
 # benchmarks.
 # Logs and results go to $OUT (default ./out).
-# Needs cereal's headers carried in .deps (see docs/library.md) and PyTorch with libtorch installed.
+# Needs cereal's headers and Debian's libunwind8 + libunwind-dev carried in .deps (see docs/library.md) and PyTorch
+# with libtorch installed.
 #
 # Each section runs in a subshell with `set -e` and pipefail (so output is cut with `sed -n 1,Np`, not head, whose early
 # exit would fail the pipe), so its first failing command ends it with that status; the next
@@ -13,6 +14,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 BUILD=${BUILD:-build-gpu}
+# libunwind.so.8 (Debian's libunwind8, carried in .deps like cereal) for the recorder's stack capture, which loads it
+# at run time and falls back to torch's unwinder where it is missing.
+export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 MEMREC=$BUILD/cli/memrec
 results=()
 
@@ -329,7 +333,7 @@ ranks_bench() {
 # Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py), then memrec's
 # parts one by one in a process without its scope hooks (--breakdown); the same on a small CPU-bound model.
 step_modes() {
-  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --steps 21 | tee -a "$OUT/summary.txt"
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --rounds 6 --steps 21 | tee -a "$OUT/summary.txt"
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --breakdown | tee -a "$OUT/summary.txt"
   local small=(--model encoder --batch 8 --seq 64 --steps 40)
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py "${small[@]}" | tee -a "$OUT/summary.txt"

@@ -6,7 +6,7 @@ packages=(
   libtorch-dev libopenblas0-pthread python3-torch python3-dev
   python3-pip python3-venv python3-setuptools python3-wheel python3-build python3-nbclient python3-ipykernel
   libcereal-dev libzstd-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libncurses-dev tmux
-  libgtest-dev libbenchmark-dev libboost-stacktrace-dev
+  libgtest-dev libbenchmark-dev libboost-stacktrace-dev libunwind-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev
   xvfb xauth x11-apps imagemagick chromium
 )

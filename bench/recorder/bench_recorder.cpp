@@ -9,6 +9,8 @@
 //   6 capture=unwind    stacks via _Unwind_Backtrace, no op scopes
 //   7 capture=boost     stacks via Boost.Stacktrace, no op scopes
 //   8 memrec+kernels/all  memrec+kernels with kernels on every step
+//   9 capture=libunwind   stacks via libunwind's unw_backtrace, no op scopes
+//  10 capture=torch     stacks via torch::unwind (libtorch >= 2.1), no op scopes
 // Run with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N so modes alternate.
 #include <benchmark/benchmark.h>
 
@@ -35,7 +37,7 @@ using memrec::workloads::Workload;
 
 const char* kModeNames[] = {"none",         "pytorch",      "memrec",         "memrec+kernels",
                             "memrec-noops", "memrec-events", "capture=unwind", "capture=boost",
-                            "memrec+kernels/all"};
+                            "memrec+kernels/all", "capture=libunwind", "capture=torch"};
 const std::string kOut = (std::filesystem::temp_directory_path() / "memrec_bench.memrec").string();
 
 bool on_cuda() { return memrec::workloads::cuda_available(); }
@@ -72,6 +74,13 @@ class Mode {
       o.stacks = mode_ != 5;
       if (mode_ == 6) o.capture = memrec::StackCapture::unwind_backtrace;
       if (mode_ == 7) o.capture = memrec::StackCapture::boost;
+      if (mode_ == 9) o.capture = memrec::StackCapture::libunwind;
+      if (mode_ == 10) o.capture = memrec::StackCapture::torch_unwind;
+      if (!memrec::stack_capture_available(o.capture)) {
+        state.SkipWithError("this capture is not available here");
+        ok_ = false;
+        return;
+      }
       o.buffer_events = buffer_events;
       rec_ = std::make_unique<memrec::Recorder>(o);
       rec_->start();
@@ -135,7 +144,34 @@ void BM_AllocPair(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(at::empty({1024}, opts));
   mode.report(state);
 }
-BENCHMARK(BM_AllocPair)->DenseRange(0, 7)->Iterations(200000)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_AllocPair)->DenseRange(0, 7)->DenseRange(9, 10)->Iterations(200000)->Unit(benchmark::kNanosecond);
+
+// 2b. One capture_stack call alone, `depth` frames below the benchmark's own (20/40/80), per method.
+__attribute__((noinline)) int descend(int depth, memrec::StackCapture c, benchmark::State& state) {
+  if (depth > 0) {
+    int n = descend(depth - 1, c, state);
+    benchmark::DoNotOptimize(n);  // keeps the call a real call, not a jump
+    return n;
+  }
+  uint64_t pcs[256];
+  int n = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(n = memrec::capture_stack(c, pcs, 256));
+  return n;
+}
+
+void BM_Capture(benchmark::State& state) {
+  auto c = static_cast<memrec::StackCapture>(state.range(0));
+  state.SetLabel(std::string(memrec::to_string(c)));
+  if (!memrec::stack_capture_available(c)) {
+    state.SkipWithError("this capture is not available here");
+    return;
+  }
+  int frames = descend(static_cast<int>(state.range(1)), c, state);
+  state.counters["frames"] = frames;
+  double total = static_cast<double>(frames) * static_cast<double>(state.iterations());
+  state.counters["per_frame"] = benchmark::Counter(total, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Capture)->ArgsProduct({{1, 2, 3, 4}, {20, 40, 80}})->MinTime(0.1)->Unit(benchmark::kNanosecond);
 
 // 3 + 4. Symbolize + write: the time stop() takes after a recorded 12-layer run (final drain, symbolization of
 // new frames, end state, file close), all symbolization time, a full rewrite of the file, and bytes per event.

@@ -1,4 +1,5 @@
 // Raw stack capture on the allocating thread. Symbolization happens later, once per unique frame.
+#include <dlfcn.h>
 #include <unwind.h>
 
 #include <algorithm>
@@ -12,8 +13,46 @@
 #if MEMREC_HAS_TORCH_UNWIND
 #include <torch/csrc/profiler/unwind/unwind.h>
 #endif
+#ifdef MEMREC_HAS_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
 
 namespace memrec {
+namespace {
+
+// libunwind (nongnu) loaded with RTLD_LOCAL, never linked: libunwind.so also defines _Unwind_RaiseException and
+// the rest of the exception ABI, and a linked copy ahead of libgcc_s would take over every C++ throw in the
+// program. Loaded locally, only these looked-up entry points are used. Its x86-64 trace caches each return
+// address's frame rule per thread, so a warm capture is a table lookup and two stack reads per frame and allocates
+// nothing (a thread's first one maps its cache and takes libunwind's thread-local block: one small malloc).
+struct Libunwind {
+  int (*backtrace)(void**, int) = nullptr;
+
+  Libunwind() {
+#ifdef MEMREC_HAS_LIBUNWIND
+#define MEMREC_NAME(x) MEMREC_NAME2(x)
+#define MEMREC_NAME2(x) #x
+    void* lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return;
+    auto* set_policy = reinterpret_cast<decltype(&unw_set_caching_policy)>(
+        dlsym(lib, MEMREC_NAME(unw_set_caching_policy)));
+    auto* local = static_cast<unw_addr_space_t*>(dlsym(lib, MEMREC_NAME(unw_local_addr_space)));
+    backtrace = reinterpret_cast<decltype(backtrace)>(dlsym(lib, "unw_backtrace"));
+    // Per-thread caches need no lock (the global one blocks signals around each use).
+    if (set_policy && local) set_policy(*local, UNW_CACHE_PER_THREAD);
+#undef MEMREC_NAME2
+#undef MEMREC_NAME
+#endif
+  }
+};
+
+const Libunwind& libunwind() {
+  static const Libunwind lib;  // loaded by stack_capture_available, before any hook can capture
+  return lib;
+}
+
+}  // namespace
 
 std::string_view to_string(StackCapture c) {
   switch (c) {
@@ -21,13 +60,20 @@ std::string_view to_string(StackCapture c) {
     case StackCapture::unwind_backtrace: return "unwind_backtrace";
     case StackCapture::boost: return "boost";
     case StackCapture::torch_unwind: return "torch_unwind";
+    case StackCapture::libunwind: return "libunwind";
   }
   return "?";
 }
 
 bool stack_capture_available(StackCapture c) {
-  return c != StackCapture::torch_unwind || MEMREC_HAS_TORCH_UNWIND;
+  switch (c) {
+    case StackCapture::torch_unwind: return MEMREC_HAS_TORCH_UNWIND;
+    case StackCapture::libunwind: return libunwind().backtrace != nullptr;
+    default: return true;
+  }
 }
+
+int capture_stack(StackCapture c, uint64_t* out, int max) { return detail::capture_stack(c, out, max); }
 
 }  // namespace memrec
 
@@ -74,12 +120,21 @@ __attribute__((noinline)) int capture_torch(uint64_t* out, int max) {
 #endif
 }
 
+__attribute__((noinline)) int capture_libunwind(uint64_t* out, int max) {
+  static_assert(sizeof(void*) == sizeof(uint64_t));
+  auto backtrace = libunwind().backtrace;
+  int n = backtrace && max > 0 ? backtrace(reinterpret_cast<void**>(out), max) : 0;
+  asm volatile("" ::: "memory");  // no tail call: the first frame stays this function's, as with the others
+  return n;
+}
+
 }  // namespace
 
 int capture_stack(StackCapture method, uint64_t* out, int max) {
   switch (method) {
     case StackCapture::boost: return capture_boost(out, max);
     case StackCapture::torch_unwind: return capture_torch(out, max);
+    case StackCapture::libunwind: return capture_libunwind(out, max);
     default: return capture_unwind(out, max);
   }
 }
@@ -108,7 +163,7 @@ bool wants_stack(const HookConfig& cfg, Action a) {
 // C++ frames, then the interpreter's frames tagged with kScriptFrameBit (the symbolizer joins them).
 int capture_all(const HookConfig& cfg, const Record& r, const std::span<const uint64_t>* script, uint64_t* pcs,
                 int max) {
-  int n = cfg.stacks ? capture_stack(cfg.capture, pcs, max) : 0;
+  int n = cfg.stacks ? detail::capture_stack(cfg.capture, pcs, max) : 0;
   int m = 0;
   if (script) {
     m = static_cast<int>(std::min<size_t>(script->size(), max));

@@ -96,7 +96,7 @@ constexpr CUpti_CallbackId kVirtualMemoryCalls[] = {CUPTI_DRIVER_TRACE_CBID_cuMe
 void keep_stack(uint32_t correlation) {
   PendingStack p;
   p.correlation = correlation;
-  p.count = capture_stack(hook_config().capture, p.pcs, kMaxStackFrames);
+  p.count = detail::capture_stack(hook_config().capture, p.pcs, kMaxStackFrames);
   std::lock_guard lock(g_call_mu);
   if (state().pending.size() == kMaxPendingStacks) {
     state().pending.pop_front();
@@ -114,7 +114,7 @@ void record_vmm(CUpti_CallbackId id, const CUpti_CallbackData& call) {
   r.kind = MemoryKind::device;
   if (id == CUPTI_DRIVER_TRACE_CBID_cuMemCreate && g_call_stacks) {
     uint64_t pcs[kMaxStackFrames];
-    a.pcs.assign(pcs, pcs + capture_stack(hook_config().capture, pcs, kMaxStackFrames));
+    a.pcs.assign(pcs, pcs + detail::capture_stack(hook_config().capture, pcs, kMaxStackFrames));
   }
   std::lock_guard lock(g_call_mu);
   switch (id) {

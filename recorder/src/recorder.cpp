@@ -31,10 +31,14 @@ constexpr size_t kPayloadWordsPerEvent = 32;  // room for the average stack; a f
 constexpr auto kSamplePeriod = std::chrono::milliseconds(20);  // NVML: a 10 ms step shows as 1-2 samples
 
 StackCapture resolve_capture(StackCapture c) {
-  if (c == StackCapture::automatic)
-    return stack_capture_available(StackCapture::torch_unwind) ? StackCapture::torch_unwind
-                                                               : StackCapture::unwind_backtrace;
-  if (!stack_capture_available(c)) throw Error(fmt::format("stack capture '{}' needs libtorch >= 2.1", to_string(c)));
+  if (c == StackCapture::automatic) {
+    for (StackCapture fastest : {StackCapture::libunwind, StackCapture::torch_unwind})
+      if (stack_capture_available(fastest)) return fastest;
+    return StackCapture::unwind_backtrace;
+  }
+  if (!stack_capture_available(c))
+    throw Error(fmt::format("stack capture '{}' is not available here: it needs {}", to_string(c),
+                            c == StackCapture::libunwind ? "libunwind.so.8 (libunwind8)" : "libtorch >= 2.1"));
   return c;
 }
 

@@ -1,6 +1,7 @@
 // The recorder on a real libtorch CPU run (Debian's libtorch 1.13 in CI): through `memrec run` and in-process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -187,7 +189,8 @@ TEST(Recorder, OneAtATimeAndRestartable) {
 }
 
 TEST(Recorder, CaptureMethodsGiveTheSameWorkloadFrames) {
-  for (StackCapture c : {StackCapture::unwind_backtrace, StackCapture::boost, StackCapture::torch_unwind}) {
+  for (StackCapture c :
+       {StackCapture::unwind_backtrace, StackCapture::boost, StackCapture::torch_unwind, StackCapture::libunwind}) {
     if (!stack_capture_available(c)) continue;
     RecorderOptions o = cpu_options();
     o.capture = c;
@@ -198,6 +201,48 @@ TEST(Recorder, CaptureMethodsGiveTheSameWorkloadFrames) {
     SCOPED_TRACE(std::string(to_string(c)));
     test::check_frames(rec.snapshot());
   }
+}
+
+// Each alloc's symbolized stack from one mlp step recorded with `c`, sorted (intra-op threads may reorder allocs).
+std::vector<std::string> alloc_stacks(StackCapture c) {
+  RecorderOptions o = cpu_options();
+  o.capture = c;
+  Recorder rec(o);
+  rec.start();
+  workloads::Workload::create(small_cpu("mlp"))->step(0);
+  rec.stop();
+  const Snapshot& s = rec.snapshot();
+  std::vector<std::string> stacks;
+  for (const Event& e : s.events) {
+    if (e.action != Action::alloc) continue;
+    std::string text;
+    for (uint32_t id : s.stacks[e.stack]) {
+      const Frame& f = s.frames[id];
+      text += fmt::format("{} {}:{}\n", s.strings[f.function], s.strings[f.file], f.line);
+    }
+    stacks.push_back(text);
+  }
+  std::sort(stacks.begin(), stacks.end());
+  return stacks;
+}
+
+TEST(Recorder, AutomaticCaptureIsLibunwindWhereItLoads) {
+  if (!stack_capture_available(StackCapture::libunwind)) GTEST_SKIP() << "built without libunwind";
+  Recorder rec(cpu_options());
+  rec.start();
+  rec.stop();
+  EXPECT_EQ(rec.snapshot().metadata.at("recorder.stacks"), "libunwind");
+}
+
+TEST(Recorder, LibunwindRecordsTheReferenceStacks) {
+  if (!stack_capture_available(StackCapture::libunwind)) GTEST_SKIP() << "built without libunwind";
+  std::vector<std::string> reference, fast;
+  for (StackCapture c : {StackCapture::unwind_backtrace, StackCapture::libunwind})  // one call site for both
+    (c == StackCapture::libunwind ? fast : reference) = alloc_stacks(c);
+  ASSERT_GT(reference.size(), 10u);
+  ASSERT_EQ(fast.size(), reference.size());
+  auto [a, b] = std::mismatch(fast.begin(), fast.end(), reference.begin());
+  EXPECT_TRUE(a == fast.end()) << "libunwind recorded\n" << *a << "where _Unwind_Backtrace recorded\n" << *b;
 }
 
 }  // namespace

@@ -14,13 +14,18 @@ namespace memrec {
 
 // How raw return addresses are taken on the allocating thread (bench/recorder measures each).
 enum class StackCapture : uint8_t {
-  automatic,       // the fastest available: torch_unwind on libtorch >= 2.1, else unwind_backtrace
+  automatic,         // the fastest available: libunwind, else torch_unwind (libtorch >= 2.1), else unwind_backtrace
   unwind_backtrace,  // libgcc's _Unwind_Backtrace
-  boost,           // boost::stacktrace::safe_dump_to
-  torch_unwind,    // torch::unwind::unwind() (libtorch >= 2.1)
+  boost,             // boost::stacktrace::safe_dump_to
+  torch_unwind,      // torch::unwind::unwind() (libtorch >= 2.1)
+  libunwind,         // libunwind's unw_backtrace with per-thread caches (libunwind.so.8 loaded at run time)
 };
 std::string_view to_string(StackCapture c);
+// Whether `c` works in this process; the first call for libunwind loads it (call before capture_stack).
 bool stack_capture_available(StackCapture c);
+// Raw return addresses of the calling thread, innermost first (the first one inside the capture itself).
+// Returns how many were written, at most `max`. `c` is an available method other than automatic.
+int capture_stack(StackCapture c, uint64_t* out, int max);
 
 // Frames of an interpreter running on the allocating thread (the Python module supplies one), joined with the
 // C++ frames where the interpreter's frame-evaluation function appears, as PyTorch's stacks="all" does.
