@@ -1,9 +1,11 @@
 """Instructions that memrec's scope hooks cost per module call, counted by callgrind (a figure a shared machine's other
 work leaves alone): 10 training steps of a chain of 100 one-op modules (an nn.Sequential of 99 `x * w`), recorded
 with stacks, kernels, ops, device memory and owners off, once without the scope hooks (scopes=False) and once with
-them; instrumentation is on for the 10 steps only, all threads counted (the drain thread writing the scopes too).
+them; instrumentation is on for the 10 steps only. The program's thread is counted alone (the hooks' work, the same
+from run to run) and with all threads (the drain thread writing the scopes too, which varies with when it wakes).
 Usage: python3 bench/hook_instructions.py [--out /tmp/hook-instructions]   (needs valgrind)"""
 import argparse
+import glob
 import os
 import re
 import subprocess
@@ -47,13 +49,18 @@ def child(scopes, out):
 
 
 def counted(scopes, out):
-    """Instructions callgrind counted in the instrumented steps."""
+    """Instructions callgrind counted in the instrumented steps: (the program's thread, all threads)."""
     profile = os.path.join(out, f"callgrind.{scopes}")
-    subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={profile}",
-                    sys.executable, os.path.abspath(__file__), "--child", scopes, "--out", out],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    with open(profile) as f:
-        return int(re.search(r"^totals: (\d+)", f.read(), re.M).group(1))
+    for old in glob.glob(profile + "-*"):
+        os.remove(old)
+    subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+                    f"--callgrind-out-file={profile}", sys.executable, os.path.abspath(__file__), "--child", scopes,
+                    "--out", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    totals = {}
+    for path in glob.glob(profile + "-*"):  # one file per thread: -01 is the program's
+        with open(path) as f:
+            totals[path] = int(re.search(r"^totals: (\d+)", f.read(), re.M).group(1))
+    return totals[profile + "-01"], sum(totals.values())
 
 
 def main():
@@ -65,8 +72,9 @@ def main():
     if args.child:
         return child(args.child == "on", args.out)
     off, on = counted("off", args.out), counted("on", args.out)
-    print(f"scopes=False {off:,} instructions, scopes=True {on:,}: scope hooks {(on - off) / (STEPS * CALLS):,.0f} "
-          f"instructions per module call (forward and backward)")
+    for what, i in (("program's thread", 0), ("all threads", 1)):
+        print(f"{what}: scopes=False {off[i]:,} instructions, scopes=True {on[i]:,}: scope hooks "
+              f"{(on[i] - off[i]) / (STEPS * CALLS):,.0f} instructions per module call (forward and backward)")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Scopes that come by themselves: module scopes (qualified names, forward and backward), the forward/backward/
 optimizer phases and optimizer steps, from global hooks that work on torch 1.13 and 2.x.
 
-- forward: global module forward pre/post hooks; the outermost module call opens the "forward" phase, or inside
-  backward the "recompute" phase (activation checkpointing runs the forward again there).
+- forward: global module forward pre/post hooks, each one call into memrec._C, which keeps the thread's open module
+  calls and opens and closes their scopes; Python's part is the rare one: the outermost module call opens the
+  "forward" phase, or inside backward the "recompute" phase (activation checkpointing runs the forward again there),
+  and a module called the first time is named.
 - backward: `torch.autograd.backward` (which Tensor.backward calls) and `torch.autograd.grad` open the "backward"
   phase. Module scopes in backward come from the recorder (start(modules=True)): each module scope the forward
   hooks open keeps the range of autograd nodes its call makes, and each backward node runs inside the module scopes
@@ -53,14 +55,12 @@ class _Repairs:
 
 
 class _Thread:
-    """A thread's state: its open module calls (module, scope depth before it), outermost first, and the phase and
-    backward bookkeeping."""
-    __slots__ = ("modules", "forward_level", "in_step", "optimizer_level", "backwards", "recompute")
+    """A thread's optimizer and backward bookkeeping (its module calls are memrec._C's)."""
+    __slots__ = ("in_step", "optimizer_level", "backwards")
 
     def __init__(self):
-        self.modules = []
-        self.forward_level = self.optimizer_level = None
-        self.in_step = self.recompute = False
+        self.optimizer_level = None
+        self.in_step = False
         self.backwards = 0
 
 
@@ -86,6 +86,7 @@ def _repair(error):
     """An error of memrec's own: close this thread's scopes, start its state afresh and note it in the file."""
     try:
         _scopes.close_to(0)
+        _C.forget_module_calls()
         _reset_thread()
         if steps.thread == threading.get_ident():
             forget_step()
@@ -145,26 +146,13 @@ def _in_backward():
     return _scopes.innermost("phase") in ("backward", "recompute")  # torch 1.13: CPU backward runs on this thread
 
 
-def _recompute_over(t):
-    """A recompute was stopped early (torch 2.x checkpoint's early stop raises out of the module, skipping its
-    post hooks) and the recorder closed it when backward moved on to the next autograd node."""
-    return t.recompute and _scopes.depth() <= t.forward_level
-
-
-def _close_forward(t):
-    """Closes the forward or recompute phase this thread left open, with its module scopes."""
-    _scopes.close_to(t.forward_level)
-    t.modules.clear()
-    t.forward_level = None
-    t.recompute = False
-
-
 def _forward_pre(module, inputs):
     if _compiling():  # Dynamo inlines global hooks: this check, folded to True, is all it traces
         return None
-    if _on and _C.running():
+    if _on:
         try:
-            _module_begins(module)
+            if not _enter(module):
+                _module_begins(module)
         except Exception as e:  # noqa: BLE001  any error of memrec's own
             _repair(e)
     return None
@@ -175,58 +163,37 @@ def _forward_post(module, inputs, output):
         return None
     if _on:
         try:
-            _module_ends(module)
+            _exit(module)
         except Exception as e:  # noqa: BLE001  any error of memrec's own
             _repair(e)
     return None
 
 
+_enter, _exit = _C.module_enter, _C.module_exit
+
+
 def _module_begins(module):
-    t = _thread()
-    modules = t.modules
-    if modules and _recompute_over(t):  # the next layer's recompute, or a new forward
-        _close_forward(t)
-    if not modules:
-        _outermost_begins(t, module)
-    name = _names.get(module) or _name_of(module, modules[0][0] if modules else module)
-    modules.append((module, _C.scope_depth()))
-    _C.open_scope(name, _scopes.MODULE)
+    """A module call's rare part, before memrec._C opens its scope: the thread's outermost call (its phase, the
+    owners), or a module named the first time."""
+    root = _C.outermost_module(module)
+    if root is None:
+        _outermost_begins(module)
+    _C.module_open(module, _name_of(module, root or module))
 
 
-def _outermost_begins(t, module):
+def _outermost_begins(module):
     """The thread's outermost module call begins: the forward phase, or in backward the recompute phase."""
     if _in_backward():
-        t.forward_level = _scopes.depth()
-        t.recompute = True
-        _scopes.open("recompute", "phase")
+        _C.open_forward("recompute")
     elif _scopes.innermost("phase") is None:
-        t.forward_level = _scopes.depth()
-        _scopes.open("forward", "phase")
+        _C.open_forward("forward")
     _owners_scan(_owners.on_forward, module, _name_of)
-
-
-def _module_ends(module):
-    t = _thread()
-    modules = t.modules
-    i = len(modules) - 1
-    while i >= 0 and modules[i][0] is not module:  # the innermost call of `module`: usually the last
-        i -= 1
-    if i < 0:
-        return
-    level = modules[i][1]
-    del modules[i:]
-    _scopes.close_to(level)
-    if not modules and t.forward_level is not None:
-        _scopes.close_to(t.forward_level)
-        t.forward_level = None
-        t.recompute = False
 
 
 @_guarded
 def _backward_begin():
     t = _thread()
-    if _recompute_over(t):
-        _close_forward(t)
+    _C.close_forward(True)  # a recompute the recorder stopped early
     t.backwards += 1
     level = _scopes.depth()
     _scopes.open("backward", "phase")
@@ -260,8 +227,7 @@ def _backward(original, sets_grads):
 
 def _optimizer_begin(*_):
     t = _thread()
-    if t.forward_level is not None:  # a forward that raised, or a step inside forward
-        _close_forward(t)
+    _C.close_forward(False)  # a forward that raised, or a step inside forward
     if _on:
         t.optimizer_level = _scopes.depth()
         _scopes.open("optimizer", "phase")

@@ -1,8 +1,9 @@
 // memrec._C: the recorder for Python programs, on the CPython C API (no binding library needed), linked against
 // the libtorch that `import torch` loads. The hooks live in the Python package; this module adds the Python frames
-// of every allocation and keeps the stack of scopes Python opened on each thread.
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+// of every allocation, keeps the stack of scopes Python opened on each thread (python_scopes.cpp) and does the
+// module hooks' work per call (module_hooks.cpp).
+#include "python_module.h"
+
 #include <frameobject.h>
 
 #include <algorithm>
@@ -11,8 +12,6 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include "memrec/recorder.h"
 
 namespace {
 
@@ -232,83 +231,7 @@ PyObject* stop(PyObject*, PyObject*) {
   }
 }
 
-PyObject* running(PyObject*, PyObject*) { return PyBool_FromLong(g_recorder && g_recorder->running()); }
-
-// The scopes Python opened on this thread, innermost last. Callers remember depth() before opening and close_to()
-// it afterwards, so a scope an exception skipped closes with its enclosing one. Names are kept to reopen them after
-// a restart (take_scopes); entries past `depth` keep their strings' capacity, so an open allocates nothing once the
-// stack has been this deep with names this long.
-struct PythonScopes {
-  struct Open {
-    std::string name;
-    int kind;
-  };
-  std::vector<Open> opened;
-  size_t depth = 0;
-};
-thread_local PythonScopes t_scopes;
-
-// This thread's scopes, less those the recorder closed on its own (a recompute stopped early): always the innermost.
-PythonScopes& python_scopes() {
-  PythonScopes& s = t_scopes;
-  s.depth -= std::min<size_t>(s.depth, size_t(memrec::take_scopes_closed()));
-  return s;
-}
-
-PyObject* open_scope(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  Py_ssize_t len = 0;
-  const char* name = n == 2 && PyUnicode_Check(args[0]) ? PyUnicode_AsUTF8AndSize(args[0], &len) : nullptr;
-  long kind = name ? PyLong_AsLong(args[1]) : -1;
-  if (!name || kind < 0 || kind > static_cast<long>(memrec::ScopeKind::annotation)) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "open_scope(name: str, kind: int in 0..4)");
-    return nullptr;
-  }
-  if (!memrec::open_scope({name, size_t(len)}, static_cast<memrec::ScopeKind>(kind))) Py_RETURN_FALSE;
-  PythonScopes& s = python_scopes();
-  if (s.depth == s.opened.size()) s.opened.emplace_back();
-  s.opened[s.depth].name.assign(name, size_t(len));
-  s.opened[s.depth++].kind = int(kind);
-  Py_RETURN_TRUE;
-}
-
-PyObject* scope_depth(PyObject*, PyObject*) { return PyLong_FromSize_t(python_scopes().depth); }
-
-PyObject* close_scopes_to(PyObject*, PyObject* level_arg) {
-  Py_ssize_t level = PyLong_AsSsize_t(level_arg);
-  if (level == -1 && PyErr_Occurred()) return nullptr;
-  PythonScopes& s = python_scopes();
-  for (; s.depth > size_t(std::max<Py_ssize_t>(level, 0)); --s.depth) memrec::close_scope();
-  Py_RETURN_NONE;
-}
-
-PyObject* innermost_scope(PyObject*, PyObject* kind_arg) {
-  long kind = PyLong_AsLong(kind_arg);
-  if (kind == -1 && PyErr_Occurred()) return nullptr;
-  const PythonScopes& s = python_scopes();
-  for (size_t i = s.depth; i-- > 0;)
-    if (s.opened[i].kind == kind) return PyUnicode_FromStringAndSize(s.opened[i].name.data(), s.opened[i].name.size());
-  Py_RETURN_NONE;
-}
-
-PyObject* take_scopes(PyObject*, PyObject*) {
-  PythonScopes& s = python_scopes();
-  PyObject* out = PyList_New(0);
-  for (size_t i = 0; out && i < s.depth; ++i) {
-    PyObject* entry = Py_BuildValue("(s#i)", s.opened[i].name.data(), Py_ssize_t(s.opened[i].name.size()),
-                                    s.opened[i].kind);
-    if (!entry || PyList_Append(out, entry) < 0) Py_CLEAR(out);
-    Py_XDECREF(entry);
-  }
-  if (!out) return nullptr;
-  for (; s.depth > 0; --s.depth) memrec::close_scope();
-  return out;
-}
-
-PyObject* forget_scopes(PyObject*, PyObject*) {
-  t_scopes.depth = 0;
-  memrec::take_scopes_closed();
-  Py_RETURN_NONE;
-}
+PyObject* running(PyObject*, PyObject*) { return PyBool_FromLong(memrec_python::recording()); }
 
 // Metadata of the running recording, written with the file; keys named notes.* are printed by every reader.
 PyObject* set_metadata(PyObject*, PyObject* args) {
@@ -358,13 +281,6 @@ PyMethodDef methods[] = {
      "made; kernel_every: kernels traced on every Nth step after the first ones"},
     {"stop", stop, METH_NOARGS, "stop() -> (events, dropped) or None: writes the file"},
     {"running", running, METH_NOARGS, "whether this process records"},
-    {"open_scope", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(open_scope)), METH_FASTCALL,
-     "open_scope(name, kind) -> bool: opens a scope on this thread's stack; False when nothing records"},
-    {"scope_depth", scope_depth, METH_NOARGS, "scopes open on this thread's stack"},
-    {"close_scopes_to", close_scopes_to, METH_O, "close_scopes_to(depth): closes this thread's innermost scopes"},
-    {"innermost_scope", innermost_scope, METH_O, "innermost_scope(kind) -> innermost open name of a kind, or None"},
-    {"take_scopes", take_scopes, METH_NOARGS, "closes this thread's scopes, returns [(name, kind)] outermost first"},
-    {"forget_scopes", forget_scopes, METH_NOARGS, "in a forked child: this thread's stack is empty, nothing closed"},
     {"set_metadata", set_metadata, METH_VARARGS, "set_metadata(key, value): a metadata entry of the running recording"},
     {"own", own, METH_VARARGS,
      "own(device, addr, size, name, module, kind) -> bool: the block at addr belongs to name (kind: 0 parameter, "
@@ -379,4 +295,12 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "memrec._C", "memrec's recorder (do
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&module); }
+bool memrec_python::recording() { return g_recorder && g_recorder->running(); }
+
+PyMODINIT_FUNC PyInit__C() {
+  PyObject* m = PyModule_Create(&module);
+  if (m && (PyModule_AddFunctions(m, memrec_python::scope_methods) < 0 ||
+            PyModule_AddFunctions(m, memrec_python::module_call_methods) < 0))
+    Py_CLEAR(m);
+  return m;
+}

@@ -1,12 +1,14 @@
 // Module calls by forward thread, each thread's in the order they began (so by their first node's number). Calls
-// begin and end on their thread's forward (under the interpreter's lock for Python); backward nodes look them up
-// from whichever thread runs them (autograd's device threads for CUDA), hence the one mutex.
+// begin and end on their thread's forward; backward nodes look them up from whichever thread runs them (autograd's
+// device threads for CUDA), hence a mutex per forward thread, which only a backward reading that thread's calls at
+// the same time contends for. A call's number is its index among its thread's calls: finding it is no search.
 #include "module_calls.h"
 
 #include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -23,12 +25,25 @@ constexpr size_t kKeep = size_t(1) << 16;
 constexpr uint64_t kOpen = UINT64_MAX;
 
 struct Call {
-  uint64_t number;      // unique in the process, rising
   uint64_t begin, end;  // the nodes [begin, end) of the call's thread; end is kOpen while it runs
   uint64_t parent;      // the enclosing call's number, 0 = outermost
   const std::string* name;
 };
-using Calls = std::deque<Call>;  // one thread's, by number (so by begin)
+
+// One forward thread's calls: numbers [first, first + calls.size()), in the order they began.
+struct Thread {
+  std::mutex mu;
+  std::deque<Call> calls;
+  uint64_t first = 1;
+
+  Call* find(uint64_t number) {
+    return number >= first && number - first < calls.size() ? &calls[number - first] : nullptr;
+  }
+  void pop_front() {
+    calls.pop_front();
+    ++first;
+  }
+};
 
 struct NameHash {
   using is_transparent = void;
@@ -36,12 +51,12 @@ struct NameHash {
 };
 
 struct State {
-  std::mutex mu;
-  std::unordered_map<uint64_t, Calls> threads;  // by forward thread; a thread with no call kept has no entry
+  std::mutex mu;  // guards threads, names and ended
+  // By forward thread: one for each thread that made a module call, never freed (threads keep pointers to them).
+  std::unordered_map<uint64_t, Thread*> threads;
   std::unordered_set<std::string, NameHash, std::equal_to<>> names;  // never shrinks: calls point into it
-  std::deque<uint64_t> ended;  // the thread of each finished outermost call kept, oldest first
-  size_t kept = 0;
-  uint64_t last = 0;  // the last call number given
+  std::deque<Thread*> ended;  // the thread of each finished outermost call kept, oldest first
+  std::atomic<size_t> kept{0};
 };
 
 State& state() {
@@ -49,66 +64,83 @@ State& state() {
   return *s;
 }
 
-Calls::iterator find(Calls& calls, uint64_t number) {
-  auto it = std::lower_bound(calls.begin(), calls.end(), number,
-                             [](const Call& c, uint64_t n) { return c.number < n; });
-  return it != calls.end() && it->number == number ? it : calls.end();
+uint64_t forward_thread() { return at::RecordFunction::currentThreadId(); }
+
+Thread* thread_of(State& st, uint64_t thread, bool add) {
+  std::lock_guard lock(st.mu);
+  auto it = st.threads.find(thread);
+  if (it != st.threads.end()) return it->second;
+  return add ? st.threads.emplace(thread, new Thread).first->second : nullptr;
+}
+
+Thread& own_thread(State& st) {
+  thread_local Thread* own = nullptr;
+  if (!own) own = thread_of(st, forward_thread(), true);
+  return *own;
+}
+
+// The calls of `thread`, looked up once per thread it reads from in a row (backward reads one forward's nodes).
+Thread* calls_of(State& st, uint64_t thread) {
+  thread_local uint64_t last_id = 0;
+  thread_local Thread* last = nullptr;
+  if (thread != last_id || !last) {
+    last = thread_of(st, thread, false);
+    last_id = thread;
+  }
+  return last;
 }
 
 // Forgets the oldest finished outermost calls, with the calls inside each, while more than kKeep are kept.
 void trim(State& st) {
   while (st.kept > kKeep && !st.ended.empty()) {
-    auto it = st.threads.find(st.ended.front());
+    Thread* t = st.ended.front();
     st.ended.pop_front();
-    if (it == st.threads.end()) continue;
-    Calls& calls = it->second;  // its front is its oldest outermost call: outermost calls end in order
-    do {
-      calls.pop_front();
+    std::lock_guard lock(t->mu);  // its front is its oldest outermost call: outermost calls end in order
+    while (!t->calls.empty()) {
+      t->pop_front();
       --st.kept;
-    } while (!calls.empty() && calls.front().parent != 0);
-    if (calls.empty()) st.threads.erase(it);
+      if (!t->calls.empty() && t->calls.front().parent == 0) break;
+    }
   }
 }
 
-void ends(State& st, uint64_t thread, uint64_t number, uint64_t seq) {
-  auto t = st.threads.find(thread);
-  if (t == st.threads.end()) return;
-  Calls& calls = t->second;
-  auto it = find(calls, number);
-  if (it == calls.end()) return;
-  if (it->begin == seq && std::next(it) == calls.end()) {  // no node, nor any inside it: nothing to look up
-    calls.pop_back();
-    --st.kept;
-    if (calls.empty()) st.threads.erase(t);
-    return;
+// Returns whether the call was an outermost one, kept.
+bool ends(Thread& t, uint64_t number, uint64_t seq) {
+  std::lock_guard lock(t.mu);
+  Call* c = t.find(number);
+  if (!c) return false;
+  if (c->begin == seq && c == &t.calls.back()) {  // no node, nor any inside it: nothing to look up
+    t.calls.pop_back();
+    --state().kept;
+    return false;
   }
-  it->end = seq;
-  if (it->parent == 0) {
-    st.ended.push_back(thread);
-    trim(st);
-  }
+  c->end = seq;
+  return c->parent == 0;
 }
 
 }  // namespace
 
-uint64_t forward_thread() { return at::RecordFunction::currentThreadId(); }
+const std::string* intern_name(std::string_view name) {
+  State& st = state();
+  std::lock_guard lock(st.mu);
+  auto n = st.names.find(name);
+  if (n == st.names.end()) n = st.names.emplace(name).first;
+  return &*n;
+}
 
-uint64_t module_call_begins(std::string_view name, uint64_t parent) {
+uint64_t module_call_begins(const std::string* name, uint64_t parent) {
   uint64_t seq = at::sequence_number::peek();
-  uint64_t thread = forward_thread();
   State& st = state();
   try {
-    std::lock_guard lock(st.mu);
-    auto n = st.names.find(name);
-    if (n == st.names.end()) n = st.names.emplace(name).first;
-    Calls& calls = st.threads[thread];
-    calls.push_back(Call{++st.last, seq, kOpen, parent, &*n});
+    Thread& t = own_thread(st);
+    std::lock_guard lock(t.mu);
+    t.calls.push_back(Call{seq, kOpen, parent, name});
     ++st.kept;
-    if (calls.size() > kKeep) {  // an outermost call running that long (a training loop inside a module's forward)
-      calls.pop_front();         // keeps the bound too: its oldest calls go
+    if (t.calls.size() > kKeep) {  // an outermost call running that long (a training loop inside a module's forward)
+      t.pop_front();               // keeps the bound too: its oldest calls go
       --st.kept;
     }
-    return st.last;
+    return t.first + t.calls.size() - 1;
   } catch (...) {  // out of memory: the call's nodes go to its enclosing call
     return 0;
   }
@@ -116,29 +148,30 @@ uint64_t module_call_begins(std::string_view name, uint64_t parent) {
 
 void module_call_ends(uint64_t call) {
   uint64_t seq = at::sequence_number::peek();
-  uint64_t thread = forward_thread();
   State& st = state();
   try {
+    if (!ends(own_thread(st), call, seq)) return;
     std::lock_guard lock(st.mu);
-    ends(st, thread, call, seq);
+    st.ended.push_back(&own_thread(st));
+    trim(st);
   } catch (...) {
   }
 }
 
 int module_calls_of_node(uint64_t thread, uint64_t seq, CallRef* out, int max) {
   State& st = state();
-  std::lock_guard lock(st.mu);
-  auto t = st.threads.find(thread);
-  if (t == st.threads.end()) return 0;
-  Calls& calls = t->second;
+  Thread* t = calls_of(st, thread);
+  if (!t) return 0;
+  std::lock_guard lock(t->mu);
+  auto& calls = t->calls;
   // The last call begun at or before the node, then out through its enclosing calls to the first that holds it.
   auto it = std::upper_bound(calls.begin(), calls.end(), seq, [](uint64_t s, const Call& c) { return s < c.begin; });
   if (it == calls.begin()) return 0;
-  --it;
-  while (it != calls.end() && seq >= it->end) it = it->parent ? find(calls, it->parent) : calls.end();
+  uint64_t number = t->first + uint64_t(it - calls.begin()) - 1;
+  const Call* c = t->find(number);
+  while (c && seq >= c->end) c = t->find(number = c->parent);
   int n = 0;
-  for (; it != calls.end() && n < max; it = it->parent ? find(calls, it->parent) : calls.end())
-    out[n++] = CallRef{it->number, it->name};
+  for (; c && n < max; c = t->find(number = c->parent)) out[n++] = CallRef{thread, number, c->name};
   std::reverse(out, out + n);
   return n;
 }

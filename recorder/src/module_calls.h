@@ -11,18 +11,19 @@
 
 namespace memrec::detail {
 
-// A call as a backward node sees it: its number (unique in the process) and its module's name.
+// A call as a backward node sees it: its forward thread, its number there and its module's name.
 struct CallRef {
+  uint64_t thread = 0;
   uint64_t call = 0;
   const std::string* name = nullptr;  // interned: valid for the process's lifetime
 };
 
-// RecordFunction's id of the calling thread: the forward thread that its nodes tell.
-uint64_t forward_thread();
+// `name` kept for the process's lifetime: the same pointer for the same text.
+const std::string* intern_name(std::string_view name);
 
-// A module call begins on this thread inside call `parent` of this thread (0: none). Returns the call's number, or
-// 0 when it could not be kept.
-uint64_t module_call_begins(std::string_view name, uint64_t parent);
+// A module call named `name` (interned) begins on this thread inside call `parent` of this thread (0: none).
+// Returns the call's number on this thread, or 0 when it could not be kept.
+uint64_t module_call_begins(const std::string* name, uint64_t parent);
 // The call ends on the thread it began on; a call that made no node is forgotten at once.
 void module_call_ends(uint64_t call);
 // The calls holding node `seq` of forward thread `thread`, outermost first: the innermost `max` of them. Returns

@@ -29,6 +29,7 @@ struct Entry {
   bool recompute = false;  // the "recompute" phase: a module's forward run again inside backward
   uint32_t backward = 0;   // node scopes: the backward pass they were opened in
   uint64_t call = 0;       // module scopes: their module call (module_calls.h), 0 = none
+  uint64_t call_thread = 0;  // node scopes: the forward thread of their call
 };
 
 // Per thread, trivially destructible (frees during static destruction may still look at it).
@@ -204,13 +205,16 @@ void enter_node(const at::RecordFunction& fn) {
   // Node scopes inside a phase the program opened here close with it. On autograd's device threads (no phase) they
   // stay open after their backward: those of an earlier backward are closed here.
   if (open && (innermost_phase(s) || s.entries[at[0]].backward == backward))
-    while (same < open && same < n && s.entries[at[same]].call == chain[same].call) ++same;
+    while (same < open && same < n && s.entries[at[same]].call == chain[same].call &&
+           s.entries[at[same]].call_thread == chain[same].thread)
+      ++same;
   for (int i = open; i > same; --i) close_user(s);
   for (int i = same; i < n; ++i) {
     Entry e{};
     e.node = true;
     e.backward = backward;
     e.call = chain[i].call;
+    e.call_thread = chain[i].thread;
     push_user(s, *chain[i].name, ScopeKind::module, e, innermost_user_scope(s));
   }
 }
@@ -284,9 +288,12 @@ void scopes_end() {
 
 namespace memrec {
 
-// A module scope keeps its call when the recording asked for module scopes in backward. The phases are named by
-// memrec's Python hooks: "backward" starts a backward pass, "recompute" a forward run again inside backward.
-bool open_scope(std::string_view name, ScopeKind kind) {
+namespace {
+
+// A module scope keeps its call when the recording asked for module scopes in backward (`interned`: its name kept
+// for the process, or null). The phases are named by memrec's Python hooks: "backward" starts a backward pass,
+// "recompute" a forward run again inside backward.
+bool open(std::string_view name, const std::string* interned, ScopeKind kind) {
   using namespace detail;
   if (!g_active.load(std::memory_order_relaxed)) return false;
   if (kind == ScopeKind::step) cupti_step_begins();
@@ -296,10 +303,18 @@ bool open_scope(std::string_view name, ScopeKind kind) {
   e.recompute = e.phase && name == "recompute";
   if (e.phase && name == "backward") g_backward.fetch_add(1, std::memory_order_relaxed);
   if (kind == ScopeKind::module && g_modules.load(std::memory_order_relaxed) && s.depth < kMaxDepth)
-    e.call = module_call_begins(name, innermost_call(s));
+    e.call = module_call_begins(interned ? interned : intern_name(name), innermost_call(s));
   push_user(s, name, kind, e, innermost_user_scope(s));
   return true;
 }
+
+}  // namespace
+
+bool open_scope(std::string_view name, ScopeKind kind) { return open(name, nullptr, kind); }
+
+ScopeName intern_scope_name(std::string_view name) { return ScopeName{detail::intern_name(name)}; }
+
+bool open_scope(ScopeName name, ScopeKind kind) { return open(*name.text, name.text, kind); }
 
 void close_scope() { detail::close_program_scope(detail::stack()); }
 

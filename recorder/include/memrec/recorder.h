@@ -133,6 +133,13 @@ class Recorder {
 // false (and records nothing) when nothing records; call close_scope only after an open that returned true.
 bool open_scope(std::string_view name, ScopeKind kind = ScopeKind::annotation);
 void close_scope();
+// A scope name kept for the process's lifetime: code that opens scopes of the same names again and again (a
+// module's, once per call) interns each name once, and opening by it looks nothing up by the name's text.
+struct ScopeName {
+  const std::string* text = nullptr;  // never null once interned
+};
+ScopeName intern_scope_name(std::string_view name);
+bool open_scope(ScopeName name, ScopeKind kind);
 // How many scopes this thread opened the recorder has closed on its own since the last call: a "recompute" phase
 // (with the scopes inside it) still open when a backward node starts was stopped early, and is closed then.
 int take_scopes_closed();
