@@ -103,12 +103,19 @@ std::optional<Entry> remove_innermost(Stack& s, bool user) {
   return std::nullopt;
 }
 
+// The innermost kept entry that `accept` takes, or null.
+template <class Accept>
+const Entry* innermost_kept(const Stack& s, Accept accept) {
+  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
+    if (accept(s.entries[i])) return &s.entries[i];
+  return nullptr;
+}
+
 // The parent of a new user scope: the innermost user scope of this thread, else the ambient one. Not an op: a
 // scope opened by a hook inside an op outlives it, and belongs to the scopes the program opened.
 uint32_t innermost_user_scope(const Stack& s) {
-  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
-    if (s.entries[i].user && s.entries[i].id != 0) return s.entries[i].id;
-  return g_ambient.load(std::memory_order_relaxed);
+  const Entry* e = innermost_kept(s, [](const Entry& e) { return e.user && e.id != 0; });
+  return e ? e->id : g_ambient.load(std::memory_order_relaxed);
 }
 
 void push_user(Stack& s, std::string_view name, ScopeKind kind, Entry e, uint32_t parent) {
@@ -128,17 +135,14 @@ std::optional<Entry> close_user(Stack& s) {
   return e;
 }
 
+// Null when deeper entries were not kept: the innermost is unknown.
 const Entry* innermost_user(const Stack& s) {
-  if (s.depth > kMaxDepth) return nullptr;
-  for (int i = s.depth - 1; i >= 0; --i)
-    if (s.entries[i].user) return &s.entries[i];
-  return nullptr;
+  return s.depth > kMaxDepth ? nullptr : innermost_kept(s, [](const Entry& e) { return e.user; });
 }
 
 uint64_t innermost_call(const Stack& s) {
-  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
-    if (s.entries[i].user && !s.entries[i].node && s.entries[i].call != 0) return s.entries[i].call;
-  return 0;
+  const Entry* e = innermost_kept(s, [](const Entry& e) { return e.user && !e.node && e.call != 0; });
+  return e ? e->call : 0;
 }
 
 // The node scopes open on this thread, outermost first: the user entries above the innermost one the program
@@ -152,17 +156,13 @@ int node_scopes(const Stack& s, int* at) {
   return n;
 }
 
+// Null when deeper entries were not kept, as innermost_user.
 const Entry* innermost_program_scope(const Stack& s) {
-  if (s.depth > kMaxDepth) return nullptr;
-  for (int i = s.depth - 1; i >= 0; --i)
-    if (s.entries[i].user && !s.entries[i].node) return &s.entries[i];
-  return nullptr;
+  return s.depth > kMaxDepth ? nullptr : innermost_kept(s, [](const Entry& e) { return e.user && !e.node; });
 }
 
 const Entry* innermost_phase(const Stack& s) {
-  for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
-    if (s.entries[i].user && s.entries[i].phase) return &s.entries[i];
-  return nullptr;
+  return innermost_kept(s, [](const Entry& e) { return e.user && e.phase; });
 }
 
 // Closes the innermost scope the program opened, and first the node scopes inside it.
