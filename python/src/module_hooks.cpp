@@ -101,14 +101,10 @@ PyObject* module_enter(PyObject*, PyObject* module) {
 
 // module_open(module, name): after Python's part, opens the call's scope, naming the module if it is not yet.
 PyObject* module_open(PyObject*, PyObject* const* args, Py_ssize_t n_args) {
-  Py_ssize_t len = 0;
-  const char* name = n_args == 2 && PyUnicode_Check(args[1]) ? PyUnicode_AsUTF8AndSize(args[1], &len) : nullptr;
-  if (!name) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "module_open(module, name: str)");
-    return nullptr;
-  }
+  std::optional<std::string_view> name = text_arg(n_args == 2 ? args[1] : nullptr, "module_open(module, name: str)");
+  if (!name) return nullptr;
   const Named* n = named(args[0]);
-  if (!n) n = name_module(args[0], {name, size_t(len)});
+  if (!n) n = name_module(args[0], *name);
   if (!n) return nullptr;
   open_call(t_calls, args[0], *n);
   Py_RETURN_NONE;
@@ -141,16 +137,12 @@ PyObject* outermost_module(PyObject*, PyObject* module) {
 }
 
 PyObject* open_forward(PyObject*, PyObject* phase) {
-  Py_ssize_t len = 0;
-  const char* name = PyUnicode_Check(phase) ? PyUnicode_AsUTF8AndSize(phase, &len) : nullptr;
-  if (!name) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "open_forward(phase: str)");
-    return nullptr;
-  }
+  std::optional<std::string_view> name = text_arg(phase, "open_forward(phase: str)");
+  if (!name) return nullptr;
   ThreadCalls& t = t_calls;
   t.forward_level = scope_depth();
-  t.recompute = std::string_view(name, size_t(len)) == "recompute";
-  open_scope({name, size_t(len)}, {}, memrec::ScopeKind::phase);
+  t.recompute = *name == "recompute";
+  open_scope(*name, {}, memrec::ScopeKind::phase);
   Py_RETURN_NONE;
 }
 

@@ -5,6 +5,7 @@
 #include <Python.h>
 
 #include <cstddef>
+#include <optional>
 #include <string_view>
 
 #include "memrec/recorder.h"
@@ -13,6 +14,15 @@ namespace memrec_python {
 
 // Whether this process records.
 bool recording();
+
+// `arg` as UTF-8 text; nullopt with a Python error set (a TypeError saying `usage` when `arg` is no str or null).
+inline std::optional<std::string_view> text_arg(PyObject* arg, const char* usage) {
+  Py_ssize_t len = 0;
+  const char* text = arg && PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, &len) : nullptr;
+  if (text) return std::string_view(text, size_t(len));
+  if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, usage);
+  return std::nullopt;
+}
 
 // This thread's scopes (python_scopes.cpp): open one (`interned` when the caller keeps its name), the depth, and
 // closing the innermost ones down to a depth.

@@ -36,14 +36,14 @@ PyObject* name_object(const PythonScopes::Open& o) {
 }
 
 PyObject* open_scope_py(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  Py_ssize_t len = 0;
-  const char* name = n == 2 && PyUnicode_Check(args[0]) ? PyUnicode_AsUTF8AndSize(args[0], &len) : nullptr;
+  const char* usage = "open_scope(name: str, kind: int in 0..4)";
+  std::optional<std::string_view> name = text_arg(n == 2 ? args[0] : nullptr, usage);
   long kind = name ? PyLong_AsLong(args[1]) : -1;
   if (!name || kind < 0 || kind > static_cast<long>(memrec::ScopeKind::annotation)) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "open_scope(name: str, kind: int in 0..4)");
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, usage);
     return nullptr;
   }
-  return PyBool_FromLong(open_scope({name, size_t(len)}, {}, static_cast<memrec::ScopeKind>(kind)));
+  return PyBool_FromLong(open_scope(*name, {}, static_cast<memrec::ScopeKind>(kind)));
 }
 
 PyObject* scope_depth_py(PyObject*, PyObject*) { return PyLong_FromSize_t(scope_depth()); }
