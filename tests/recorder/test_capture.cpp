@@ -128,10 +128,14 @@ class CapturingAllocator final : public c10::Allocator {
   mutable Captured captured_;
 };
 
-bool in_libtorch(uint64_t pc) {
+// The file of the library or program holding `pc`, "" when none does.
+std::string library_of(uint64_t pc) {
   Dl_info info{};
-  if (!dladdr(reinterpret_cast<void*>(pc), &info) || !info.dli_fname) return false;
-  std::string library = info.dli_fname;
+  return dladdr(reinterpret_cast<void*>(pc), &info) && info.dli_fname ? info.dli_fname : "";
+}
+
+bool in_libtorch(uint64_t pc) {
+  std::string library = library_of(pc);
   return library.find("libtorch") != std::string::npos || library.find("libc10") != std::string::npos;
 }
 
@@ -156,10 +160,7 @@ TEST_F(Capture, LibraryLoadedAfterTheFirstCapture) {
   Captured c;
   call_through([](void* out) { *static_cast<Captured*>(out) = recurse(3); }, &c);
   expect_same_frames(c, 6);
-  auto in_lib = [&](uint64_t pc) {
-    Dl_info info{};
-    return dladdr(reinterpret_cast<void*>(pc), &info) && std::string(info.dli_fname) == MEMREC_LATE_LIBRARY;
-  };
+  auto in_lib = [](uint64_t pc) { return library_of(pc) == MEMREC_LATE_LIBRARY; };
   EXPECT_TRUE(std::any_of(c.fast.begin(), c.fast.end(), in_lib)) << "no frame in the late library";
   dlclose(lib);
 }

@@ -188,30 +188,29 @@ TEST(Recorder, OneAtATimeAndRestartable) {
   EXPECT_EQ(b.stats().dropped, 0u);
 }
 
+// One step of `model` recorded with stack capture `c`.
+Snapshot recorded_step(StackCapture c, const char* model) {
+  RecorderOptions o = cpu_options();
+  o.capture = c;
+  Recorder rec(o);
+  rec.start();
+  workloads::Workload::create(small_cpu(model))->step(0);
+  rec.stop();
+  return rec.snapshot();
+}
+
 TEST(Recorder, CaptureMethodsGiveTheSameWorkloadFrames) {
   for (StackCapture c :
        {StackCapture::unwind_backtrace, StackCapture::boost, StackCapture::torch_unwind, StackCapture::libunwind}) {
     if (!stack_capture_available(c)) continue;
-    RecorderOptions o = cpu_options();
-    o.capture = c;
-    Recorder rec(o);
-    rec.start();
-    workloads::Workload::create(small_cpu())->step(0);
-    rec.stop();
     SCOPED_TRACE(std::string(to_string(c)));
-    test::check_frames(rec.snapshot());
+    test::check_frames(recorded_step(c, "transformer"));
   }
 }
 
 // Each alloc's symbolized stack from one mlp step recorded with `c`, sorted (intra-op threads may reorder allocs).
 std::vector<std::string> alloc_stacks(StackCapture c) {
-  RecorderOptions o = cpu_options();
-  o.capture = c;
-  Recorder rec(o);
-  rec.start();
-  workloads::Workload::create(small_cpu("mlp"))->step(0);
-  rec.stop();
-  const Snapshot& s = rec.snapshot();
+  Snapshot s = recorded_step(c, "mlp");
   std::vector<std::string> stacks;
   for (const Event& e : s.events) {
     if (e.action != Action::alloc) continue;
@@ -237,7 +236,7 @@ TEST(Recorder, AutomaticCaptureIsLibunwindWhereItLoads) {
 TEST(Recorder, LibunwindRecordsTheReferenceStacks) {
   if (!stack_capture_available(StackCapture::libunwind)) GTEST_SKIP() << "built without libunwind";
   std::vector<std::string> reference, fast;
-  for (StackCapture c : {StackCapture::unwind_backtrace, StackCapture::libunwind})  // one call site for both
+  for (StackCapture c : {StackCapture::unwind_backtrace, StackCapture::libunwind})  // one call site: the same lines
     (c == StackCapture::libunwind ? fast : reference) = alloc_stacks(c);
   ASSERT_GT(reference.size(), 10u);
   ASSERT_EQ(fast.size(), reference.size());
