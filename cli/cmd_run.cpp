@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include "commands.h"
 #include "schedule.h"
@@ -67,9 +67,17 @@ Window parse_window(const std::string& spec, int total_steps) {
   return {w.first(), w.last()};
 }
 
+constexpr StackCapture kCaptures[] = {StackCapture::automatic, StackCapture::unwind_backtrace, StackCapture::boost,
+                                      StackCapture::torch_unwind, StackCapture::libunwind};
+
+std::vector<std::string> capture_names() {
+  std::vector<std::string> names;
+  for (StackCapture c : kCaptures) names.emplace_back(to_string(c));
+  return names;
+}
+
 StackCapture parse_capture(const std::string& s) {
-  for (auto c : {StackCapture::automatic, StackCapture::unwind_backtrace, StackCapture::boost,
-                 StackCapture::torch_unwind, StackCapture::libunwind})
+  for (StackCapture c : kCaptures)
     if (to_string(c) == s) return c;
   throw Error(fmt::format("unknown --capture '{}'", s));
 }
@@ -280,9 +288,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--buffer-mb", args->buffer_mb,
                   "memory for events waiting to be written (default: 64k events, about 40 MB); more in one 0.5 s "
                   "interval are dropped and counted")->check(CLI::PositiveNumber);
-  cmd->add_option("--capture", args->capture,
-                  "stack capture: auto | unwind_backtrace | boost | torch_unwind | libunwind")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "unwind_backtrace", "boost", "torch_unwind", "libunwind"}));
+  cmd->add_option("--capture", args->capture, fmt::format("stack capture: {}", fmt::join(capture_names(), " | ")))
+      ->capture_default_str()->check(CLI::IsMember(capture_names()));
   cmd->callback([args, cmd] {
     std::string line = "memrec run";
     for (const auto& s : cmd->remaining(true)) line += " " + s;
