@@ -2,9 +2,13 @@
 recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
 scopes), with kernels on every step (kernels="all": by default a recording traces kernels on its first 3 steps, then
 on every 10th), without its scope hooks (scopes=False), without owner scans, stacks python, and stacks all without
-kernels. Each round runs every mode for STEPS steps in turn (every other round in reverse order, so that a slow
-drift of the GPU's speed cancels out), each mode a new recording; the table gives each mode's median step over all
-rounds, its cost against no recording in the same round (the median over rounds), and the range of that cost.
+kernels. Each round runs every mode in turn (every other round in reverse order, so that a slow drift of the
+GPU's speed cancels out), each mode a new recording: SETTLE steps untimed (a recording's first steps, which trace
+kernels by default), then STEPS timed ones, so the table is a long run's steady state. It gives each mode's median
+step over all rounds, its cost against no recording in the same round (the median over rounds) and the range of
+that cost, and the median time the step's Python took before its final synchronize (the CPU's part: while it stays
+under the step, the GPU waits for the CPU only where the step starts). "no recording, again" is a second run of no
+recording in each round: its cost is the benchmark's own error.
 A GPU-bound step: Hugging Face GPT-2 (124M, batch 8 x 1024, AdamW); --model encoder: a CPU-bound one, a small
 nn.TransformerEncoder; --model chain: 100 tiny modules in a row, where the scope hooks are most of the step.
 --breakdown: memrec's parts one by one with its scope hooks off (scopes=False): the allocator callback with the
@@ -14,8 +18,10 @@ frames, both, and CUPTI's kernel records on every step; then the scope hooks alo
 --device cpu: the model on the CPU, where memrec records the CPU allocator; PyTorch's recorder (CUDA only) is left
 out, and a step is timed by the process's CPU time (memrec's drain thread included), which a shared machine's other
 work leaves alone, where wall time would not.
-Usage: python3 bench/step_modes.py [--rounds 8] [--steps 8] [--out /tmp/step-modes] [--breakdown]
-                                   [--model gpt2|encoder|chain --batch 8 --seq 1024] [--device cuda|cpu]"""
+--only KEY,KEY: those modes alone (keys in MODE_KEYS; "none" is always run).
+Usage: python3 bench/step_modes.py [--rounds 8] [--steps 10] [--settle 3] [--out /tmp/step-modes] [--breakdown]
+                                   [--only KEY,...] [--model gpt2|encoder|chain --batch 8 --seq 1024]
+                                   [--device cuda|cpu]"""
 import argparse
 import os
 import statistics
@@ -52,41 +58,48 @@ def chain(batch, seq, device):
 
 MODELS = {"gpt2": gpt2, "encoder": encoder, "chain": chain}
 BARE = dict(stacks="off", kernels=False, ops=False, device_memory=False)
-HOOKS = "memrec scope hooks alone (the first row with scopes, owners=False)"
+HOOKS = "memrec scope hooks alone (the bare row with scopes, owners=False)"
+OWNERS = "memrec scope hooks and owner scans (the bare row with scopes)"
 
 
 def modes(out, breakdown, cuda):
+    """key -> (row name, start, stop)."""
     history = torch.cuda.memory._record_memory_history
-    def torch_on(stacks):
-        return lambda: history(enabled="all", context="all", stacks=stacks), lambda: history(enabled=None)
-    def memrec_on(name, **options):
-        return lambda: memrec.start(os.path.join(out, name + ".memrec"), **options), memrec.stop
+    def torch_on(name, stacks):
+        return name, lambda: history(enabled="all", context="all", stacks=stacks), lambda: history(enabled=None)
+    def memrec_on(key, name, **options):
+        return name, lambda: memrec.start(os.path.join(out, key + ".memrec"), **options), memrec.stop
     nothing = (lambda: None, lambda: None)
+    base = {"none": ("no recording", *nothing), "again": ("no recording, again", *nothing)}
     if breakdown:
         return {
-            "no recording": nothing,
-            "memrec stacks=off, kernels=False, ops=False, device_memory=False (callback, drain)":
-                memrec_on("bare", scopes=False, **BARE),
-            "memrec stacks=off, kernels=False, ops=False (+ CUPTI memory calls, NVML)":
-                memrec_on("noops", stacks="off", kernels=False, scopes=False, ops=False),
-            "memrec stacks=off, kernels=False (+ op scopes)": memrec_on("off", stacks="off", kernels=False,
-                                                                        scopes=False),
-            "memrec stacks=cpp, kernels=False": memrec_on("cpp", stacks="cpp", kernels=False, scopes=False),
-            "memrec stacks=python, kernels=False": memrec_on("py", stacks="python", kernels=False, scopes=False),
-            "memrec stacks=all, kernels=False": memrec_on("all", stacks="all", kernels=False, scopes=False),
-            'memrec stacks=all, kernels="all"': memrec_on("allk", stacks="all", kernels="all", scopes=False),
-            HOOKS: memrec_on("hooks", owners=False, **BARE),
+            **base,
+            "bare": memrec_on("bare", "memrec stacks=off, kernels=False, ops=False, device_memory=False (callback, "
+                              "drain)", scopes=False, **BARE),
+            "devmem": memrec_on("devmem", "memrec stacks=off, kernels=False, ops=False (+ CUPTI memory calls, NVML)",
+                                stacks="off", kernels=False, scopes=False, ops=False),
+            "ops": memrec_on("ops", "memrec stacks=off, kernels=False (+ op scopes)", stacks="off", kernels=False,
+                             scopes=False),
+            "cpp": memrec_on("cpp", "memrec stacks=cpp, kernels=False", stacks="cpp", kernels=False, scopes=False),
+            "py": memrec_on("py", "memrec stacks=python, kernels=False", stacks="python", kernels=False,
+                            scopes=False),
+            "both": memrec_on("both", "memrec stacks=all, kernels=False", stacks="all", kernels=False, scopes=False),
+            "bothk": memrec_on("bothk", 'memrec stacks=all, kernels="all"', stacks="all", kernels="all",
+                               scopes=False),
+            "hooks": memrec_on("hooks", HOOKS, owners=False, **BARE),
+            "owners": memrec_on("owners", OWNERS, **BARE),
         }
-    torch_rows = {"PyTorch stacks=python": torch_on("python"), "PyTorch stacks=all": torch_on("all")} if cuda else {}
+    torch_rows = {"torch-python": torch_on("PyTorch stacks=python", "python"),
+                  "torch-all": torch_on("PyTorch stacks=all", "all")} if cuda else {}
     return {
-        "no recording": nothing,
+        **base,
         **torch_rows,
-        "memrec stacks=all (kernels, scopes)": memrec_on("all", stacks="all"),
-        'memrec stacks=all, kernels="all"': memrec_on("allsteps", stacks="all", kernels="all"),
-        "memrec stacks=all, scopes=False": memrec_on("noscopes", stacks="all", scopes=False),
-        "memrec stacks=all, owners=False": memrec_on("noowners", stacks="all", owners=False),
-        "memrec stacks=python": memrec_on("python", stacks="python"),
-        "memrec stacks=all, kernels=False": memrec_on("nokernels", stacks="all", kernels=False),
+        "all": memrec_on("all", "memrec stacks=all (kernels, scopes)", stacks="all"),
+        "kernels-all": memrec_on("kernels-all", 'memrec stacks=all, kernels="all"', stacks="all", kernels="all"),
+        "no-scopes": memrec_on("no-scopes", "memrec stacks=all, scopes=False", stacks="all", scopes=False),
+        "no-owners": memrec_on("no-owners", "memrec stacks=all, owners=False", stacks="all", owners=False),
+        "python": memrec_on("python", "memrec stacks=python", stacks="python"),
+        "no-kernels": memrec_on("no-kernels", "memrec stacks=all, kernels=False", stacks="all", kernels=False),
     }
 
 
@@ -96,6 +109,7 @@ def sync():
 
 
 def timed_steps(loss_of, opt, steps, clock):
+    """(step ms, CPU part ms) of each step: the whole step, and its Python up to the final synchronize."""
     times = []
     for _ in range(steps):
         sync()
@@ -103,9 +117,10 @@ def timed_steps(loss_of, opt, steps, clock):
         loss_of().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        cpu = clock()
         sync()
-        times.append((clock() - t) * 1e3)
-    return times[1:]  # the first step after a switch warms the recorder's caches
+        times.append(((clock() - t) * 1e3, (cpu - t) * 1e3))
+    return times
 
 
 def module_calls(model, loss_of):
@@ -119,58 +134,85 @@ def module_calls(model, loss_of):
     return len(calls)
 
 
+def step_ms(rounds, name):
+    return [t for r in rounds for t, _ in r[name]]
+
+
 def costs(rounds, name):
     """The mode's cost in each round: its median step against no recording's in the same round, in percent."""
-    return sorted(100 * (statistics.median(r[name]) / statistics.median(r["no recording"]) - 1) for r in rounds)
+    def median(r, n):
+        return statistics.median(t for t, _ in r[n])
+    return sorted(100 * (median(r, name) / median(r, "no recording") - 1) for r in rounds)
 
 
 def print_table(rounds, title):
     print(title)
-    print("|---|---:|---:|---|")
+    print("|---|---:|---:|---|---:|")
     for name in rounds[0]:
-        step = statistics.median(t for r in rounds for t in r[name])
+        step = statistics.median(step_ms(rounds, name))
+        cpu = statistics.median(c for r in rounds for _, c in r[name])
         each = costs(rounds, name)
-        print(f"| {name} | {step:.2f} | {statistics.median(each):+.2f}% | {each[0]:+.2f}% .. {each[-1]:+.2f}% |")
+        print(f"| {name} | {step:.2f} | {statistics.median(each):+.2f}% | {each[0]:+.2f}% .. {each[-1]:+.2f}% | "
+              f"{cpu:.2f} |")
+
+
+def chosen(table, only):
+    """The modes --only names ("none" always, first), or all; exits on a key that is not a mode."""
+    if not only:
+        return table
+    keys = ["none"] + [k for k in only.split(",") if k != "none"]
+    unknown = [k for k in keys if k not in table]
+    if unknown:
+        sys.exit(f"step_modes.py: no mode {', '.join(unknown)} here; the modes: {', '.join(table)}")
+    return {k: table[k] for k in keys}
+
+
+def hooks_per_call(rounds, model, loss_of):
+    """The scope hooks' cost per module call: the hooks row minus the bare row, over a step's module calls."""
+    calls = module_calls(model, loss_of)
+    step = {name: statistics.median(step_ms(rounds, name)) for name in rounds[0]}
+    bare = next(name for name in rounds[0] if name.startswith("memrec"))
+    print(f"scope hooks: {1e3 * (step[HOOKS] - step[bare]) / calls:.1f} µs per module call (forward and backward), "
+          f"{calls} module calls a step")
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=8)
-    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--settle", type=int, default=3)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--out", default="/tmp/step-modes")
     p.add_argument("--breakdown", action="store_true")
+    p.add_argument("--only", default="")
     p.add_argument("--model", choices=MODELS, default="gpt2")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     a = p.parse_args()
     cuda = a.device == "cuda"
     if cuda and not torch.cuda.is_available():
         sys.exit("step_modes.py: no CUDA device here; --device cpu runs on the CPU")
+    table = chosen(modes(a.out, a.breakdown, cuda), a.only)
     os.makedirs(a.out, exist_ok=True)
     model, loss_of = MODELS[a.model](a.batch, a.seq, a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     clock = time.perf_counter if cuda else time.process_time
     timed_steps(loss_of, opt, 3, clock)  # warm-up: cuBLAS handles, the allocator's segments
-    table = modes(a.out, a.breakdown, cuda)
     rounds = []
     for i in range(a.rounds):
-        rounds.append({name: [] for name in table})
-        order = list(table.items()) if i % 2 == 0 else list(table.items())[::-1]  # a drift in time cancels out
-        for name, (on, off) in order:
+        rounds.append({name: [] for name, _, _ in table.values()})
+        order = list(table.values()) if i % 2 == 0 else list(table.values())[::-1]  # a drift in time cancels out
+        for name, on, off in order:
             on()
+            timed_steps(loss_of, opt, a.settle, clock)
             rounds[-1][name] = timed_steps(loss_of, opt, a.steps, clock)
             off()
     where = torch.cuda.get_device_name() if cuda else "CPU time"
-    print_table(rounds, f"| mode | step ms | vs none, median of rounds | rounds |  ({where}, torch "
-                f"{torch.__version__}, {a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps - 1} steps, "
-                f"every other round in reverse{', scope hooks off but in the last row' if a.breakdown else ''})")
-    if a.breakdown:
-        calls = module_calls(model, loss_of)
-        step = {name: statistics.median(t for r in rounds for t in r[name]) for name in table}
-        extra = step[HOOKS] - step[list(table)[1]]
-        print(f"scope hooks: {1e3 * extra / calls:.1f} µs per module call (forward and backward), "
-              f"{calls} module calls a step")
+    print_table(rounds, f"| mode | step ms | vs none, median of rounds | rounds | CPU part ms |  ({where}, torch "
+                f"{torch.__version__}, {a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps} steps "
+                f"after {a.settle}, every other round in reverse)")
+    if HOOKS in rounds[0] and len(rounds[0]) > 2:
+        hooks_per_call(rounds, model, loss_of)
 
 
 if __name__ == "__main__":

@@ -330,15 +330,17 @@ ranks_bench() {
   timeout 300 "$BUILD/bench/bench_ranks" 2>&1 | grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
 }
 
-# Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py), then memrec's
-# parts one by one in a process without its scope hooks (--breakdown); the same on a small CPU-bound model.
+# Issue 26's benchmark: every recorder mode interleaved in one process on GPT-2 (bench/step_modes.py), in a long
+# run's steady state (each recording's first 3 steps untimed), then memrec's parts one by one (--breakdown); the same
+# on a small CPU-bound model. STEP_MODES="--only all,no-kernels" picks modes of the first table.
 step_modes() {
-  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --rounds 6 --steps 21 | tee -a "$OUT/summary.txt"
-  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py --breakdown | tee -a "$OUT/summary.txt"
+  local sm=(env PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py)
+  "${sm[@]}" --rounds 10 ${STEP_MODES:-} | tee -a "$OUT/summary.txt"
+  [ -n "${STEP_MODES:-}" ] && return
+  "${sm[@]}" --breakdown --rounds 6 | tee -a "$OUT/summary.txt"
   local small=(--model encoder --batch 8 --seq 64 --steps 40)
-  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py "${small[@]}" | tee -a "$OUT/summary.txt"
-  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py "${small[@]}" --breakdown |
-    tee -a "$OUT/summary.txt"
+  "${sm[@]}" "${small[@]}" | tee -a "$OUT/summary.txt"
+  "${sm[@]}" "${small[@]}" --breakdown | tee -a "$OUT/summary.txt"
 }
 
 # Issue 22's overhead check: alloc+free pairs on CUDA under memrec with owners on and off in turns, after a training
