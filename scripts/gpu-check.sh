@@ -383,6 +383,15 @@ benchmarks() {
   cat "$OUT/bench.log"
 }
 
+# Issue 26's per-pair figures: alloc+free pairs on CUDA with no recording, memrec without stacks and memrec with C++
+# stacks (BM_AllocPair modes 0, 5, 9; no op scopes), interleaved at random, the process kept on 4 cores so that its
+# threads do not wander over the host's.
+pair_cost() {
+  taskset -c 4-7 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_AllocPair/(0|5|9)/' \
+    --benchmark_enable_random_interleaving=true --benchmark_repetitions=${PAIR_REPETITIONS:-15} 2>&1 |
+    grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
+}
+
 # Absolute times of the snapshot library (no GPU needed, but this is the machine benchmarks are quoted from),
 # opening a file for the viewer included.
 analysis_bench() {
@@ -420,7 +429,7 @@ long_run() {
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
-              ranks ranks_bench owners owners_cost step_modes example benchmarks analysis_bench bench_compare long_run
+              ranks ranks_bench owners owners_cost step_modes pair_cost example benchmarks analysis_bench bench_compare long_run
               pip_install)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
