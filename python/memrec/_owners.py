@@ -44,11 +44,14 @@ def reset(recording_cuda, scan):
 
 
 def _device_of(t):
-    """The recording's device index of tensor t, or None when the recording does not see its memory."""
-    kind = t.device.type
+    """The recording's device index of tensor t, or None when the recording does not see its memory. (t.device
+    builds a torch.device at each call; these do not.)"""
     if cuda:
-        return t.device.index if kind == "cuda" else None
-    return 0 if kind == "cpu" else None
+        return t.get_device() if t.is_cuda else None
+    return 0 if t.is_cpu else None
+
+
+_plain = (torch.Tensor, torch.nn.Parameter)
 
 
 class Failures:
@@ -72,7 +75,8 @@ def _failed(error):
 def _send(t, key, name, module, kind):
     """Sends t's storage as owned by `name`, unless t was sent under `key` with this storage in this recording."""
     try:
-        t = getattr(t, "_local_tensor", t)  # DTensor (FSDP2): the local shard's storage
+        if type(t) not in _plain:
+            t = getattr(t, "_local_tensor", t)  # DTensor (FSDP2): the local shard's storage
         last = _last.get(key)
         if last is not None and last[0]() is t and last[2] == t.data_ptr():  # the same tensor, storage, offset
             return
