@@ -89,7 +89,7 @@ PythonFrames::PythonFrames() {
   why_public_ = "built without the interpreter's internal headers";
 #else
   interpreter_walk_ = false;
-  why_public_ = "Python " PY_VERSION " has no frame records memrec reads";
+  why_public_ = "memrec reads the frame records of Python 3.11 and 3.12 only, this is " PY_VERSION;
 #endif
 }
 
@@ -151,10 +151,26 @@ int PythonFrames::walk_interpreter(uint64_t* out, int max) {
   int n = 0;
   for (_PyInterpreterFrame* f = first_shown(PyThreadState_Get()->cframe->current_frame); f && n < max;
        f = first_shown(f->previous)) {
-    uint64_t word = word_of(f->f_code, interpreter_lasti(f), nullptr);
+    uint64_t* known = instruction_words_.find(f->prev_instr);
+    uint64_t word = known ? *known : word_of(f->f_code, interpreter_lasti(f), nullptr);
+    if (!known) instruction_words_.add(f->prev_instr, word);
     if (word != kHiddenWord) out[n++] = word;
   }
   return n;
+}
+
+void PythonFrames::InstructionWords::add(const void* at, uint64_t word) {
+  if (2 * (used_ + 1) > slots_.size()) {
+    std::vector<Slot> old(2 * slots_.size());
+    old.swap(slots_);
+    used_ = 0;
+    for (const Slot& slot : old)
+      if (slot.at) add(slot.at, slot.word);
+  }
+  size_t i = slot_of(at);
+  while (slots_[i].at) i = (i + 1) & (slots_.size() - 1);
+  slots_[i] = {at, word};
+  ++used_;
 }
 
 // The records against the public API, frame by frame, then both walks' words. A record is read only where it is

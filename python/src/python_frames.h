@@ -55,6 +55,30 @@ class PythonFrames final : public memrec::ScriptFrames {
     }
   };
 
+  // The interpreter walk's cache: instruction pointer → word. An instruction lies in exactly one code object, and
+  // every code met is kept alive, so its address alone names the place. Open addressing, grown at half full.
+  class InstructionWords {
+   public:
+    uint64_t* find(const void* at) {  // inline: once per frame of every capture
+      for (size_t i = slot_of(at);; i = (i + 1) & (slots_.size() - 1)) {
+        if (slots_[i].at == at) return &slots_[i].word;
+        if (!slots_[i].at) return nullptr;
+      }
+    }
+    void add(const void* at, uint64_t word);
+
+   private:
+    struct Slot {
+      const void* at = nullptr;
+      uint64_t word = 0;
+    };
+    size_t slot_of(const void* at) const {
+      return (reinterpret_cast<uintptr_t>(at) * 0x9e3779b97f4a7c15ULL >> 32) & (slots_.size() - 1);
+    }
+    std::vector<Slot> slots_ = std::vector<Slot>(1024);
+    size_t used_ = 0;
+  };
+
   int walk(uint64_t* out, int max);
   int walk_public(uint64_t* out, int max);
 #ifdef MEMREC_INTERPRETER_FRAMES
@@ -68,6 +92,7 @@ class PythonFrames final : public memrec::ScriptFrames {
   std::string hidden_prefix_;
   std::unordered_map<PyCodeObject*, uint32_t> ids_;       // under the GIL
   std::unordered_map<Place, uint64_t, PlaceHash> words_;  // under the GIL
+  InstructionWords instruction_words_;                    // under the GIL
   int checks_left_ = 16;                                 // captures still walked both ways (under the GIL)
   std::atomic<bool> interpreter_walk_;                    // whether the interpreter's frames are read
   std::string why_public_;                                // under the GIL, set once
