@@ -2,150 +2,18 @@
 // the libtorch that `import torch` loads. The hooks live in the Python package; this module adds the Python frames
 // of every allocation, keeps the stack of scopes Python opened on each thread (python_scopes.cpp) and does the
 // module hooks' work per call (module_hooks.cpp).
+#include "python_frames.h"
 #include "python_module.h"
 
-#include <frameobject.h>
-
-#include <algorithm>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
 namespace {
 
-bool interpreter_alive() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsInitialized() && !Py_IsFinalizing();
-#else
-  return Py_IsInitialized() && !_Py_IsFinalizing();
-#endif
-}
-
-std::string utf8_attr(PyObject* o, const char* name) {
-  PyObject* v = PyObject_GetAttrString(o, name);
-  if (!v) {
-    PyErr_Clear();
-    return {};
-  }
-  const char* s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : nullptr;
-  std::string out = s ? s : "";
-  if (!s) PyErr_Clear();
-  Py_DECREF(v);
-  return out;
-}
-
-// The Python stack of the allocating thread: one word per frame, (code id << 32) | line. Code objects are interned
-// under the GIL and kept alive (one reference each), so an id always names the same code; their names are
-// copied once for the drain thread, which never touches Python. Each frame costs one lookup by (code, last
-// instruction): the line is decoded from the code's line table once per place, not at every allocation.
-class PythonFrames final : public memrec::ScriptFrames {
- public:
-  int capture(uint64_t* out, int max, bool may_block) override {
-    if (!interpreter_alive()) return 0;
-    if (!PyGILState_GetThisThreadState()) return 0;  // a thread Python never ran on (autograd's device threads)
-    if (!may_block && !PyGILState_Check()) return 0;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    int n = walk(out, max);
-    PyGILState_Release(gil);
-    return n;
-  }
-
-  // Frames of code in files under `prefix` (memrec's own hooks) are left out of every stack.
-  void hide(std::string prefix) { hidden_prefix_ = std::move(prefix); }
-
-  void describe(uint64_t word, std::string& function, std::string& file, uint32_t& line) override {
-    uint32_t id = static_cast<uint32_t>(word >> 32);
-    std::lock_guard lock(mu_);
-    if (id < codes_.size()) function = codes_[id].function, file = codes_[id].file;
-    line = static_cast<uint32_t>(word);
-  }
-
- private:
-  struct Code {
-    std::string function, file;
-  };
-  static constexpr uint32_t kHidden = UINT32_MAX;
-  static constexpr uint64_t kHiddenWord = UINT64_MAX;
-  struct Place {  // a code object (kept alive by intern) and its last instruction there
-    PyCodeObject* code;
-    int lasti;
-    bool operator==(const Place&) const = default;
-  };
-  struct PlaceHash {
-    size_t operator()(const Place& p) const {
-      return std::hash<const void*>()(p.code) ^ (std::hash<int>()(p.lasti) * 0x9e3779b97f4a7c15ULL);
-    }
-  };
-
-  int walk(uint64_t* out, int max) {
-    PyObject* error_type = nullptr, *error_value = nullptr, *error_trace = nullptr;
-    PyErr_Fetch(&error_type, &error_value, &error_trace);  // an allocation can happen while an error is set
-    PyFrameObject* f = PyEval_GetFrame();
-    Py_XINCREF(f);
-    int n = 0;
-    while (f && n < max) {
-      PyCodeObject* code = PyFrame_GetCode(f);
-      uint64_t word = word_of(f, code);
-      if (word != kHiddenWord) out[n++] = word;
-      Py_DECREF(code);
-      PyFrameObject* back = PyFrame_GetBack(f);
-      Py_DECREF(f);
-      f = back;
-    }
-    Py_XDECREF(f);
-    PyErr_Restore(error_type, error_value, error_trace);
-    return n;
-  }
-
-  static int last_instruction(PyFrameObject* f) {
-#if PY_VERSION_HEX >= 0x030B0000
-    return PyFrame_GetLasti(f);
-#else
-    return f->f_lasti;
-#endif
-  }
-
-  uint64_t word_of(PyFrameObject* f, PyCodeObject* code) {
-    auto [it, added] = words_.try_emplace(Place{code, last_instruction(f)}, kHiddenWord);
-    if (added) {
-      uint32_t id = intern(code);
-      int line = PyFrame_GetLineNumber(f);
-      if (id != kHidden) it->second = (uint64_t(id) << 32) | uint32_t(line > 0 ? line : 0);
-    }
-    return it->second;
-  }
-
-  uint32_t intern(PyCodeObject* code) {
-    auto [it, added] = ids_.try_emplace(code, 0);
-    if (added) {
-      Py_INCREF(code);
-      PyObject* o = reinterpret_cast<PyObject*>(code);
-      std::string function = utf8_attr(o, "co_qualname");  // Python >= 3.11
-      if (function.empty()) function = utf8_attr(o, "co_name");
-      std::string file = utf8_attr(o, "co_filename");
-      if (!hidden_prefix_.empty() && file.starts_with(hidden_prefix_)) {
-        it->second = kHidden;
-      } else {
-        std::lock_guard lock(mu_);
-        it->second = static_cast<uint32_t>(codes_.size());
-        codes_.push_back({std::move(function), std::move(file)});
-      }
-    }
-    return it->second;
-  }
-
-  std::string hidden_prefix_;
-  std::unordered_map<PyCodeObject*, uint32_t> ids_;  // under the GIL
-  std::unordered_map<Place, uint64_t, PlaceHash> words_;  // under the GIL
-  std::mutex mu_;                                     // guards codes_ against the drain thread
-  std::vector<Code> codes_;
-};
-
 // One recorder per process. Leaked on purpose after fork() (its thread and file belong to the parent).
 memrec::Recorder* g_recorder = nullptr;
-std::shared_ptr<PythonFrames> g_frames;  // lives as long as the process: it owns the code references
+bool g_python_stacks = false;  // whether the recording takes Python frames from g_frames
+std::shared_ptr<memrec_python::PythonFrames> g_frames;  // lives as long as the process: it owns the code references
 
 PyObject* fail(const std::exception& e) {
   PyErr_SetString(PyExc_RuntimeError, e.what());
@@ -155,8 +23,9 @@ PyObject* fail(const std::exception& e) {
 bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
   if (stacks != "all" && stacks != "python" && stacks != "cpp" && stacks != "off") return false;
   opt.stacks = stacks == "all" || stacks == "cpp";
-  if (stacks == "all" || stacks == "python") {
-    if (!g_frames) g_frames = std::make_shared<PythonFrames>();
+  g_python_stacks = stacks == "all" || stacks == "python";
+  if (g_python_stacks) {
+    if (!g_frames) g_frames = std::make_shared<memrec_python::PythonFrames>();
     opt.script = g_frames;
   }
   return true;
@@ -222,6 +91,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
 PyObject* stop(PyObject*, PyObject*) {
   if (!g_recorder || !g_recorder->running()) Py_RETURN_NONE;
   try {
+    if (g_python_stacks) g_recorder->set_metadata("recorder.python_frames", g_frames->walk_name());
     g_recorder->stop();
     memrec::RecorderStats st = g_recorder->stats();
     return Py_BuildValue("(KK)", (unsigned long long)st.events,
