@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "internal.h"
@@ -12,8 +13,8 @@ namespace memrec::detail {
 
 // A run of one thread's records and their payload. The thread writes a record, then publishes it by raising
 // `published`; the drain reads up to there. Once the thread has moved on (`next` set, so `published` is final) and
-// the drain has read everything, the chunk goes back to the pool. Records are kept as bytes, so that the pool's
-// chunks are not written until used.
+// the drain has read everything, the chunk goes back to the pool. The records are raw storage (Record is an
+// implicit-lifetime aggregate), so that the pool's chunks are not written until used.
 struct Chunk {
   static constexpr uint32_t kRecords = 256, kWords = kRecords * 32;
   std::atomic<uint32_t> published{0};
@@ -21,20 +22,10 @@ struct Chunk {
   uint32_t records_cap = 0, words_cap = 0, words = 0;  // the thread's (the caps: this recording's chunk size)
   uint32_t read = 0, seen = 0;                          // the drain's
   bool seen_all = false;                                // the drain's: `seen` was final
-  alignas(Record) std::byte records[kRecords * sizeof(Record)];
+  alignas(Record) std::byte storage[kRecords * sizeof(Record)];
   uint64_t payload[kWords];
 
-  void put(uint32_t i, const Record& r) { std::memcpy(records + i * sizeof(Record), &r, sizeof r); }
-  Record get(uint32_t i) const {
-    Record r;
-    std::memcpy(&r, records + i * sizeof(Record), sizeof r);
-    return r;
-  }
-  uint32_t seq(uint32_t i) const {
-    uint32_t s;
-    std::memcpy(&s, records + i * sizeof(Record) + offsetof(Record, seq), sizeof s);
-    return s;
-  }
+  Record* records() { return std::launder(reinterpret_cast<Record*>(storage)); }
 };
 
 // One thread's place in the buffer: claimed on the thread's first push, marked exited when the thread ends, free
@@ -74,17 +65,21 @@ size_t payload_words(const Record& r) {
   return r.kind == RecordKind::event ? r.payload_len : (r.payload_len + size_t{7}) / 8;
 }
 
-// Writes `r` (stamped `seq`, payload_len set by the caller) with the bytes of `a` then `b` as its payload, and
+// Writes `r` stamped `seq` with the bytes of `a` then `b` as its payload (`payload_len` as Record says), and
 // publishes it.
-void write(Chunk& c, Record r, uint64_t seq, std::string_view a, std::string_view b = {}) {
+[[gnu::always_inline]] inline void write(Chunk& c, const Record& r, uint64_t seq, size_t payload_len,
+                                         std::string_view a = {}, std::string_view b = {}) {
   uint32_t n = c.published.load(std::memory_order_relaxed);
-  r.seq = static_cast<uint32_t>(seq);
-  r.payload = c.words;
-  auto* at = reinterpret_cast<char*>(c.payload + c.words);
-  if (!a.empty()) std::memcpy(at, a.data(), a.size());
-  if (!b.empty()) std::memcpy(at + a.size(), b.data(), b.size());
-  c.words += static_cast<uint32_t>((a.size() + b.size() + 7) / 8);
-  c.put(n, r);
+  Record& out = c.records()[n] = r;
+  out.seq = static_cast<uint32_t>(seq);
+  out.payload = c.words;
+  out.payload_len = static_cast<uint16_t>(payload_len);
+  if (size_t bytes = a.size() + b.size()) {
+    auto* at = reinterpret_cast<char*>(c.payload + c.words);
+    std::memcpy(at, a.data(), a.size());
+    if (!b.empty()) std::memcpy(at + a.size(), b.data(), b.size());
+    c.words += static_cast<uint32_t>((bytes + 7) / 8);
+  }
   c.published.store(n + 1, std::memory_order_release);
 }
 
@@ -128,10 +123,7 @@ void Waker::reset() {
   requested_ = stopped_ = false;
 }
 
-EventBuffer& EventBuffer::get() {
-  static auto* buffer = new EventBuffer;  // never destroyed: hooks may still run during static destruction
-  return *buffer;
-}
+constinit NeverDestroyed<EventBuffer> g_event_buffer;
 
 // Chunks are never freed (a thread that stopped allocating keeps its own), so the pool only grows: a recording
 // uses as many as its size needs, of its chunk size.
@@ -143,8 +135,13 @@ void EventBuffer::enable(size_t records_cap, size_t payload_words, uint64_t max_
     size_t words = records_cap ? payload_words * chunk_records_ / records_cap : 0;
     chunk_words_ = static_cast<uint32_t>(std::min<size_t>(words, Chunk::kWords));
     chunks_limit_ = records_cap / chunk_records_;
-    free_.reserve(std::max(chunks_made_, chunks_limit_));
-    for (; chunks_made_ < chunks_limit_; ++chunks_made_) free_.push_back(new Chunk);
+    if (chunks_made_ < chunks_limit_) {
+      // One block, mapped apart from the program's heap: chunks among its small blocks change how malloc serves
+      // them.
+      Chunk* block = new Chunk[chunks_limit_ - chunks_made_];
+      free_.reserve(chunks_limit_);
+      for (; chunks_made_ < chunks_limit_; ++chunks_made_) free_.push_back(block++);
+    }
     handed_since_take_ = 0;
     woken_ = false;
   }
@@ -239,8 +236,7 @@ bool EventBuffer::capped() const {
 }
 
 bool EventBuffer::count_event() {
-  uint64_t max = max_events_.load(std::memory_order_relaxed);
-  return !max || (!capped() && kept_events_.fetch_add(1, std::memory_order_relaxed) < max);
+  return !capped() && kept_events_.fetch_add(1, std::memory_order_relaxed) < max_events_.load(std::memory_order_relaxed);
 }
 
 bool EventBuffer::drop_event(Action a, bool over_cap) {
@@ -253,12 +249,10 @@ bool EventBuffer::push_event(const Record& r, std::span<const uint64_t> pcs) {
   if (!enabled()) return false;
   Chunk* c = room(pcs.size());
   if (!c) return drop_event(r.action, false);
-  if (!count_event()) return drop_event(r.action, true);
+  if (max_events_.load(std::memory_order_relaxed) && !count_event()) return drop_event(r.action, true);
   uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
   if (seq & kStopped) return false;
-  Record out = r;
-  out.payload_len = static_cast<uint16_t>(pcs.size());
-  write(*c, out, seq, bytes_of(pcs));
+  write(*c, r, seq, pcs.size(), bytes_of(pcs));
   return true;
 }
 
@@ -275,7 +269,6 @@ uint32_t EventBuffer::push_scope_open(int64_t start, std::string_view name, Scop
   r.time = start;
   r.parent = parent;
   r.scope_kind = kind;
-  r.payload_len = static_cast<uint16_t>(name.size());
   uint64_t seq;
   {
     std::lock_guard lock(scope_mu_);
@@ -283,7 +276,7 @@ uint32_t EventBuffer::push_scope_open(int64_t start, std::string_view name, Scop
     if (seq & kStopped) return 0;
     r.scope = next_scope_++;
   }
-  write(*c, r, seq, name);
+  write(*c, r, seq, name.size(), name);
   return r.scope;
 }
 
@@ -299,7 +292,7 @@ void EventBuffer::push_scope_close(uint32_t id, int64_t end) {
   r.time = end;
   r.scope = id;
   uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
-  if (!(seq & kStopped)) write(*c, r, seq, {});
+  if (!(seq & kStopped)) write(*c, r, seq, 0);
 }
 
 bool EventBuffer::push_owner(const Record& r, std::string_view module, std::string_view name) {
@@ -313,10 +306,9 @@ bool EventBuffer::push_owner(const Record& r, std::string_view module, std::stri
   Record out = r;
   out.kind = RecordKind::owner;
   out.parent = static_cast<uint32_t>(module.size());
-  out.payload_len = static_cast<uint16_t>(module.size() + name.size());
   uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
   if (seq & kStopped) return false;
-  write(*c, out, seq, module, name);
+  write(*c, out, seq, module.size() + name.size(), module, name);
   return true;
 }
 
@@ -339,7 +331,7 @@ uint64_t EventBuffer::first_unwritten() {
   for (ProducerSlot* s = slots_.load(std::memory_order_acquire); s; s = s->next)
     for (Chunk* c = s->head; c; c = c->seen_all ? c->next.load(std::memory_order_relaxed) : nullptr)
       for (uint32_t i = c->read; i < c->seen; ++i) {
-        auto at = static_cast<int32_t>(c->seq(i) - static_cast<uint32_t>(next_seq_));  // < 0: an earlier recording
+        auto at = static_cast<int32_t>(c->records()[i].seq - static_cast<uint32_t>(next_seq_));  // < 0: an earlier recording
         if (at >= 0 && size_t(at) < total) seen_[at / 64] |= uint64_t(1) << (at % 64);
       }
   size_t word = 0;
@@ -356,7 +348,7 @@ void EventBuffer::move_records(Batch& out, uint64_t end) {
     Chunk* c = s->head;
     for (; c; c = c->next.load(std::memory_order_relaxed)) {
       for (; c->read < c->seen; ++c->read) {
-        Record r = c->get(c->read);
+        Record r = c->records()[c->read];
         auto at = static_cast<int32_t>(r.seq - static_cast<uint32_t>(next_seq_));
         if (at < 0) continue;  // stamped before this recording began
         if (uint64_t(at) >= end - next_seq_) break;  // after a stamp still being written: the next take's

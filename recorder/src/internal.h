@@ -94,6 +94,7 @@ struct ProducerSlot;
 class EventBuffer {
  public:
   static EventBuffer& get();
+  constexpr EventBuffer() = default;
 
   // Starts a recording: resets ids and drops; `records_cap` records and `payload_words` words in all threads' chunks.
   // max_events 0 = no cap.
@@ -159,6 +160,16 @@ class EventBuffer {
   std::vector<Chunk*> read_;    // chunks read to the end, for the pool
 };
 
+// A global that is never destroyed, constant-initialized (no guard on each use).
+template <class T>
+union NeverDestroyed {
+  constexpr NeverDestroyed() : value() {}
+  ~NeverDestroyed() {}
+  T value;
+};
+extern constinit NeverDestroyed<EventBuffer> g_event_buffer;  // hooks may still run during static destruction
+inline EventBuffer& EventBuffer::get() { return g_event_buffer.value; }
+
 // Recording state read by the hooks on every allocation.
 struct HookConfig {
   bool stacks = false;       // C++ frames
@@ -167,7 +178,8 @@ struct HookConfig {
   StackCapture capture = StackCapture::unwind_backtrace;
   int max_frames = 64;
 };
-HookConfig& hook_config();
+extern constinit HookConfig g_hook_config;
+inline HookConfig& hook_config() { return g_hook_config; }
 
 // Stack words with this bit set are ScriptFrames words; the others are return addresses.
 inline constexpr uint64_t kScriptFrameBit = uint64_t(1) << 63;
