@@ -136,11 +136,13 @@ void EventBuffer::enable(size_t records_cap, size_t payload_words, uint64_t max_
     chunk_words_ = static_cast<uint32_t>(std::min<size_t>(words, Chunk::kWords));
     chunks_limit_ = records_cap / chunk_records_;
     if (chunks_made_ < chunks_limit_) {
-      // One block, mapped apart from the program's heap: chunks among its small blocks change how malloc serves
-      // them.
-      Chunk* block = new Chunk[chunks_limit_ - chunks_made_];
+      // One block, mapped apart from the program's heap (chunks among its small blocks change how malloc serves
+      // them), and not written here: a chunk is made where it is first handed out.
+      size_t n = chunks_limit_ - chunks_made_;
+      auto* block = static_cast<std::byte*>(::operator new(n * sizeof(Chunk), std::align_val_t{alignof(Chunk)}));
       free_.reserve(chunks_limit_);
-      for (; chunks_made_ < chunks_limit_; ++chunks_made_) free_.push_back(block++);
+      for (size_t i = 0; i < n; ++i) free_.push_back(reinterpret_cast<Chunk*>(block + i * sizeof(Chunk)));
+      chunks_made_ = chunks_limit_;
     }
     handed_since_take_ = 0;
     woken_ = false;
@@ -211,7 +213,7 @@ __attribute__((noinline)) Chunk* EventBuffer::next_chunk(ProducerSlot& s, size_t
   {
     std::lock_guard lock(pool_mu_);
     if (words > chunk_words_ || free_.empty() || chunks_held_ >= chunks_limit_) return nullptr;
-    c = free_.back();
+    c = new (free_.back()) Chunk;  // starts empty; its records and payload are left as they are
     free_.pop_back();
     ++chunks_held_;
     if (++handed_since_take_ * 2 >= chunks_limit_ && !woken_ && waker_ && enabled()) {
@@ -221,10 +223,6 @@ __attribute__((noinline)) Chunk* EventBuffer::next_chunk(ProducerSlot& s, size_t
     c->records_cap = chunk_records_;
     c->words_cap = chunk_words_;
   }
-  c->published.store(0, std::memory_order_relaxed);
-  c->next.store(nullptr, std::memory_order_relaxed);
-  c->words = c->read = c->seen = 0;
-  c->seen_all = false;
   (s.current ? s.current->next : s.first).store(c, std::memory_order_release);
   s.current = c;
   return c;

@@ -147,7 +147,7 @@ class EventBuffer {
   uint32_t next_scope_ = 1;
 
   mutable std::mutex pool_mu_;  // chunks change hands under it (once a chunk), and the drain is woken under it
-  std::vector<Chunk*> free_;
+  std::vector<Chunk*> free_;  // chunks not handed out (the ones never handed out are raw storage)
   size_t chunks_made_ = 0, chunks_held_ = 0, chunks_limit_ = 0, handed_since_take_ = 0;
   uint32_t chunk_records_ = 0, chunk_words_ = 0;
   bool woken_ = false;
