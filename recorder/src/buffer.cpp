@@ -234,7 +234,8 @@ bool EventBuffer::capped() const {
 }
 
 bool EventBuffer::count_event() {
-  return !capped() && kept_events_.fetch_add(1, std::memory_order_relaxed) < max_events_.load(std::memory_order_relaxed);
+  uint64_t max = max_events_.load(std::memory_order_relaxed);
+  return !capped() && kept_events_.fetch_add(1, std::memory_order_relaxed) < max;
 }
 
 bool EventBuffer::drop_event(Action a, bool over_cap) {
@@ -329,7 +330,8 @@ uint64_t EventBuffer::first_unwritten() {
   for (ProducerSlot* s = slots_.load(std::memory_order_acquire); s; s = s->next)
     for (Chunk* c = s->head; c; c = c->seen_all ? c->next.load(std::memory_order_relaxed) : nullptr)
       for (uint32_t i = c->read; i < c->seen; ++i) {
-        auto at = static_cast<int32_t>(c->records()[i].seq - static_cast<uint32_t>(next_seq_));  // < 0: an earlier recording
+        // Below 0: stamped before this recording began.
+        auto at = static_cast<int32_t>(c->records()[i].seq - static_cast<uint32_t>(next_seq_));
         if (at >= 0 && size_t(at) < total) seen_[at / 64] |= uint64_t(1) << (at % 64);
       }
   size_t word = 0;
@@ -383,13 +385,18 @@ bool EventBuffer::take(Batch& spare) {
     spare.reserve(records_cap_, payload_cap_);
   uint64_t end = first_unwritten();
   // After disable() every stamp below stopped_at_ is being written: wait for a thread caught between its stamp and
-  // its write (a few instructions, unless it was preempted there). One that never finishes loses what follows it.
-  for (int i = 0; i < 2000 && (seq_.load() & kStopped) && end < stopped_at_.load(); ++i) {
+  // its write (a few instructions, unless it was preempted there).
+  bool stopped = seq_.load() & kStopped;
+  for (int i = 0; i < 2000 && stopped && end < stopped_at_.load(); ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     end = first_unwritten();
   }
   move_records(spare, end);
   give_back();
+  if (stopped && next_seq_ < stopped_at_.load()) {  // a thread that never finished: it and what follows are lost
+    drops_.buffer_full.fetch_add(stopped_at_.load() - next_seq_);
+    next_seq_ = stopped_at_.load();
+  }
   return capped();
 }
 
