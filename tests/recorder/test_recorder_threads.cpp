@@ -49,14 +49,20 @@ struct ThreadsRun {
   RecorderStats stats;
 };
 
-ThreadsRun record_threads(size_t buffer_events, int flush_ms, bool ops) {
+// The CPU allocator's events alone, drained every `flush_ms`.
+RecorderOptions cpu_events(int flush_ms) {
   RecorderOptions o;
   o.cuda = false;
   o.stacks = false;
-  o.ops = ops;
   o.quiet = true;
-  o.buffer_events = buffer_events;
   o.flush_ms = flush_ms;
+  return o;
+}
+
+ThreadsRun record_threads(size_t buffer_events, int flush_ms, bool ops) {
+  RecorderOptions o = cpu_events(flush_ms);
+  o.ops = ops;
+  o.buffer_events = buffer_events;
   Recorder rec(o);
   rec.start();
   std::vector<std::thread> threads;
@@ -152,12 +158,7 @@ TEST(RecorderThreads, WhatDidNotFitIsCountedExactly) {
 // A thread that allocates once and then waits: its record is taken by the next drains, not held until it
 // allocates again.
 TEST(RecorderThreads, AnIdleThreadsRecordsAreDrained) {
-  RecorderOptions o;
-  o.cuda = false;
-  o.stacks = false;
-  o.quiet = true;
-  o.flush_ms = 20;
-  Recorder rec(o);
+  Recorder rec(cpu_events(20));
   rec.start();
   std::promise<void> allocated, done;
   std::thread idle([&] {
