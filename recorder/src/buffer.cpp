@@ -20,6 +20,7 @@ struct Chunk {
   std::atomic<uint32_t> published{0};
   std::atomic<Chunk*> next{nullptr};
   uint32_t records_cap = 0, words_cap = 0, words = 0;  // the thread's (the caps: this recording's chunk size)
+  uint32_t events_cap = 0;                              // the thread's: 0 in a chunk of the pool's reserve
   uint32_t read = 0, seen = 0;                          // the drain's
   bool seen_all = false;                                // the drain's: `seen` was final
   alignas(Record) std::byte storage[kRecords * sizeof(Record)];
@@ -199,20 +200,24 @@ ProducerSlot& EventBuffer::claim_slot() {
   return *s;
 }
 
-inline Chunk* EventBuffer::room(size_t words) {
+inline Chunk* EventBuffer::room(size_t words, bool event) {
   ProducerSlot* s = t_slot;
   if (!s) s = &claim_slot();
   Chunk* c = s->current;
-  if (c && c->published.load(std::memory_order_relaxed) < c->records_cap && c->words + words <= c->words_cap)
+  if (c && c->published.load(std::memory_order_relaxed) < (event ? c->events_cap : c->records_cap) &&
+      c->words + words <= c->words_cap)
     return c;
-  return next_chunk(*s, words);
+  return next_chunk(*s, words, event);
 }
 
-__attribute__((noinline)) Chunk* EventBuffer::next_chunk(ProducerSlot& s, size_t words) {
+// Scope opens and closes and owner rows are few, and every event hangs on them: the last eighth of the pool is
+// theirs, in chunks that take no event.
+__attribute__((noinline)) Chunk* EventBuffer::next_chunk(ProducerSlot& s, size_t words, bool event) {
   Chunk* c = nullptr;
   {
     std::lock_guard lock(pool_mu_);
-    if (words > chunk_words_ || free_.empty() || chunks_held_ >= chunks_limit_) return nullptr;
+    bool reserve = chunks_held_ + chunks_limit_ / 8 >= chunks_limit_;
+    if (words > chunk_words_ || free_.empty() || chunks_held_ >= chunks_limit_ || (reserve && event)) return nullptr;
     c = new (free_.back()) Chunk;  // starts empty; its records and payload are left as they are
     free_.pop_back();
     ++chunks_held_;
@@ -221,6 +226,7 @@ __attribute__((noinline)) Chunk* EventBuffer::next_chunk(ProducerSlot& s, size_t
       waker_->request();
     }
     c->records_cap = chunk_records_;
+    c->events_cap = reserve ? 0 : chunk_records_;
     c->words_cap = chunk_words_;
   }
   (s.current ? s.current->next : s.first).store(c, std::memory_order_release);
@@ -246,7 +252,7 @@ bool EventBuffer::drop_event(Action a, bool over_cap) {
 
 bool EventBuffer::push_event(const Record& r, std::span<const uint64_t> pcs) {
   if (!enabled()) return false;
-  Chunk* c = room(pcs.size());
+  Chunk* c = room(pcs.size(), true);
   if (!c) return drop_event(r.action, false);
   if (max_events_.load(std::memory_order_relaxed) && !count_event()) return drop_event(r.action, true);
   uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
@@ -258,7 +264,7 @@ bool EventBuffer::push_event(const Record& r, std::span<const uint64_t> pcs) {
 uint32_t EventBuffer::push_scope_open(int64_t start, std::string_view name, ScopeKind kind, uint32_t parent) {
   if (!enabled()) return 0;
   name = name.substr(0, 255);
-  Chunk* c = room((name.size() + 7) / 8);
+  Chunk* c = room((name.size() + 7) / 8, false);
   if (!c || capped()) {
     drops_.scopes.fetch_add(1, std::memory_order_relaxed);
     return 0;
@@ -281,7 +287,7 @@ uint32_t EventBuffer::push_scope_open(int64_t start, std::string_view name, Scop
 
 void EventBuffer::push_scope_close(uint32_t id, int64_t end) {
   if (id == 0 || !enabled()) return;
-  Chunk* c = room(0);
+  Chunk* c = room(0, false);
   if (!c) {  // closes of kept scopes are kept past the cap: they cost no memory in the snapshot
     drops_.scopes.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -297,7 +303,7 @@ void EventBuffer::push_scope_close(uint32_t id, int64_t end) {
 bool EventBuffer::push_owner(const Record& r, std::string_view module, std::string_view name) {
   if (!enabled()) return false;
   module = module.substr(0, 255), name = name.substr(0, 255);
-  Chunk* c = room((module.size() + name.size() + 7) / 8);
+  Chunk* c = room((module.size() + name.size() + 7) / 8, false);
   if (!c || capped()) {
     drops_.owners.fetch_add(1, std::memory_order_relaxed);
     return false;

@@ -88,7 +88,8 @@ struct ProducerSlot;
 // memory is the same however many threads allocate; a thread finds room without a lock until its chunk is full,
 // then takes another from the pool. Each record is stamped from one counter (a relaxed fetch_add): under the CUDA
 // allocator's lock that is the allocator's own order. `take` merges every thread's records in that order into one
-// Batch. No room = dropped and counted, never a wait. After `max_events` events the recording is capped: later
+// Batch. No room = dropped and counted, never a wait; the pool's last eighth takes no events, so that scopes and
+// owner rows outlast a drain that falls behind. After `max_events` events the recording is capped: later
 // events, scope opens and owner rows are dropped and counted. One process-wide instance that is never destroyed,
 // and chunks and slots are never freed, so late frees (static destruction, exiting threads) stay safe.
 class EventBuffer {
@@ -126,9 +127,10 @@ class EventBuffer {
     std::atomic<uint64_t> buffer_full{0}, over_cap{0}, scopes{0}, owners{0};
     std::atomic<uint64_t> by_action[kActionCount] = {};
   };
-  // Where the calling thread's next record goes, with room for `words` payload words; null when the pool is empty.
-  Chunk* room(size_t words);
-  Chunk* next_chunk(ProducerSlot& slot, size_t words);
+  // Where the calling thread's next record (an event or not) goes, with room for `words` payload words; null when
+  // the pool is empty.
+  Chunk* room(size_t words, bool event);
+  Chunk* next_chunk(ProducerSlot& slot, size_t words, bool event);
   ProducerSlot& claim_slot();
   bool capped() const;
   bool count_event();  // false: over the cap
