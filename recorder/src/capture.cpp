@@ -143,10 +143,7 @@ int capture_stack(StackCapture method, uint64_t* out, int max) {
 
 namespace memrec::detail {
 
-HookConfig& hook_config() {
-  static HookConfig config;
-  return config;
-}
+constinit HookConfig g_hook_config;
 
 namespace {
 bool wants_stack(const HookConfig& cfg, Action a) {
@@ -174,15 +171,24 @@ int capture_all(const HookConfig& cfg, const Record& r, const std::span<const ui
   for (int i = n; i < n + m; ++i) pcs[i] |= kScriptFrameBit;
   return n + m;
 }
+
+// With a stack: apart from record_event, so that the common event without one pays for no stack buffer.
+__attribute__((noinline)) void record_with_stack(Record r, const HookConfig& cfg,
+                                                 const std::span<const uint64_t>* script) {
+  constexpr int kMaxFrames = 128;  // each of the C++ and the interpreter's frames
+  uint64_t pcs[2 * kMaxFrames];
+  int n = capture_all(cfg, r, script, pcs, std::min(cfg.max_frames, kMaxFrames));
+  r.scope = current_scope();
+  EventBuffer::get().push_event(r, {pcs, static_cast<size_t>(n)});
+}
+
 }  // namespace
 
 __attribute__((noinline)) void record_event(Record r, const std::span<const uint64_t>* script) {
-  constexpr int kMaxFrames = 128;  // each of the C++ and the interpreter's frames
   const HookConfig& cfg = hook_config();
-  uint64_t pcs[2 * kMaxFrames];
-  int n = wants_stack(cfg, r.action) ? capture_all(cfg, r, script, pcs, std::min(cfg.max_frames, kMaxFrames)) : 0;
+  if ((cfg.stacks || cfg.script) && wants_stack(cfg, r.action)) return record_with_stack(r, cfg, script);
   r.scope = current_scope();
-  EventBuffer::get().push_event(r, {pcs, static_cast<size_t>(n)});
+  EventBuffer::get().push_event(r, {});
 }
 
 }  // namespace memrec::detail

@@ -2,6 +2,7 @@
 // namespace memrec::detail: the symbolizer strips leading frames of that namespace from every stack.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -34,6 +35,7 @@ struct Record {
   uint32_t payload = 0;  // first payload word
   uint32_t scope = 0;    // event: innermost scope; scope_open/close: the scope's id
   uint32_t parent = 0;   // scope_open; owner: bytes of the module name (the name's bytes follow it)
+  uint32_t seq = 0;      // the buffer's order across threads (low bits of EventBuffer's counter)
   uint16_t payload_len = 0;  // event: pcs; scope_open: name bytes; owner: module and name bytes
   RecordKind kind = RecordKind::event;
   Action action = Action::alloc;
@@ -70,7 +72,7 @@ class Waker {
 // What the buffer refused, by cause. Event drops are also split by action so tests can balance them exactly
 // against what the allocator did.
 struct Drops {
-  uint64_t buffer_full = 0;  // events that found the batch full
+  uint64_t buffer_full = 0;  // events that found the buffer full
   uint64_t over_cap = 0;     // events after max_events were kept
   uint64_t scopes = 0;       // scope opens and closes, for either cause
   uint64_t owners = 0;       // owner rows, for either cause
@@ -78,50 +80,97 @@ struct Drops {
   uint64_t events() const { return buffer_full + over_cap; }
 };
 
-// Bounded hand-off from allocating threads to the drain thread. Producers append under a short lock into
-// preallocated storage (no allocation); the drain swaps the whole batch out. Full = dropped and counted.
-// After `max_events` events the recording is capped: later events and scope opens are dropped and counted.
-// One process-wide instance that is never destroyed, so late frees (static destruction) stay safe.
+struct Chunk;
+struct ProducerSlot;
+
+// Bounded hand-off from allocating threads to the drain thread, lock-free for events. Each thread writes into
+// chunks of its own (single producer, single consumer: the drain), taken from one pool sized by `enable`, so the
+// memory is the same however many threads allocate; a thread finds room without a lock until its chunk is full,
+// then takes another from the pool. Each record is stamped from one counter (a relaxed fetch_add): under the CUDA
+// allocator's lock that is the allocator's own order. `take` merges every thread's records in that order into one
+// Batch. No room = dropped and counted, never a wait; the pool's last eighth takes no events, so that scopes and
+// owner rows outlast a drain that falls behind. After `max_events` events the recording is capped: later
+// events, scope opens and owner rows are dropped and counted. One process-wide instance that is never destroyed,
+// and chunks and slots are never freed, so late frees (static destruction, exiting threads) stay safe.
 class EventBuffer {
  public:
   static EventBuffer& get();
+  constexpr EventBuffer() = default;
 
-  // Starts a recording: empties, resets ids and drops. max_events 0 = no cap.
+  // Starts a recording: resets ids and drops; `records_cap` records and `payload_words` words in all threads' chunks.
+  // max_events 0 = no cap.
   void enable(size_t records_cap, size_t payload_words, uint64_t max_events);
   void disable();
-  // After fork: refuse everything from now on without taking the lock (another thread may have held it).
-  void forget() { enabled_flag_ = false; }
-  bool enabled() const { return enabled_flag_; }
+  // After fork: refuse everything from now on without taking a lock (another thread may have held one).
+  void forget() { enabled_.store(false, std::memory_order_relaxed); }
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 
   bool push_event(const Record& r, std::span<const uint64_t> pcs);
   uint32_t push_scope_open(int64_t start, std::string_view name, ScopeKind kind, uint32_t parent);  // 0 = dropped
   void push_scope_close(uint32_t id, int64_t end);
   // A tensor storage's owner (memrec::record_owner); names past 255 bytes are cut. False when dropped.
   bool push_owner(const Record& r, std::string_view module, std::string_view name);
-  // Swaps the filled batch with `spare` (cleared, same capacity). True when the cap had been reached by then,
-  // so that `spare` now holds the last events of the recording.
+  // Fills `spare` (cleared first) with every record pushed so far, in counter order, payload offsets into its
+  // payload. A record stamped after one whose thread has not finished writing it waits for the next take. True
+  // when the cap had been reached by then, so that `spare` now holds the last events of the recording.
   bool take(Batch& spare);
   Drops drops() const;
-  // Wakes the drain early when a batch is half full, or on demand (an OOM: get it on disk now).
-  void set_waker(Waker* w) { waker_ = w; }
+  // Wakes the drain early when half the pool was filled since the last take, or on demand (an OOM: get it on disk
+  // now).
+  void set_waker(Waker* w);
   void wake();
 
  private:
-  bool has_room(size_t payload_words) const;
-  bool capped_locked() const { return max_events_ && kept_events_ >= max_events_; }
-  void note_fill();
+  static constexpr uint64_t kStopped = uint64_t(1) << 63;  // in seq_: stamps taken after disable() are refused
 
-  mutable std::mutex mu_;
-  Batch active_;
-  size_t records_cap_ = 0, payload_cap_ = 0;
+  struct DropCounters {
+    std::atomic<uint64_t> buffer_full{0}, over_cap{0}, scopes{0}, owners{0};
+    std::atomic<uint64_t> by_action[kActionCount] = {};
+  };
+  // Where the calling thread's next record (an event or not) goes, with room for `words` payload words; null when
+  // the pool is empty.
+  Chunk* room(size_t words, bool event);
+  Chunk* next_chunk(ProducerSlot& slot, size_t words, bool event);
+  ProducerSlot& claim_slot();
+  bool capped() const;
+  bool count_event();  // false: over the cap
+  bool drop_event(Action a, bool over_cap);
+  uint64_t first_unwritten();
+  void move_records(Batch& out, uint64_t end);
+  void give_back();
+
+  std::atomic<bool> enabled_{false};
+  std::atomic<uint64_t> seq_{kStopped};
+  std::atomic<uint64_t> stopped_at_{0};  // seq_ when disabled: every stamp below it gets written
+  std::atomic<uint64_t> max_events_{0}, kept_events_{0};
+  DropCounters drops_;
+  std::atomic<ProducerSlot*> slots_{nullptr};  // every thread that pushed, newest first; never shrinks
+  std::mutex scope_mu_;  // a scope's id and its stamp are taken together: ids count up in stamp order
   uint32_t next_scope_ = 1;
-  uint64_t max_events_ = 0, kept_events_ = 0;
-  Drops drops_;
-  bool enabled_ = false;
+
+  mutable std::mutex pool_mu_;  // chunks change hands under it (once a chunk), and the drain is woken under it
+  std::vector<Chunk*> free_;  // chunks not handed out (the ones never handed out are raw storage)
+  size_t chunks_made_ = 0, chunks_held_ = 0, chunks_limit_ = 0, handed_since_take_ = 0;
+  uint32_t chunk_records_ = 0, chunk_words_ = 0;
   bool woken_ = false;
-  volatile bool enabled_flag_ = false;  // unlocked fast check; the locked `enabled_` decides
   Waker* waker_ = nullptr;
+
+  // The drain's own.
+  size_t records_cap_ = 0, payload_cap_ = 0;
+  uint64_t next_seq_ = 0;       // the stamp the next record taken must carry
+  std::vector<uint64_t> seen_;  // a bit per stamp from next_seq_: which ones the threads have written
+  std::vector<Chunk*> read_;    // chunks read to the end, for the pool
 };
+
+// A global that is never destroyed, constant-initialized (no guard on each use).
+template <class T>
+union NeverDestroyed {
+  constexpr NeverDestroyed() : value() {}
+  ~NeverDestroyed() {}
+  T value;
+};
+extern constinit NeverDestroyed<EventBuffer> g_event_buffer;  // hooks may still run during static destruction
+inline EventBuffer& EventBuffer::get() { return g_event_buffer.value; }
 
 // Recording state read by the hooks on every allocation.
 struct HookConfig {
@@ -131,7 +180,8 @@ struct HookConfig {
   StackCapture capture = StackCapture::unwind_backtrace;
   int max_frames = 64;
 };
-HookConfig& hook_config();
+extern constinit HookConfig g_hook_config;
+inline HookConfig& hook_config() { return g_hook_config; }
 
 // Stack words with this bit set are ScriptFrames words; the others are return addresses.
 inline constexpr uint64_t kScriptFrameBit = uint64_t(1) << 63;

@@ -19,11 +19,11 @@ namespace {
 constexpr int kMaxDepth = 128;
 
 struct Entry {
-  const char* op_name;  // unrecorded op: RecordFunction's name, valid while the op runs
-  int64_t start;
-  uint32_t id;          // 0 until recorded
-  uint32_t parent;      // user scopes: the enclosing scope at open (restores the ambient scope)
-  bool user;
+  const char* op_name = nullptr;  // unrecorded op: RecordFunction's name, valid while the op runs
+  int64_t start = 0;
+  uint32_t id = 0;      // 0 until recorded
+  uint32_t parent = 0;  // user scopes: the enclosing scope at open (restores the ambient scope)
+  bool user = false;
   bool node = false;       // a module scope opened for the backward node running here
   bool phase = false;
   bool recompute = false;  // the "recompute" phase: a module's forward run again inside backward
@@ -32,14 +32,15 @@ struct Entry {
   uint64_t call_thread = 0;  // node scopes: the forward thread of their call
 };
 
-// Per thread, trivially destructible (frees during static destruction may still look at it).
+// Per thread, trivially destructible (frees during static destruction may still look at it) and constant-initialized
+// (no initialization check on each use).
 struct Stack {
   Entry entries[kMaxDepth];
   int depth = 0;         // may exceed kMaxDepth: deeper entries are not kept
   int recorded = 0;      // entries [0, recorded) carry ids of the current generation
   uint32_t generation = 0;
 };
-thread_local Stack t_stack;
+constinit thread_local Stack t_stack;
 thread_local int t_closed_for_program = 0;  // scopes the program opened that the recorder closed (a stopped recompute)
 
 std::atomic<uint32_t> g_generation{0};
@@ -245,8 +246,8 @@ std::unique_ptr<at::ObserverContext> on_node_start(const at::RecordFunction& fn)
 }  // namespace
 
 uint32_t current_scope() {
+  if (t_stack.depth == 0) return g_ambient.load(std::memory_order_relaxed);  // no entry: the generation is moot
   Stack& s = stack();
-  if (s.depth == 0) return g_ambient.load(std::memory_order_relaxed);
   record_pending(s);
   for (int i = std::min(s.depth, kMaxDepth) - 1; i >= 0; --i)
     if (s.entries[i].id != 0) return s.entries[i].id;
