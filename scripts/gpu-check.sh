@@ -383,11 +383,11 @@ benchmarks() {
   cat "$OUT/bench.log"
 }
 
-# Issue 26's per-pair figures: alloc+free pairs on CUDA with no recording, memrec without stacks and memrec with C++
-# stacks (BM_AllocPair modes 0, 5, 9; no op scopes), interleaved at random, the process kept on 4 cores so that its
-# threads do not wander over the host's.
+# Issue 26's per-pair figures: alloc+free pairs on CUDA with no recording, memrec without stacks (and without its
+# CUPTI subscriber and NVML) and memrec with C++ stacks (BM_AllocPair modes 0, 5, 11, 9; no op scopes), interleaved
+# at random, the process kept on 4 cores so that its threads do not wander over the host's.
 pair_cost() {
-  taskset -c 4-7 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_AllocPair/(0|5|9)/' \
+  taskset -c 4-7 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_AllocPair/(0|5|9|11)/' \
     --benchmark_enable_random_interleaving=true --benchmark_repetitions=${PAIR_REPETITIONS:-15} 2>&1 |
     grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
 }

@@ -11,6 +11,7 @@
 //   8 memrec+kernels/all  memrec+kernels with kernels on every step
 //   9 capture=libunwind   stacks via libunwind's unw_backtrace, no op scopes
 //  10 capture=torch     stacks via torch::unwind (libtorch >= 2.1), no op scopes
+//  11 memrec-events/no-device-memory  memrec-events without CUPTI's memory activity and callbacks and NVML
 // Run with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N so modes alternate.
 #include <benchmark/benchmark.h>
 
@@ -37,7 +38,8 @@ using memrec::workloads::Workload;
 
 const char* kModeNames[] = {"none",         "pytorch",      "memrec",         "memrec+kernels",
                             "memrec-noops", "memrec-events", "capture=unwind", "capture=boost",
-                            "memrec+kernels/all", "capture=libunwind", "capture=torch"};
+                            "memrec+kernels/all", "capture=libunwind", "capture=torch",
+                            "memrec-events/no-device-memory"};
 const std::string kOut = (std::filesystem::temp_directory_path() / "memrec_bench.memrec").string();
 
 bool on_cuda() { return memrec::workloads::cuda_available(); }
@@ -71,7 +73,8 @@ class Mode {
       o.kernels = mode_ == 3 || mode_ == 8;
       if (mode_ == 8) o.kernel_every = 1;
       o.ops = mode_ <= 3 || mode_ == 8;
-      o.stacks = mode_ != 5;
+      o.stacks = mode_ != 5 && mode_ != 11;
+      o.device_memory = mode_ != 11;
       if (mode_ == 6) o.capture = memrec::StackCapture::unwind_backtrace;
       if (mode_ == 7) o.capture = memrec::StackCapture::boost;
       if (mode_ == 9) o.capture = memrec::StackCapture::libunwind;
@@ -144,7 +147,7 @@ void BM_AllocPair(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(at::empty({1024}, opts));
   mode.report(state);
 }
-BENCHMARK(BM_AllocPair)->DenseRange(0, 7)->DenseRange(9, 10)->Iterations(200000)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_AllocPair)->DenseRange(0, 7)->DenseRange(9, 11)->Iterations(200000)->Unit(benchmark::kNanosecond);
 
 // 2b. One capture_stack call alone, `depth` frames below the benchmark's own (20/40/80), per method.
 __attribute__((noinline)) int descend(int depth, memrec::StackCapture c, benchmark::State& state) {
