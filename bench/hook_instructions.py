@@ -5,11 +5,10 @@ them; instrumentation is on for the 10 steps only. The program's thread is count
 from run to run) and with all threads (the drain thread writing the scopes too, which varies with when it wakes).
 Usage: python3 bench/hook_instructions.py [--out /tmp/hook-instructions]   (needs valgrind)"""
 import argparse
-import glob
 import os
-import re
-import subprocess
 import sys
+
+import callgrind_runs
 
 STEPS, CALLS = 10, 100
 
@@ -38,29 +37,13 @@ def child(scopes, out):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(3):  # warm the caches of torch and the recorder
-        step()
-    control = ["callgrind_control", "-i"]
-    subprocess.run(control + ["on", str(os.getpid())], stdout=subprocess.DEVNULL, check=True)
-    for _ in range(STEPS):
-        step()
-    subprocess.run(control + ["off", str(os.getpid())], stdout=subprocess.DEVNULL, check=True)
+    callgrind_runs.count_steps(step, 3, STEPS)
     memrec.stop()
 
 
 def counted(scopes, out):
     """Instructions callgrind counted in the instrumented steps: (the program's thread, all threads)."""
-    profile = os.path.join(out, f"callgrind.{scopes}")
-    for old in glob.glob(profile + "-*"):
-        os.remove(old)
-    subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-                    f"--callgrind-out-file={profile}", sys.executable, os.path.abspath(__file__), "--child", scopes,
-                    "--out", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    totals = {}
-    for path in glob.glob(profile + "-*"):  # one file per thread: -01 is the program's
-        with open(path) as f:
-            totals[path] = int(re.search(r"^totals: (\d+)", f.read(), re.M).group(1))
-    return totals[profile + "-01"], sum(totals.values())
+    return callgrind_runs.instructions(__file__, scopes, out)
 
 
 def main():

@@ -8,12 +8,11 @@ on the program's thread and on all threads (the drain thread's share varies with
 cost over the callback alone per allocation, per aten op and per module call of a step.
 Usage: python3 bench/part_instructions.py [--out /tmp/part-instructions] [--only KEY,...]   (needs valgrind)"""
 import argparse
-import glob
 import json
 import os
-import re
-import subprocess
 import sys
+
+import callgrind_runs
 
 STEPS = 2
 BARE = dict(stacks="off", kernels=False, ops=False, device_memory=False, scopes=False, owners=False)
@@ -61,13 +60,7 @@ def child(key, out):
     options = MODES[key]
     if options is not None:
         memrec.start(os.path.join(out, f"{key}.memrec"), **options)
-    for _ in range(2):  # warm the caches of torch and the recorder
-        step()
-    control = ["callgrind_control", "-i"]
-    subprocess.run(control + ["on", str(os.getpid())], stdout=subprocess.DEVNULL, check=True)
-    for _ in range(STEPS):
-        step()
-    subprocess.run(control + ["off", str(os.getpid())], stdout=subprocess.DEVNULL, check=True)
+    callgrind_runs.count_steps(step, 2, STEPS)
     if options is not None:
         memrec.stop()
 
@@ -95,17 +88,8 @@ def counts(out):
 
 def counted(key, out):
     """Instructions per step callgrind counted: (the program's thread, all threads)."""
-    profile = os.path.join(out, f"callgrind.{key}")
-    for old in glob.glob(profile + "-*"):
-        os.remove(old)
-    subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-                    f"--callgrind-out-file={profile}", sys.executable, os.path.abspath(__file__), "--child", key,
-                    "--out", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    totals = {}
-    for path in glob.glob(profile + "-*"):  # one file per thread: -01 is the program's
-        with open(path) as f:
-            totals[path] = int(re.search(r"^totals: (\d+)", f.read(), re.M).group(1))
-    return totals[profile + "-01"] / STEPS, sum(totals.values()) / STEPS
+    own, total = callgrind_runs.instructions(__file__, key, out)
+    return own / STEPS, total / STEPS
 
 
 def main():
