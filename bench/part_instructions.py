@@ -5,7 +5,8 @@ steps only. Modes: no recording; the allocator callback alone (stacks, kernels, 
 hooks and owners off); then one part added to it at a time: op scopes, C++ stacks, Python stacks, the scope hooks,
 the scope hooks with owner scans; and the default recording (all of them). Each row gives instructions per step
 on the program's thread and on all threads (the drain thread's share varies with when it wakes), and the part's
-cost over the callback alone per allocation, per aten op and per module call of a step.
+cost over the callback alone, and per unit: per allocation for the callback and the stacks, per RecordFunction call
+(aten ops and backward nodes) for the op scopes, per module call for the hooks.
 Usage: python3 bench/part_instructions.py [--out /tmp/part-instructions] [--only KEY,...]   (needs valgrind)"""
 import argparse
 import json
@@ -35,6 +36,14 @@ NAMES = {
     "hooks": "+ scope hooks (owners=False)",
     "owners": "+ scope hooks and owner scans",
     "default": "memrec.start(stacks=\"all\") (all of them)",
+}
+
+
+UNITS = {  # what each part's cost is counted per: (count of a step, its name)
+    "ops": ("ops", "RecordFunction call"),
+    "cpp": ("allocs", "allocation"),
+    "python": ("allocs", "allocation"),
+    "hooks": ("module_calls", "module call"),
 }
 
 
@@ -107,18 +116,21 @@ def main():
     if unknown:
         sys.exit(f"part_instructions.py: no mode {', '.join(unknown)}; the modes: {', '.join(MODES)}")
     n = counts(args.out)
-    print(f"a step: {n['allocs']:.0f} allocations, {n['ops']} aten ops, {n['module_calls']} module calls "
+    print(f"a step: {n['allocs']:.0f} allocations, {n['ops']} RecordFunction calls (aten ops and backward nodes), {n['module_calls']} module calls "
           f"(forward and backward)")
-    print("| mode | program's thread, instructions a step | all threads | over the callback alone: per allocation "
-          "| per op | per module call |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| mode | program's thread, instructions a step | all threads | over the callback alone | per unit |")
+    print("|---|---:|---:|---:|---:|")
     rows = {k: counted(k, args.out) for k in keys}
     for k in keys:
         own, total = rows[k]
         extra = own - rows["callback"][0]
-        per = "| | |" if k in ("none", "callback") else (
-            f"| {extra / n['allocs']:,.0f} | {extra / n['ops']:,.0f} | {extra / n['module_calls']:,.0f} |")
-        print(f"| {NAMES[k]} | {own:,.0f} | {total:,.0f} {per}")
+        over = "" if k in ("none", "callback") else f"{extra:+,.0f} ({100 * extra / rows['none'][0]:+.2f}%)"
+        unit = UNITS.get(k)
+        per = f"{extra / n[unit[0]]:,.0f} per {unit[1]}" if unit else ""
+        if k == "callback":
+            callback = own - rows["none"][0]
+            per = f"{callback / n['allocs']:,.0f} per {UNITS['cpp'][1]} ({callback:+,.0f} over no recording)"
+        print(f"| {NAMES[k]} | {own:,.0f} | {total:,.0f} | {over} | {per} |")
     print(json.dumps({k: {"program_thread": v[0], "all_threads": v[1]} for k, v in rows.items()}))
 
 
