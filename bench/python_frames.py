@@ -6,15 +6,15 @@ With --instructions (needs valgrind): callgrind's instructions per call on the p
 shared machine's other work leaves alone); python minus off is what one captured stack costs.
 Usage: python3 bench/python_frames.py [--package NAME=DIR ...] [--rounds 7] [--depth 30] [--instructions]"""
 import argparse
-import glob
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+import callgrind_runs
 
 MODES = ("none", "off", "python")
 
@@ -38,35 +38,33 @@ def child(mode, depth, calls, instructions):
                 memrec.start(os.path.join(out, "frames.memrec"), stacks=m, kernels=False, scopes=False, owners=False,
                              ops=False, device_memory=False)
             deep(depth, loop)  # warms torch's and memrec's caches
-            control = ["callgrind_control", "-i"]
             if instructions:
-                subprocess.run(control + ["on", str(os.getpid())], stdout=subprocess.DEVNULL, check=True)
+                callgrind_runs.collect(True)
             start = time.perf_counter()
             deep(depth, loop)
             results[m] = (time.perf_counter() - start) / calls * 1e9
             if instructions:
-                subprocess.run(control + ["off", str(os.getpid())], stdout=subprocess.DEVNULL, check=True)
+                callgrind_runs.collect(False)
             if m != "none":
                 memrec.stop()
     print(json.dumps(results))
 
 
-def run_child(package, args, mode, extra=()):
-    env = dict(os.environ, PYTHONPATH=package)
-    quiet = {"stderr": subprocess.DEVNULL} if extra else {}  # valgrind's own report
-    cmd = [*extra, sys.executable, os.path.abspath(__file__), "--child", mode, "--depth", str(args.depth), "--calls",
-           str(args.calls), *(["--instrument"] if extra else [])]
-    return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True, text=True, **quiet)
+def child_args(args, mode, instrument=False):
+    return ["--child", mode, "--depth", str(args.depth), "--calls", str(args.calls),
+            *(["--instrument"] if instrument else [])]
+
+
+def run_child(package, args, mode):
+    return subprocess.run([sys.executable, os.path.abspath(__file__), *child_args(args, mode)],
+                          env=dict(os.environ, PYTHONPATH=package), stdout=subprocess.PIPE, check=True, text=True)
 
 
 def instructions_per_call(package, args, mode, out):
     profile = os.path.join(out, f"callgrind.{mode}")
-    for old in glob.glob(profile + "-*"):
-        os.remove(old)
-    run_child(package, args, mode, ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-                                    f"--callgrind-out-file={profile}"])
-    with open(profile + "-01") as f:  # the program's thread
-        return int(re.search(r"^totals: (\d+)", f.read(), re.M).group(1)) / args.calls
+    own, _ = callgrind_runs.instructions_of(__file__, child_args(args, mode, True), profile,
+                                            env=dict(os.environ, PYTHONPATH=package))
+    return own / args.calls
 
 
 def main():
