@@ -250,15 +250,21 @@ bool EventBuffer::drop_event(Action a, bool over_cap) {
   return false;
 }
 
+// Stamps `r` and writes it, unless the stamp came after disable(): false then.
+[[gnu::always_inline]] inline bool EventBuffer::stamp_and_write(Chunk& c, const Record& r, size_t payload_len,
+                                                                std::string_view a, std::string_view b) {
+  uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
+  if (seq & kStopped) return false;
+  write(c, r, seq, payload_len, a, b);
+  return true;
+}
+
 bool EventBuffer::push_event(const Record& r, std::span<const uint64_t> pcs) {
   if (!enabled()) return false;
   Chunk* c = room(pcs.size(), true);
   if (!c) return drop_event(r.action, false);
   if (max_events_.load(std::memory_order_relaxed) && !count_event()) return drop_event(r.action, true);
-  uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
-  if (seq & kStopped) return false;
-  write(*c, r, seq, pcs.size(), bytes_of(pcs));
-  return true;
+  return stamp_and_write(*c, r, pcs.size(), bytes_of(pcs));
 }
 
 uint32_t EventBuffer::push_scope_open(int64_t start, std::string_view name, ScopeKind kind, uint32_t parent) {
@@ -296,8 +302,7 @@ void EventBuffer::push_scope_close(uint32_t id, int64_t end) {
   r.kind = RecordKind::scope_close;
   r.time = end;
   r.scope = id;
-  uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
-  if (!(seq & kStopped)) write(*c, r, seq, 0);
+  stamp_and_write(*c, r, 0);
 }
 
 bool EventBuffer::push_owner(const Record& r, std::string_view module, std::string_view name) {
@@ -311,10 +316,13 @@ bool EventBuffer::push_owner(const Record& r, std::string_view module, std::stri
   Record out = r;
   out.kind = RecordKind::owner;
   out.parent = static_cast<uint32_t>(module.size());
-  uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed);
-  if (seq & kStopped) return false;
-  write(*c, out, seq, module.size() + name.size(), module, name);
-  return true;
+  return stamp_and_write(*c, out, module.size() + name.size(), module, name);
+}
+
+// Where a record stamped `seq` (the stamp's low 32 bits) goes among those not taken yet; below 0: stamped before this
+// recording began.
+int32_t EventBuffer::since_taken(uint32_t seq) const {
+  return static_cast<int32_t>(seq - static_cast<uint32_t>(next_seq_));
 }
 
 // Notes how far each thread has published, and returns the first stamp at or after next_seq_ that no thread has
@@ -336,8 +344,7 @@ uint64_t EventBuffer::first_unwritten() {
   for (ProducerSlot* s = slots_.load(std::memory_order_acquire); s; s = s->next)
     for (Chunk* c = s->head; c; c = c->seen_all ? c->next.load(std::memory_order_relaxed) : nullptr)
       for (uint32_t i = c->read; i < c->seen; ++i) {
-        // Below 0: stamped before this recording began.
-        auto at = static_cast<int32_t>(c->records()[i].seq - static_cast<uint32_t>(next_seq_));
+        int32_t at = since_taken(c->records()[i].seq);
         if (at >= 0 && size_t(at) < total) seen_[at / 64] |= uint64_t(1) << (at % 64);
       }
   size_t word = 0;
@@ -355,7 +362,7 @@ void EventBuffer::move_records(Batch& out, uint64_t end) {
     for (; c; c = c->next.load(std::memory_order_relaxed)) {
       for (; c->read < c->seen; ++c->read) {
         Record r = c->records()[c->read];
-        auto at = static_cast<int32_t>(r.seq - static_cast<uint32_t>(next_seq_));
+        int32_t at = since_taken(r.seq);
         if (at < 0) continue;  // stamped before this recording began
         if (uint64_t(at) >= end - next_seq_) break;  // after a stamp still being written: the next take's
         const uint64_t* words = c->payload + r.payload;

@@ -135,6 +135,9 @@ class EventBuffer {
   bool capped() const;
   bool count_event();  // false: over the cap
   bool drop_event(Action a, bool over_cap);
+  bool stamp_and_write(Chunk& c, const Record& r, size_t payload_len, std::string_view a = {},
+                       std::string_view b = {});
+  int32_t since_taken(uint32_t seq) const;
   uint64_t first_unwritten();
   void move_records(Batch& out, uint64_t end);
   void give_back();
