@@ -220,6 +220,7 @@ void Recorder::Impl::stop() {
   snap.metadata["recorder.dropped.buffer_full"] = std::to_string(d.dropped_buffer_full);
   snap.metadata["recorder.dropped.over_max_events"] = std::to_string(d.dropped_over_cap);
   snap.metadata["recorder.dropped.cpu_unwrapped"] = std::to_string(d.cpu_unwrapped);
+  if (!cuda) snap.metadata["recorder.cpu_unmatched_frees"] = std::to_string(d.cpu_unmatched_frees);
   snap.metadata["recorder.scopes_dropped"] = std::to_string(d.scopes_dropped);
   if (d.owners_dropped) snap.metadata["recorder.owners_dropped"] = std::to_string(d.owners_dropped);
   snap.metadata["recorder.kernels_dropped"] = std::to_string(d.kernels_dropped);
