@@ -1,14 +1,16 @@
 """Step time of one training loop under each recorder, interleaved in one process (issue 26's benchmark): no
 recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
 scopes), with kernels on every step (kernels="all": by default a recording traces kernels on its first 3 steps, then
-on every 10th), without its scope hooks (scopes=False), without owner scans, stacks python, and stacks all without
-kernels. Each round runs every mode in turn (every other round in reverse order, so that a slow drift of the
+on every 10th), without its scope hooks (scopes=False), without owner scans, stacks python, stacks all without
+kernels, and stacks all without op scopes (ops=False). Each round runs every mode in turn (every other round in reverse order, so that a slow drift of the
 GPU's speed cancels out), each mode a new recording: SETTLE steps untimed (a recording's first steps, which trace
 kernels by default), then STEPS timed ones, so the table is a long run's steady state. It gives each mode's median
 step over all rounds, its cost against no recording in the same round (the median over rounds) and the range of
-that cost, and the median time the step's Python took before its final synchronize (the CPU's part: while it stays
-under the step, the GPU waits for the CPU only where the step starts). "no recording, again" is a second run of no
-recording in each round: its cost is the benchmark's own error.
+that cost, the median time the step's Python took before its final synchronize (the CPU's part: while it stays
+under the step, the GPU waits for the CPU only where the step starts), and the median time from the step's start to
+its first matrix multiply module's call (until then the GPU runs only small kernels and waits for the CPU between
+them: bench/gpu_idle.py measures that wait). "no recording, again" is a second run of no recording in each round:
+its cost is the benchmark's own error.
 A GPU-bound step: Hugging Face GPT-2 (124M, batch 8 x 1024, AdamW); --model encoder: a CPU-bound one, a small
 nn.TransformerEncoder; --model chain: 100 tiny modules in a row, where the scope hooks are most of the step.
 --breakdown: memrec's parts one by one with its scope hooks off (scopes=False): the allocator callback with the
@@ -18,7 +20,7 @@ frames, both, and CUPTI's kernel records on every step; then the scope hooks alo
 --device cpu: the model on the CPU, where memrec records the CPU allocator; PyTorch's recorder (CUDA only) is left
 out, and a step is timed by the process's CPU time (memrec's drain thread included), which a shared machine's other
 work leaves alone, where wall time would not.
---only KEY,KEY: those modes alone (keys in MODE_KEYS; "none" is always run).
+--only KEY,KEY: those modes alone (the keys of modes(); "none" is always run).
 Usage: python3 bench/step_modes.py [--rounds 8] [--steps 10] [--settle 3] [--out /tmp/step-modes] [--breakdown]
                                    [--only KEY,...] [--model gpt2|encoder|chain --batch 8 --seq 1024]
                                    [--device cuda|cpu]"""
@@ -100,6 +102,7 @@ def modes(out, breakdown, cuda):
         "no-owners": memrec_on("no-owners", "memrec stacks=all, owners=False", stacks="all", owners=False),
         "python": memrec_on("python", "memrec stacks=python", stacks="python"),
         "no-kernels": memrec_on("no-kernels", "memrec stacks=all, kernels=False", stacks="all", kernels=False),
+        "no-ops": memrec_on("no-ops", "memrec stacks=all, ops=False", stacks="all", ops=False),
     }
 
 
@@ -108,18 +111,34 @@ def sync():
         torch.cuda.synchronize()
 
 
-def timed_steps(loss_of, opt, steps, clock):
-    """(step ms, CPU part ms) of each step: the whole step, and its Python up to the final synchronize."""
+class FirstMatmul:
+    """When a step's first matrix multiply module is called (a forward pre-hook on the first nn.Linear or Hugging
+    Face Conv1D): until then the GPU has only small kernels, so at the step's start it waits for the CPU this long."""
+
+    def __init__(self, model, clock):
+        first = next(m for m in model.modules() if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D")
+        first.register_forward_pre_hook(self.called)
+        self.clock, self.at = clock, None
+
+    def called(self, *_):
+        if self.at is None:
+            self.at = self.clock()
+
+
+def timed_steps(loss_of, opt, steps, clock, first):
+    """(step ms, CPU part ms, first matmul µs) of each step: the whole step, its Python up to the final synchronize,
+    and its start up to the first matmul module's call."""
     times = []
     for _ in range(steps):
         sync()
         t = clock()
+        first.at = None
         loss_of().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         cpu = clock()
         sync()
-        times.append(((clock() - t) * 1e3, (cpu - t) * 1e3))
+        times.append(((clock() - t) * 1e3, (cpu - t) * 1e3, (first.at - t) * 1e6))
     return times
 
 
@@ -135,25 +154,26 @@ def module_calls(model, loss_of):
 
 
 def step_ms(rounds, name):
-    return [t for r in rounds for t, _ in r[name]]
+    return [t[0] for r in rounds for t in r[name]]
 
 
 def costs(rounds, name):
     """The mode's cost in each round: its median step against no recording's in the same round, in percent."""
     def median(r, n):
-        return statistics.median(t for t, _ in r[n])
+        return statistics.median(t[0] for t in r[n])
     return sorted(100 * (median(r, name) / median(r, "no recording") - 1) for r in rounds)
 
 
 def print_table(rounds, title):
     print(title)
-    print("|---|---:|---:|---|---:|")
+    print("|---|---:|---:|---|---:|---:|")
     for name in rounds[0]:
         step = statistics.median(step_ms(rounds, name))
-        cpu = statistics.median(c for r in rounds for _, c in r[name])
+        cpu = statistics.median(t[1] for r in rounds for t in r[name])
+        first = statistics.median(t[2] for r in rounds for t in r[name])
         each = costs(rounds, name)
         print(f"| {name} | {step:.2f} | {statistics.median(each):+.2f}% | {each[0]:+.2f}% .. {each[-1]:+.2f}% | "
-              f"{cpu:.2f} |")
+              f"{cpu:.2f} | {first:.0f} |")
 
 
 def chosen(table, only):
@@ -197,18 +217,19 @@ def main():
     model, loss_of = MODELS[a.model](a.batch, a.seq, a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     clock = time.perf_counter if cuda else time.process_time
-    timed_steps(loss_of, opt, 3, clock)  # warm-up: cuBLAS handles, the allocator's segments
+    first = FirstMatmul(model, clock)
+    timed_steps(loss_of, opt, 3, clock, first)  # warm-up: cuBLAS handles, the allocator's segments
     rounds = []
     for i in range(a.rounds):
         rounds.append({name: [] for name, _, _ in table.values()})
         order = list(table.values()) if i % 2 == 0 else list(table.values())[::-1]  # a drift in time cancels out
         for name, on, off in order:
             on()
-            timed_steps(loss_of, opt, a.settle, clock)
-            rounds[-1][name] = timed_steps(loss_of, opt, a.steps, clock)
+            timed_steps(loss_of, opt, a.settle, clock, first)
+            rounds[-1][name] = timed_steps(loss_of, opt, a.steps, clock, first)
             off()
     where = torch.cuda.get_device_name() if cuda else "CPU time"
-    print_table(rounds, f"| mode | step ms | vs none, median of rounds | rounds | CPU part ms |  ({where}, torch "
+    print_table(rounds, f"| mode | step ms | vs none, median of rounds | rounds | CPU part ms | to the first matmul µs |  ({where}, torch "
                 f"{torch.__version__}, {a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps} steps "
                 f"after {a.settle}, every other round in reverse)")
     if HOOKS in rounds[0] and len(rounds[0]) > 2:

@@ -343,6 +343,14 @@ step_modes() {
   "${sm[@]}" "${small[@]}" --breakdown | tee -a "$OUT/summary.txt"
 }
 
+# Where memrec's cost reaches a GPU-bound step: the GPU's idle time before and between the first kernels of each step,
+# from recordings with every step's kernels (bench/gpu_idle.py); GPU_IDLE="--modes bare,hooks,ops,cpp,python,full"
+# adds memrec's parts one by one.
+gpu_idle() {
+  env PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu_idle.py "$MEMREC" --rounds 8 \
+    --modes bare,full,no-ops ${GPU_IDLE:-} 2>&1 | grep -v loss_type | tee -a "$OUT/summary.txt"
+}
+
 # Issue 22's overhead check: alloc+free pairs on CUDA under memrec with owners on and off in turns, after a training
 # step whose owner scans sent the model's parameters, gradients and AdamW state (bench/alloc_pairs.py).
 owners_cost() {
@@ -429,7 +437,7 @@ long_run() {
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
-              ranks ranks_bench owners owners_cost step_modes pair_cost example benchmarks analysis_bench bench_compare long_run
+              ranks ranks_bench owners owners_cost step_modes gpu_idle pair_cost example benchmarks analysis_bench bench_compare long_run
               pip_install)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,17 +29,21 @@ std::atomic<bool> g_enabled{false};
 // The allocator also keeps the context with each block it hands out, and the program's own
 // torch.cuda.memory._snapshot() reads every block's context as a CapturedTraceback: ours is one, with no frames of
 // its own for PyTorch, so a snapshot taken under memrec shows those blocks without frames, as it would without it.
+// The words are as many as the stack's frames (most stacks are 20-40): the allocator keeps the context with the block
+// for the block's whole life.
 constexpr int kScriptFrames = 128;
 struct ScriptContext final : torch::CapturedTraceback {
-  uint64_t words[kScriptFrames];
-  int count = 0;
+  std::vector<uint64_t> words;
 };
 std::atomic<ScriptFrames*> g_script{nullptr};
 bool g_history = false;  // recordHistory was turned on by us
 
 std::shared_ptr<c10::GatheredContext> gather_script() {
   auto ctx = std::make_shared<ScriptContext>();
-  if (ScriptFrames* script = g_script.load()) ctx->count = script->capture(ctx->words, kScriptFrames, true);
+  if (ScriptFrames* script = g_script.load()) {
+    thread_local uint64_t t_words[kScriptFrames];  // trivially destructible: allocations may outlive thread_locals
+    ctx->words.assign(t_words, t_words + script->capture(t_words, kScriptFrames, true));
+  }
   return ctx;
 }
 
@@ -98,7 +103,7 @@ void on_trace(const alloc::TraceEntry& te) {
   r.device = static_cast<uint8_t>(te.device_);
   r.action = action_of(te.action_);
   if (auto* ctx = dynamic_cast<const ScriptContext*>(te.context_.get())) {
-    std::span<const uint64_t> words(ctx->words, ctx->count);
+    std::span<const uint64_t> words(ctx->words);
     record_event(r, &words);
   } else {
     record_event(r);  // someone else's context (their own _record_memory_history), or none
