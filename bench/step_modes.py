@@ -113,11 +113,18 @@ def sync():
 
 class FirstMatmul:
     """When a step's first matrix multiply module is called (a forward pre-hook on the first nn.Linear or Hugging
-    Face Conv1D): until then the GPU has only small kernels, so at the step's start it waits for the CPU this long."""
+    Face Conv1D that a forward calls): until then the GPU has only small kernels, so at the step's start it waits for
+    the CPU this long."""
 
-    def __init__(self, model, clock):
-        first = next(m for m in model.modules() if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D")
-        first.register_forward_pre_hook(self.called)
+    def __init__(self, model, loss_of, clock):
+        called = []
+        handles = [m.register_forward_pre_hook(lambda m, _: called.append(m)) for m in model.modules()
+                   if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"]
+        with torch.no_grad():
+            loss_of()
+        for h in handles:
+            h.remove()
+        called[0].register_forward_pre_hook(self.called)
         self.clock, self.at = clock, None
 
     def called(self, *_):
@@ -217,7 +224,7 @@ def main():
     model, loss_of = MODELS[a.model](a.batch, a.seq, a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     clock = time.perf_counter if cuda else time.process_time
-    first = FirstMatmul(model, clock)
+    first = FirstMatmul(model, loss_of, clock)
     timed_steps(loss_of, opt, 3, clock, first)  # warm-up: cuBLAS handles, the allocator's segments
     rounds = []
     for i in range(a.rounds):
