@@ -114,7 +114,7 @@ void Recorder::Impl::start() {
     auto& cfg = detail::hook_config();
     cfg = {opt.stacks, (opt.stacks || opt.script) && opt.free_stacks, opt.script.get(), resolve_capture(opt.capture),
            opt.max_frames};
-    symbolizer.set_script(opt.script.get());
+    symbolizer.start(opt.script.get());
     snap = Snapshot{};
     read_back.reset();
     rows_held_peak = 0;
@@ -135,6 +135,7 @@ void Recorder::Impl::start() {
     last_event_ns = 0;
     kernels_over_cap = 0;
     cpu_unmatched_frees = 0;
+    cpu_live.clear();  // blocks of an earlier recording are not this one's
     if (opt.max_events) snap.metadata["recorder.max_events"] = std::to_string(opt.max_events);
     detail::scopes_begin(opt.ops, opt.user_ops, opt.module_scopes);
     cuda = opt.cuda && detail::cuda_recordable();

@@ -118,6 +118,14 @@ void Symbolizer::warm_up() {
 }
 Symbolizer::~Symbolizer() = default;
 
+void Symbolizer::start(ScriptFrames* script) {
+  script_ = script;
+  cache_.clear();
+  ids_.clear();
+  script_cache_.clear();
+  seconds_ = 0;
+}
+
 const Symbolizer::Resolved& Symbolizer::resolve(uint64_t pc, Snapshot& s) {
   if (auto it = cache_.find(pc); it != cache_.end()) return it->second;
   auto t0 = std::chrono::steady_clock::now();

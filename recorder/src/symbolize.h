@@ -25,7 +25,8 @@ class Symbolizer {
   // Loads the symbol tables and debug info of every loaded object (libbacktrace's one-time cost, about 0.3-0.7 s
   // with libtorch), so that later lookups are microseconds. Called on the drain thread as recording starts.
   void warm_up();
-  void set_script(ScriptFrames* script) { script_ = script; }
+  // A new recording: its snapshot starts with no frames, so every address is resolved into it afresh.
+  void start(ScriptFrames* script);
   size_t unique_pcs() const { return cache_.size(); }
   double seconds() const { return seconds_; }
 

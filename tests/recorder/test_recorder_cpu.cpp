@@ -1,6 +1,8 @@
 // The recorder on a real libtorch CPU run (Debian's libtorch 1.13 in CI): through `memrec run` and in-process.
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -186,6 +188,30 @@ TEST(Recorder, OneAtATimeAndRestartable) {
   b.stop();
   EXPECT_GT(b.snapshot().events.size(), 0u);
   EXPECT_EQ(b.stats().dropped, 0u);
+}
+
+// A Recorder started again records a new snapshot whose stacks name its own frames, as the first one's did, and
+// whose frees are of blocks it saw allocated (a block of the first recording freed in the second is not its event).
+TEST(Recorder, ASecondRecordingOfOneRecorderHasItsOwnFramesAndBlocks) {
+  Recorder rec(cpu_options());
+  auto w = workloads::Workload::create(small_cpu("transformer"));
+  at::Tensor kept;
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE(run);
+    rec.start();
+    w->step(run);
+    kept = run == 0 ? at::empty({1024}) : at::Tensor();
+    rec.stop();
+    const Snapshot& s = rec.snapshot();
+    test::check_frames(s);
+    test::check_frees_match(s, 0);
+    EXPECT_EQ(rec.stats().cpu_unmatched_frees, 2u * run) << "the first recording's block, freed in the second";
+    for (const Event& e : s.events) {
+      if (e.stack == 0) continue;
+      ASSERT_LT(e.stack, s.stacks.size());
+      for (uint32_t f : s.stacks[e.stack]) ASSERT_LT(f, s.frames.size());
+    }
+  }
 }
 
 // One step of `model` recorded with stack capture `c`.
