@@ -80,7 +80,6 @@ struct Recorder::Impl {
   std::exception_ptr drain_error;
 
   std::unordered_map<uint64_t, uint64_t> cpu_live;  // CPU address -> requested bytes (frees arrive without size)
-  std::vector<uint32_t> frame_ids;
   std::vector<detail::KernelRecord> kernel_records;
   std::vector<detail::MemoryActivity> memory_records;
   std::vector<std::string> new_kernel_names;
@@ -323,11 +322,7 @@ void Recorder::Impl::add_event(const detail::Record& r, const detail::Batch& b) 
     }
   }
   e.stream = snap.intern_stream(r.stream);
-  if (r.payload_len > 0) {
-    frame_ids.clear();
-    symbolizer.frames_of({b.payload.data() + r.payload, r.payload_len}, snap, frame_ids);
-    e.stack = frame_ids.empty() ? 0 : snap.stacks.intern(frame_ids);
-  }
+  if (r.payload_len > 0) e.stack = symbolizer.stack_of({b.payload.data() + r.payload, r.payload_len}, snap);
   snap.events.push_back(e);
   last_event_ns = std::max(last_event_ns, e.time_ns);
 }
@@ -342,11 +337,7 @@ void Recorder::Impl::add_cupti() {
   for (const detail::MemoryActivity& m : memory_records) {
     DeviceMemoryRecord r = m.record;
     r.source = kernel_names.at(m.source);
-    if (!m.pcs.empty()) {
-      frame_ids.clear();
-      symbolizer.frames_of(m.pcs, snap, frame_ids);
-      r.stack = frame_ids.empty() ? 0 : snap.stacks.intern(frame_ids);
-    }
+    if (!m.pcs.empty()) r.stack = symbolizer.stack_of(m.pcs, snap);
     snap.device_memory.push_back(r);
   }
   for (const detail::KernelRecord& k : kernel_records) {

@@ -5,6 +5,7 @@
 #include <link.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -123,7 +124,21 @@ void Symbolizer::start(ScriptFrames* script) {
   cache_.clear();
   ids_.clear();
   script_cache_.clear();
+  stacks_.clear();
   seconds_ = 0;
+}
+
+uint32_t Symbolizer::stack_of(std::span<const uint64_t> pcs, Snapshot& s) {
+  uint64_t h = pcs.size();
+  for (uint64_t w : pcs) h = std::rotl((h ^ w) * 0x9E3779B97F4A7C15ull, 29);
+  std::vector<KnownStack>& same_hash = stacks_[h];
+  for (const KnownStack& k : same_hash)
+    if (std::ranges::equal(k.pcs, pcs)) return k.id;
+  frame_ids_.clear();
+  frames_of(pcs, s, frame_ids_);
+  uint32_t id = frame_ids_.empty() ? 0 : s.stacks.intern(frame_ids_);
+  same_hash.push_back({{pcs.begin(), pcs.end()}, id});
+  return id;
 }
 
 const Symbolizer::Resolved& Symbolizer::resolve(uint64_t pc, Snapshot& s) {

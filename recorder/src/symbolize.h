@@ -22,6 +22,9 @@ class Symbolizer {
   // interpreter's frames: they replace the C++ frames from the innermost to the outermost frame-evaluation
   // function (the interpreter's own machinery), or follow the C++ frames when there is none.
   void frames_of(std::span<const uint64_t> pcs, Snapshot& s, std::vector<uint32_t>& out);
+  // The id in s.stacks of `pcs`' frames (0 when none is kept). A stack seen before in this recording (in a training
+  // loop, nearly every one) is found by its words, not symbolized again.
+  uint32_t stack_of(std::span<const uint64_t> pcs, Snapshot& s);
   // Loads the symbol tables and debug info of every loaded object (libbacktrace's one-time cost, about 0.3-0.7 s
   // with libtorch), so that later lookups are microseconds. Called on the drain thread as recording starts.
   void warm_up();
@@ -46,6 +49,12 @@ class Symbolizer {
   std::vector<uint32_t> ids_;
   ScriptFrames* script_ = nullptr;
   std::unordered_map<uint64_t, uint32_t> script_cache_;  // word -> frame id
+  struct KnownStack {
+    std::vector<uint64_t> pcs;
+    uint32_t id;
+  };
+  std::unordered_map<uint64_t, std::vector<KnownStack>> stacks_;  // hash of the words -> the stacks with it
+  std::vector<uint32_t> frame_ids_;
   double seconds_ = 0;
 };
 
