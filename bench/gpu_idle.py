@@ -23,7 +23,7 @@ import time
 import torch
 
 import memrec
-from step_modes import MODELS, sync
+from step_modes import MODELS, sync, train_step
 
 BARE = dict(stacks="off", kernels="all", ops=False, scopes=False, owners=False, device_memory=False)
 MODES = {
@@ -45,9 +45,7 @@ def marked_steps(loss_of, opt, steps):
         sync()
         t = time.perf_counter()
         memrec.mark("idle start")
-        loss_of().backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        train_step(loss_of, opt)
         sync()
         memrec.mark("idle end")
         times.append((time.perf_counter() - t) * 1e3)

@@ -2,8 +2,8 @@
 recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
 scopes), with kernels on every step (kernels="all": by default a recording traces kernels on its first 3 steps, then
 on every 10th), without its scope hooks (scopes=False), without owner scans, stacks python, stacks all without
-kernels, and stacks all without op scopes (ops=False). Each round runs every mode in turn (every other round in reverse order, so that a slow drift of the
-GPU's speed cancels out), each mode a new recording: SETTLE steps untimed (a recording's first steps, which trace
+kernels, and stacks all without op scopes (ops=False). Each round runs every mode in turn (every other round in
+reverse order, so that a slow drift of the GPU's speed cancels out), each mode a new recording: SETTLE steps untimed (a recording's first steps, which trace
 kernels by default), then STEPS timed ones, so the table is a long run's steady state. It gives each mode's median
 step over all rounds, its cost against no recording in the same round (the median over rounds) and the range of
 that cost, the median time the step's Python took before its final synchronize (the CPU's part: while it stays
@@ -117,19 +117,19 @@ class FirstMatmul:
     the CPU this long."""
 
     def __init__(self, model, loss_of, clock):
-        called = []
-        handles = [m.register_forward_pre_hook(lambda m, _: called.append(m)) for m in model.modules()
-                   if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"]
-        with torch.no_grad():
-            loss_of()
-        for h in handles:
-            h.remove()
-        called[0].register_forward_pre_hook(self.called)
+        matmuls = [m for m in model.modules() if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"]
+        called_in_forward(matmuls, loss_of)[0].register_forward_pre_hook(self.called)
         self.clock, self.at = clock, None
 
     def called(self, *_):
         if self.at is None:
             self.at = self.clock()
+
+
+def train_step(loss_of, opt):
+    loss_of().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
 
 
 def timed_steps(loss_of, opt, steps, clock, first):
@@ -140,24 +140,27 @@ def timed_steps(loss_of, opt, steps, clock, first):
         sync()
         t = clock()
         first.at = None
-        loss_of().backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        train_step(loss_of, opt)
         cpu = clock()
         sync()
         times.append(((clock() - t) * 1e3, (cpu - t) * 1e3, (first.at - t) * 1e6))
     return times
 
 
-def module_calls(model, loss_of):
-    """Module calls in one forward, counted by a forward hook on each module."""
-    calls = []
-    handles = [m.register_forward_pre_hook(lambda *_: calls.append(1)) for m in model.modules()]
+def called_in_forward(modules, loss_of):
+    """The calls of `modules` in one forward, in order, seen by a forward pre-hook on each."""
+    called = []
+    handles = [m.register_forward_pre_hook(lambda m, _: called.append(m)) for m in modules]
     with torch.no_grad():
         loss_of()
     for h in handles:
         h.remove()
-    return len(calls)
+    return called
+
+
+def module_calls(model, loss_of):
+    """Module calls in one forward."""
+    return len(called_in_forward(model.modules(), loss_of))
 
 
 def step_ms(rounds, name):
@@ -236,8 +239,8 @@ def main():
             rounds[-1][name] = timed_steps(loss_of, opt, a.steps, clock, first)
             off()
     where = torch.cuda.get_device_name() if cuda else "CPU time"
-    print_table(rounds, f"| mode | step ms | vs none, median of rounds | rounds | CPU part ms | to the first matmul µs |  ({where}, torch "
-                f"{torch.__version__}, {a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps} steps "
+    print_table(rounds, f"| mode | step ms | vs none, median of rounds | rounds | CPU part ms | to the first matmul "
+                f"µs |  ({where}, torch {torch.__version__}, {a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps} steps "
                 f"after {a.settle}, every other round in reverse)")
     if HOOKS in rounds[0] and len(rounds[0]) > 2:
         hooks_per_call(rounds, model, loss_of)

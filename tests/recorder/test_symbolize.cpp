@@ -1,5 +1,5 @@
 // The drain's stack lookup: a stack met again is the stack it was the first time, without symbolizing it again,
-// and any other stack, even one that differs in a single word, is a stack of its own.
+// and a stack of other words, even one word apart, is the stack that symbolizing its own words gives.
 #include <gtest/gtest.h>
 
 #include <cstdint>
