@@ -25,6 +25,7 @@
 #include "memrec/format.h"
 #include "memrec/recorder.h"
 #include "memrec/workloads.h"
+#include "thread_counters.h"
 
 #ifdef MEMREC_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -144,7 +145,15 @@ void BM_AllocPair(benchmark::State& state) {
   benchmark::DoNotOptimize(at::empty({1024}, opts));
   Mode mode(state, 1 << 20);  // 200k pairs make 600k events: buffer them between drains
   if (!mode.ok()) return;
+  memrec::bench::ThreadCounters counters;
+  counters.start();
   for (auto _ : state) benchmark::DoNotOptimize(at::empty({1024}, opts));
+  auto counted = counters.stop();
+  if (counted.instructions > 0) {
+    // This thread's only: the drain thread's work is not the program's.
+    state.counters["instructions"] = benchmark::Counter(double(counted.instructions), benchmark::Counter::kAvgIterations);
+    state.counters["cycles"] = benchmark::Counter(double(counted.cycles), benchmark::Counter::kAvgIterations);
+  }
   mode.report(state);
 }
 BENCHMARK(BM_AllocPair)->DenseRange(0, 7)->DenseRange(9, 11)->Iterations(200000)->Unit(benchmark::kNanosecond);
