@@ -391,13 +391,23 @@ benchmarks() {
   cat "$OUT/bench.log"
 }
 
-# Issue 26's per-pair figures: alloc+free pairs on CUDA with no recording, memrec without stacks (and without its
-# CUPTI subscriber and NVML) and memrec with C++ stacks (BM_AllocPair modes 0, 5, 11, 9; no op scopes), interleaved
-# at random, the process kept on 4 cores so that its threads do not wander over the host's.
+# Issue 26's per-pair figures: alloc+free pairs on CUDA with no recording, memrec without stacks and memrec with C++
+# stacks (BM_AllocPair modes 0, 5, 9; no op scopes), interleaved at random, the process kept on 4 cores so that its
+# threads do not wander over the host's; each round's difference to no recording (bench/pair_rounds.py).
 pair_cost() {
-  taskset -c 4-7 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_AllocPair/(0|5|9|11)/' \
-    --benchmark_enable_random_interleaving=true --benchmark_repetitions=${PAIR_REPETITIONS:-15} 2>&1 |
-    grep -E "^BM_|^Benchmark" | tee -a "$OUT/summary.txt"
+  taskset -c 4-7 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_AllocPair/(0|5|9)/' \
+    --benchmark_enable_random_interleaving=true --benchmark_repetitions=${PAIR_REPETITIONS:-40} \
+    --benchmark_out="$OUT/pair_cost.json" --benchmark_out_format=json > /tmp/pair_cost.log 2>&1 || { tail -20 /tmp/pair_cost.log; return 1; }
+  python3 bench/pair_rounds.py "$OUT/pair_cost.json" | tee -a "$OUT/summary.txt"
+}
+
+# Issue 26's 12-layer figure: the transformer step with no recording and with memrec's stacks, op scopes and kernels
+# (BM_TransformerStep modes 0 and 3), interleaved at random, each round's difference to no recording.
+step12_cost() {
+  timeout 200 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_TransformerStep/(0|3)/' \
+    --benchmark_enable_random_interleaving=true --benchmark_repetitions=${STEP12_REPETITIONS:-10} \
+    --benchmark_out="$OUT/step12_cost.json" --benchmark_out_format=json > /tmp/step12_cost.log 2>&1 || { tail -20 /tmp/step12_cost.log; return 1; }
+  python3 bench/pair_rounds.py "$OUT/step12_cost.json" --base BM_TransformerStep/0/ | tee -a "$OUT/summary.txt"
 }
 
 # Absolute times of the snapshot library (no GPU needed, but this is the machine benchmarks are quoted from),
@@ -437,7 +447,7 @@ long_run() {
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
-              ranks ranks_bench owners owners_cost step_modes gpu_idle pair_cost example benchmarks analysis_bench bench_compare long_run
+              ranks ranks_bench owners owners_cost step_modes gpu_idle pair_cost step12_cost example benchmarks analysis_bench bench_compare long_run
               pip_install)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
