@@ -44,7 +44,7 @@ def main():
     try:
         with open(a.run) as f:
             by_mode, labels, unit = rounds(json.load(f).get("benchmarks", []))
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         sys.exit(f"pair_rounds: cannot read {a.run}: {e}")
     base = [m for m in by_mode if m.startswith(a.base)]
     if len(base) != 1:
@@ -56,6 +56,9 @@ def main():
           f"{'quartiles':>17}   ({unit})")
     for name, reps in by_mode.items():
         diffs = [reps[i] - base[i] for i in reps if i in base]
+        if not diffs:
+            print(f"{labels[name]:<34} no round in common with the base")
+            continue
         lo, hi = quartiles(diffs)
         d = statistics.median(diffs)
         print(f"{labels[name]:<34} {len(reps):>6} {statistics.median(reps.values()):>9.{digits}f} "
