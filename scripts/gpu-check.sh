@@ -21,7 +21,8 @@ MEMREC=$BUILD/cli/memrec
 results=()
 
 # At most 8 files come back from the device machine: summary.txt, build.log, tests.log, run12.log,
-# checkpoint.txt, oom.log, bench.log, bench.json (zoo.txt, python_tests.log and bench_read.json when those sections run).
+# checkpoint.txt, oom.log, bench.log, bench.json (zoo.txt, python_tests.log, bench_read.json, pair_cost.json and
+# step12_cost.json when those sections run).
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 # section NAME FUNCTION: runs FUNCTION under set -e (not inside `if` or `||`, where bash would ignore -e).
@@ -393,21 +394,25 @@ benchmarks() {
 
 # Issue 26's per-pair figures: alloc+free pairs on CUDA with no recording, memrec without stacks and memrec with C++
 # stacks (BM_AllocPair modes 0, 5, 9; no op scopes), interleaved at random, the process kept on 4 cores so that its
-# threads do not wander over the host's; each round's difference to no recording (bench/pair_rounds.py).
+# threads do not wander over the host's; each repetition against the no-recording ones next to it
+# (bench/paired_cost.py).
 pair_cost() {
   taskset -c 4-7 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_AllocPair/(0|5|9)/' \
     --benchmark_enable_random_interleaving=true --benchmark_repetitions=${PAIR_REPETITIONS:-40} \
-    --benchmark_out="$OUT/pair_cost.json" --benchmark_out_format=json > /tmp/pair_cost.log 2>&1 || { tail -20 /tmp/pair_cost.log; return 1; }
-  python3 bench/pair_rounds.py "$OUT/pair_cost.json" | tee -a "$OUT/summary.txt"
+    --benchmark_out="$OUT/pair_cost.json" --benchmark_out_format=json > /tmp/pair_cost.log 2>&1 ||
+    { tail -20 /tmp/pair_cost.log | tee -a "$OUT/summary.txt"; return 1; }
+  python3 bench/paired_cost.py "$OUT/pair_cost.json" | tee -a "$OUT/summary.txt"
 }
 
 # Issue 26's 12-layer figure: the transformer step with no recording and with memrec's stacks, op scopes and kernels
-# (BM_TransformerStep modes 0 and 3), interleaved at random, each round's difference to no recording.
+# (BM_TransformerStep modes 0 and 3), interleaved at random, unpinned (on 4 cores the recorder's threads would share
+# the program's), compared as pair_cost's.
 step12_cost() {
   timeout 200 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_TransformerStep/(0|3)/' \
     --benchmark_enable_random_interleaving=true --benchmark_repetitions=${STEP12_REPETITIONS:-10} \
-    --benchmark_out="$OUT/step12_cost.json" --benchmark_out_format=json > /tmp/step12_cost.log 2>&1 || { tail -20 /tmp/step12_cost.log; return 1; }
-  python3 bench/pair_rounds.py "$OUT/step12_cost.json" --base BM_TransformerStep/0/ | tee -a "$OUT/summary.txt"
+    --benchmark_out="$OUT/step12_cost.json" --benchmark_out_format=json > /tmp/step12_cost.log 2>&1 ||
+    { tail -20 /tmp/step12_cost.log | tee -a "$OUT/summary.txt"; return 1; }
+  python3 bench/paired_cost.py "$OUT/step12_cost.json" --base BM_TransformerStep/0/ | tee -a "$OUT/summary.txt"
 }
 
 # Absolute times of the snapshot library (no GPU needed, but this is the machine benchmarks are quoted from),

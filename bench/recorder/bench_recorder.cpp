@@ -61,6 +61,10 @@ class Mode {
  public:
   Mode(benchmark::State& state, size_t buffer_events = 1 << 16) : mode_(static_cast<int>(state.range(0))) {
     state.SetLabel(kModeNames[mode_]);
+    // Which run of the process this is: random interleaving shuffles all repetitions of all modes together, so a
+    // repetition's neighbours in time are found by this (bench/paired_cost.py).
+    static int runs = 0;
+    state.counters["order"] = ++runs;
     if (mode_ == 1) {
       if (!on_cuda()) {
         state.SkipWithError("PyTorch's recordHistory needs CUDA");
