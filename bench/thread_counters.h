@@ -64,7 +64,7 @@ class ThreadCounters {
     a.exclude_kernel = 1;
     a.exclude_hv = 1;
     a.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
-    return static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, group, 0));
+    return static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, group, PERF_FLAG_FD_CLOEXEC));
   }
   void close_all() {
     if (cycles_ >= 0) close(cycles_);
