@@ -392,27 +392,29 @@ benchmarks() {
   cat "$OUT/bench.log"
 }
 
-# Issue 26's per-pair figures: alloc+free pairs on CUDA with no recording, memrec without stacks and memrec with C++
-# stacks (BM_AllocPair modes 0, 5, 9; no op scopes), interleaved at random, the process kept on 4 cores so that its
-# threads do not wander over the host's; each repetition against the no-recording ones next to it
+# interleaved_cost NAME FILTER REPETITIONS BASE [PREFIX...]: bench_recorder's modes FILTER interleaved at random
+# (run under PREFIX), kept as $OUT/NAME.json, each repetition against the BASE repetitions next to it
 # (bench/paired_cost.py).
+interleaved_cost() {
+  local name=$1 filter=$2 repetitions=$3 base=$4
+  shift 4
+  "$@" "$BUILD/bench/bench_recorder" --benchmark_filter="$filter" --benchmark_enable_random_interleaving=true \
+    --benchmark_repetitions="$repetitions" --benchmark_out="$OUT/$name.json" --benchmark_out_format=json \
+    > "/tmp/$name.log" 2>&1 || { tail -20 "/tmp/$name.log" | tee -a "$OUT/summary.txt"; return 1; }
+  python3 bench/paired_cost.py "$OUT/$name.json" --base "$base" | tee -a "$OUT/summary.txt"
+}
+
+# Issue 26's per-pair figures: alloc+free pairs on CUDA with no recording, memrec without stacks and memrec with C++
+# stacks (BM_AllocPair modes 0, 5, 9; no op scopes), the process kept on 4 cores so that its threads do not wander
+# over the host's.
 pair_cost() {
-  taskset -c 4-7 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_AllocPair/(0|5|9)/' \
-    --benchmark_enable_random_interleaving=true --benchmark_repetitions=${PAIR_REPETITIONS:-40} \
-    --benchmark_out="$OUT/pair_cost.json" --benchmark_out_format=json > /tmp/pair_cost.log 2>&1 ||
-    { tail -20 /tmp/pair_cost.log | tee -a "$OUT/summary.txt"; return 1; }
-  python3 bench/paired_cost.py "$OUT/pair_cost.json" | tee -a "$OUT/summary.txt"
+  interleaved_cost pair_cost 'BM_AllocPair/(0|5|9)/' "${PAIR_REPETITIONS:-40}" BM_AllocPair/0/ taskset -c 4-7
 }
 
 # Issue 26's 12-layer figure: the transformer step with no recording and with memrec's stacks, op scopes and kernels
-# (BM_TransformerStep modes 0 and 3), interleaved at random, unpinned (on 4 cores the recorder's threads would share
-# the program's), compared as pair_cost's.
+# (BM_TransformerStep modes 0 and 3), unpinned (on 4 cores the recorder's threads would share the program's).
 step12_cost() {
-  timeout 200 "$BUILD/bench/bench_recorder" --benchmark_filter='BM_TransformerStep/(0|3)/' \
-    --benchmark_enable_random_interleaving=true --benchmark_repetitions=${STEP12_REPETITIONS:-10} \
-    --benchmark_out="$OUT/step12_cost.json" --benchmark_out_format=json > /tmp/step12_cost.log 2>&1 ||
-    { tail -20 /tmp/step12_cost.log | tee -a "$OUT/summary.txt"; return 1; }
-  python3 bench/paired_cost.py "$OUT/step12_cost.json" --base BM_TransformerStep/0/ | tee -a "$OUT/summary.txt"
+  interleaved_cost step12_cost 'BM_TransformerStep/(0|3)/' "${STEP12_REPETITIONS:-10}" BM_TransformerStep/0/ timeout 200
 }
 
 # Absolute times of the snapshot library (no GPU needed, but this is the machine benchmarks are quoted from),
