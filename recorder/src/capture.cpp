@@ -19,6 +19,9 @@
 #endif
 
 namespace memrec {
+namespace detail {
+constinit UnwBacktrace g_unw_backtrace = nullptr;
+}
 namespace {
 
 // libunwind (nongnu) loaded with RTLD_LOCAL, never linked: libunwind.so also defines _Unwind_RaiseException and
@@ -39,6 +42,7 @@ struct Libunwind {
         dlsym(lib, MEMREC_NAME(unw_set_caching_policy)));
     auto* local = static_cast<unw_addr_space_t*>(dlsym(lib, MEMREC_NAME(unw_local_addr_space)));
     backtrace = reinterpret_cast<decltype(backtrace)>(dlsym(lib, "unw_backtrace"));
+    detail::g_unw_backtrace = backtrace;
     // Per-thread caches need no lock (the global one blocks signals around each use).
     if (set_policy && local) set_policy(*local, UNW_CACHE_PER_THREAD);
 #undef MEMREC_NAME2
@@ -139,56 +143,19 @@ int capture_stack(StackCapture method, uint64_t* out, int max) {
   }
 }
 
-}  // namespace memrec::detail
-
-namespace memrec::detail {
-
 constinit HookConfig g_hook_config;
 
-namespace {
-bool wants_stack(const HookConfig& cfg, Action a) {
-  switch (a) {
-    case Action::alloc:
-    case Action::segment_alloc:
-    case Action::segment_map:
-    case Action::oom: return true;
-    case Action::free_requested: return cfg.free_stacks;
-    default: return false;
-  }
-}
-
-// C++ frames, then the interpreter's frames tagged with kScriptFrameBit (the symbolizer joins them).
-int capture_all(const HookConfig& cfg, const Record& r, const std::span<const uint64_t>* script, uint64_t* pcs,
-                int max) {
-  int n = cfg.stacks ? detail::capture_stack(cfg.capture, pcs, max) : 0;
+int script_frames(const HookConfig& cfg, const Record& r, const std::span<const uint64_t>* script, uint64_t* out,
+                  int max) {
   int m = 0;
   if (script) {
     m = static_cast<int>(std::min<size_t>(script->size(), max));
-    std::copy(script->begin(), script->begin() + m, pcs + n);
+    std::copy(script->begin(), script->begin() + m, out);
   } else if (cfg.script) {
-    m = cfg.script->capture(pcs + n, max, /*may_block=*/!r.cuda);  // CUDA trace: under the allocator lock
+    m = cfg.script->capture(out, max, /*may_block=*/!r.cuda);  // CUDA trace: under the allocator lock
   }
-  for (int i = n; i < n + m; ++i) pcs[i] |= kScriptFrameBit;
-  return n + m;
-}
-
-// With a stack: apart from record_event, so that the common event without one pays for no stack buffer.
-__attribute__((noinline)) void record_with_stack(Record r, const HookConfig& cfg,
-                                                 const std::span<const uint64_t>* script) {
-  constexpr int kMaxFrames = 128;  // each of the C++ and the interpreter's frames
-  uint64_t pcs[2 * kMaxFrames];
-  int n = capture_all(cfg, r, script, pcs, std::min(cfg.max_frames, kMaxFrames));
-  r.scope = current_scope();
-  EventBuffer::get().push_event(r, {pcs, static_cast<size_t>(n)});
-}
-
-}  // namespace
-
-__attribute__((noinline)) void record_event(Record r, const std::span<const uint64_t>* script) {
-  const HookConfig& cfg = hook_config();
-  if ((cfg.stacks || cfg.script) && wants_stack(cfg, r.action)) return record_with_stack(r, cfg, script);
-  r.scope = current_scope();
-  EventBuffer::get().push_event(r, {});
+  for (int i = 0; i < m; ++i) out[i] |= kScriptFrameBit;
+  return m;
 }
 
 }  // namespace memrec::detail

@@ -25,7 +25,7 @@ std::atomic<uint64_t> g_allocs{0}, g_zero{0}, g_unwrapped{0};
 
 Record cpu_record(Action action, void* ptr, uint64_t size) {
   Record r;
-  r.time = now_ns();
+  r.time = stamp();
   r.action = action;
   r.addr = reinterpret_cast<uint64_t>(ptr);
   r.size = size;

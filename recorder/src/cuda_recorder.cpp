@@ -90,12 +90,22 @@ Action action_of(alloc::TraceEntry::Action a) {
   }
 }
 
+// The entry's own time stamp where it is a TSC read (c10's getApproximateTime() on x86-64) and ours are too: one
+// clock read fewer an event. The drain converts it with the scopes' stamps, not with c10's converter (which gave
+// every event one time in a C++ program recorded from before main()).
+template <class Entry>
+int64_t stamp_of(const Entry& te) {
+  if constexpr (requires { te.time_.approx_t_; }) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(te.time_.approx_t_)>, uint64_t>)
+      if (g_tsc_stamps) return static_cast<int64_t>(te.time_.approx_t_);
+  }
+  return stamp();
+}
+
 void on_trace(const alloc::TraceEntry& te) {
   if (!g_enabled.load(std::memory_order_relaxed)) return;
   Record r;
-  // Stamped here, in the allocating thread, on the clock of CUPTI and the scopes. The entry's own time_ needs c10's
-  // tick converter, which gave every event one time in a C++ program recorded from before main().
-  r.time = now_ns();
+  r.time = stamp_of(te);
   r.cuda = true;
   r.addr = static_cast<uint64_t>(te.addr_);
   r.size = static_cast<uint64_t>(te.size_);

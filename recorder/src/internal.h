@@ -2,11 +2,11 @@
 // namespace memrec::detail: the symbolizer strips leading frames of that namespace from every stack.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <ctime>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -14,21 +14,16 @@
 #include <string_view>
 #include <vector>
 
+#include "clock.h"
 #include "memrec/recorder.h"
 
 namespace memrec::detail {
-
-inline int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);  // the clock CUPTI and c10::getTime() use
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 enum class RecordKind : uint8_t { event, scope_open, scope_close, owner };
 
 // One entry of the hand-off buffer. Variable-length data (pcs, scope names) lives in Batch::payload.
 struct Record {
-  int64_t time = 0;      // CLOCK_REALTIME ns
+  int64_t time = 0;      // a stamp() (clock.h): the drain turns it into CLOCK_REALTIME ns
   uint64_t addr = 0;
   uint64_t size = 0;     // 0 for CPU frees: the drain knows the size
   uint64_t stream = 0;   // raw stream handle
@@ -192,6 +187,22 @@ inline constexpr uint64_t kScriptFrameBit = uint64_t(1) << 63;
 // Raw return addresses of the calling thread, innermost first. Returns how many were written.
 int capture_stack(StackCapture method, uint64_t* out, int max);
 
+// libunwind's unw_backtrace once loaded (capture.cpp), else null.
+using UnwBacktrace = int (*)(void**, int);
+extern constinit UnwBacktrace g_unw_backtrace;
+
+// capture_stack, with libunwind's walk started in the caller's own frame rather than in one more of ours.
+[[gnu::always_inline]] inline int capture_here(StackCapture method, uint64_t* out, int max) {
+  if (method == StackCapture::libunwind && g_unw_backtrace)
+    return max > 0 ? g_unw_backtrace(reinterpret_cast<void**>(out), max) : 0;
+  return detail::capture_stack(method, out, max);
+}
+
+// Appends the interpreter's frames for an event, tagged with kScriptFrameBit: `script` when the allocator gathered
+// them already (outside its lock), else the recorder's own capture. Returns how many were written.
+int script_frames(const HookConfig& cfg, const Record& r, const std::span<const uint64_t>* script, uint64_t* out,
+                  int max);
+
 // The innermost scope of this thread (materializing lazily-recorded op scopes), or the ambient user scope.
 uint32_t current_scope();
 // Starts a new scope generation (on Recorder::start) and registers/unregisters the aten op callbacks (with
@@ -200,9 +211,36 @@ void scopes_begin(bool ops, bool user_ops, bool modules);
 void scopes_end();
 void scopes_forget();  // after fork: stop recording scopes, touching no lock
 
+inline bool wants_stack(const HookConfig& cfg, Action a) {
+  if (!cfg.stacks && !cfg.script) return false;
+  switch (a) {
+    case Action::alloc:
+    case Action::segment_alloc:
+    case Action::segment_map:
+    case Action::oom: return true;
+    case Action::free_requested: return cfg.free_stacks;
+    default: return false;
+  }
+}
+
 // Records one allocator action from the allocating thread: stack (if asked), scope, then the event.
 // `script` (when given) holds the interpreter's frames already gathered for it, outside the allocator's lock.
-void record_event(Record r, const std::span<const uint64_t>* script = nullptr);
+// Inlined into each hook, so that a C++ stack's walk starts in the hook's frame: a frame costs the walk 11-20 ns.
+[[gnu::always_inline]] inline void record_event(Record r, const std::span<const uint64_t>* script = nullptr) {
+  const HookConfig& cfg = hook_config();
+  if (!wants_stack(cfg, r.action)) {
+    r.scope = current_scope();
+    EventBuffer::get().push_event(r, {});
+    return;
+  }
+  constexpr int kMaxFrames = 128;  // each of the C++ and the interpreter's frames
+  uint64_t pcs[2 * kMaxFrames];
+  int max = std::min(cfg.max_frames, kMaxFrames);
+  int n = cfg.stacks ? capture_here(cfg.capture, pcs, max) : 0;
+  n += script_frames(cfg, r, script, pcs + n, max);
+  r.scope = current_scope();
+  EventBuffer::get().push_event(r, {pcs, static_cast<size_t>(n)});
+}
 
 // CPU allocator wrapper (cpu_allocator.cpp).
 struct CpuCounters {

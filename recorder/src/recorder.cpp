@@ -70,6 +70,7 @@ struct Recorder::Impl {
   std::unique_ptr<Writer> writer;
   std::optional<Snapshot> read_back;  // the file read back, for snapshot() after stop()
   detail::Symbolizer symbolizer;
+  detail::TickClock stamps;  // turns the hooks' stamps into ns
   detail::Batch spare;
   bool running = false, cuda = false, cupti = false;
   detail::NvmlSampler nvml;
@@ -122,6 +123,8 @@ void Recorder::Impl::start() {
     snap.metadata["recorder.free_stacks"] = cfg.free_stacks ? "on" : "off";
     snap.metadata["torch_version"] = TORCH_VERSION;
     snap.metadata["clock"] = "CLOCK_REALTIME ns";
+    stamps.start(detail::tsc_invariant());
+    snap.metadata["recorder.stamps"] = stamps.tsc() ? "tsc" : "clock_gettime";
     snap.metadata["pid"] = std::to_string(getpid());
     note_process(snap.metadata);
     if (!opt.output.empty()) writer = std::make_unique<Writer>(opt.output);
@@ -254,6 +257,7 @@ void Recorder::Impl::drain_loop() {
 
 void Recorder::Impl::drain_once() {
   bool capped = detail::EventBuffer::get().take(spare);
+  stamps.read_pair();  // after every stamp taken: they are converted between pairs, not past the last
   apply(spare);
   if (capped && capped_at_ns < 0) capped_at_ns = last_event_ns;
   if (cupti) add_cupti();
@@ -272,10 +276,10 @@ void Recorder::Impl::apply(const detail::Batch& b) {
       case detail::RecordKind::scope_open: {
         std::string_view name(reinterpret_cast<const char*>(b.payload.data() + r.payload), r.payload_len);
         // Ids are handed out in buffer order, so each new scope lands at its own index.
-        snap.scopes.push_back(Scope{r.time, -1, snap.strings.intern(name), r.parent, r.scope_kind, 0});
+        snap.scopes.push_back(Scope{stamps.to_ns(r.time), -1, snap.strings.intern(name), r.parent, r.scope_kind, 0});
         break;
       }
-      case detail::RecordKind::scope_close: end_scope(r.scope, r.time); break;
+      case detail::RecordKind::scope_close: end_scope(r.scope, stamps.to_ns(r.time)); break;
       case detail::RecordKind::event: add_event(r, b); break;
       case detail::RecordKind::owner: add_owner(r, b); break;
     }
@@ -296,7 +300,7 @@ void Recorder::Impl::add_owner(const detail::Record& r, const detail::Batch& b) 
   uint32_t module = snap.strings.intern(bytes.substr(0, r.parent));
   uint32_t name = snap.strings.intern(bytes.substr(r.parent));
   uint64_t events = released().events + snap.events.size();
-  snap.owners.push_back(Owner{r.time, events, r.addr, r.size, name, module, r.owner_kind, r.device});
+  snap.owners.push_back(Owner{stamps.to_ns(r.time), events, r.addr, r.size, name, module, r.owner_kind, r.device});
   if (!cuda) cpu_live.try_emplace(r.addr, r.size);
 }
 
@@ -307,7 +311,7 @@ void Recorder::Impl::add_event(const detail::Record& r, const detail::Batch& b) 
   e.action = r.action;
   e.device = r.device;
   e.scope = r.scope;
-  e.time_ns = r.time;
+  e.time_ns = stamps.to_ns(r.time);
   if (!r.cuda) {  // CPU wrapper: frees come without size, and frees of blocks allocated before start are not ours
     if (r.action == Action::alloc) {
       cpu_live[r.addr] = r.size;
@@ -423,7 +427,7 @@ bool record_owner(uint8_t device, uint64_t addr, uint64_t size, std::string_view
                   OwnerKind kind) {
   if (!g_running.load(std::memory_order_relaxed)) return false;
   detail::Record r;
-  r.time = detail::now_ns();
+  r.time = detail::stamp();
   r.addr = addr;
   r.size = size;
   r.device = device;

@@ -98,7 +98,7 @@ std::optional<Entry> remove_innermost(Stack& s, bool user) {
     std::copy(s.entries + i + 1, s.entries + s.depth, s.entries + i);
     --s.depth;
     if (s.recorded > i) --s.recorded;
-    if (e.id != 0) EventBuffer::get().push_scope_close(e.id, now_ns());
+    if (e.id != 0) EventBuffer::get().push_scope_close(e.id, stamp());
     return e;
   }
   return std::nullopt;
@@ -121,7 +121,7 @@ uint32_t innermost_user_scope(const Stack& s) {
 
 void push_user(Stack& s, std::string_view name, ScopeKind kind, Entry e, uint32_t parent) {
   record_pending(s);
-  e.start = now_ns();
+  e.start = stamp();
   e.parent = parent;
   e.user = true;
   e.id = EventBuffer::get().push_scope_open(e.start, name, kind, parent);
@@ -231,7 +231,7 @@ void on_node(const at::RecordFunction& fn) {
 // Registered only while recording; pushes unconditionally so that every end callback has its start.
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) on_node(fn);
-  push(stack(), Entry{fn.name(), now_ns(), 0, 0, false});
+  push(stack(), Entry{fn.name(), stamp(), 0, 0, false});
   return nullptr;
 }
 

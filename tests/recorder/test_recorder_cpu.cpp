@@ -214,10 +214,12 @@ TEST(Recorder, ASecondRecordingOfOneRecorderHasItsOwnFramesAndBlocks) {
   }
 }
 
-// One step of `model` recorded with stack capture `c`.
+// One step of `model` recorded with stack capture `c`, whole stacks: captures that walk from frames of their own
+// cut a stack at max_frames at different depths.
 Snapshot recorded_step(StackCapture c, const char* model) {
   RecorderOptions o = cpu_options();
   o.capture = c;
+  o.max_frames = 128;
   Recorder rec(o);
   rec.start();
   workloads::Workload::create(small_cpu(model))->step(0);
