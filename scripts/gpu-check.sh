@@ -21,8 +21,8 @@ MEMREC=$BUILD/cli/memrec
 results=()
 
 # At most 8 files come back from the device machine: summary.txt, build.log, tests.log, run12.log,
-# checkpoint.txt, oom.log, bench.log, bench.json (zoo.txt, python_tests.log, bench_read.json, pair_cost.json and
-# step12_cost.json when those sections run).
+# checkpoint.txt, oom.log, bench.log, bench.json (zoo.txt, python_tests.log, bench_read.json, pair_cost.json,
+# pair_ab.tar and step12_cost.json when those sections run).
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 # section NAME FUNCTION: runs FUNCTION under set -e (not inside `if` or `||`, where bash would ignore -e).
@@ -44,7 +44,7 @@ section() {
 configure() {
   local prefix
   prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMREC_WITH_CUDA=ON -DMEMREC_WITH_VIEWER=OFF -DMEMREC_INSTALL=OFF \
+  cmake -S "${SRC:-.}" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMREC_WITH_CUDA=ON -DMEMREC_WITH_VIEWER=OFF -DMEMREC_INSTALL=OFF \
     -DMEMREC_EXTRA_INCLUDE="$PWD/.deps/usr/include" -DCMAKE_PREFIX_PATH="$prefix" > /tmp/configure.log 2>&1 ||
     { tail -40 /tmp/configure.log | tee -a "$OUT/summary.txt"; return 1; }
 }
@@ -399,9 +399,9 @@ interleaved_cost() {
   local name=$1 filter=$2 repetitions=$3 base=$4
   shift 4
   "$@" "$BUILD/bench/bench_recorder" --benchmark_filter="$filter" --benchmark_enable_random_interleaving=true \
-    --benchmark_repetitions="$repetitions" --benchmark_out="$OUT/$name.json" --benchmark_out_format=json \
+    --benchmark_repetitions="$repetitions" --benchmark_out="${JSON_DIR:-$OUT}/$name.json" --benchmark_out_format=json \
     > "/tmp/$name.log" 2>&1 || { tail -20 "/tmp/$name.log" | tee -a "$OUT/summary.txt"; return 1; }
-  python3 bench/paired_cost.py "$OUT/$name.json" --base "$base" | tee -a "$OUT/summary.txt"
+  python3 bench/paired_cost.py "${JSON_DIR:-$OUT}/$name.json" --base "$base" | tee -a "$OUT/summary.txt"
 }
 
 # Issue 26's per-pair figures: alloc+free pairs on CUDA with no recording, memrec without stacks and memrec with C++
@@ -409,6 +409,29 @@ interleaved_cost() {
 # over the host's.
 pair_cost() {
   interleaved_cost pair_cost 'BM_AllocPair/(0|5|9)/' "${PAIR_REPETITIONS:-40}" BM_AllocPair/0/ taskset -c 4-7
+}
+
+# The per-pair figures of pair_cost against another commit's recorder, run in turns with this one's: AB_ROUNDS
+# (default 4) processes of each, 15 repetitions a mode. Make build-base/src.tar with `git archive BASE -o
+# build-base/src.tar` and carry build-base; its bench_recorder is built in /tmp/base. The runs come back in
+# pair_ab.tar (pair_base_N.json, pair_this_N.json).
+pair_ab() {
+  [ -f build-base/src.tar ] || { say "pair_ab needs build-base/src.tar (git archive BASE -o build-base/src.tar)"; return 1; }
+  rm -rf /tmp/base && mkdir -p /tmp/base && tar -xf build-base/src.tar -C /tmp/base
+  SRC=/tmp/base BUILD=/tmp/base/build configure
+  ninja -C /tmp/base/build -j16 bench_recorder > /tmp/base_build.log 2>&1 || { tail -20 /tmp/base_build.log; return 1; }
+  local i which
+  rm -rf /tmp/pair_ab && mkdir -p /tmp/pair_ab
+  for i in $(seq 1 "${AB_ROUNDS:-4}"); do
+    for which in base this; do
+      say "-- $which, process $i"
+      local build=$BUILD
+      [ $which = base ] && build=/tmp/base/build
+      BUILD=$build JSON_DIR=/tmp/pair_ab interleaved_cost "pair_${which}_$i" 'BM_AllocPair/(0|5|9)/' 15 BM_AllocPair/0/ \
+        taskset -c 4-7
+    done
+  done
+  tar -cf "$OUT/pair_ab.tar" -C /tmp pair_ab
 }
 
 # Issue 26's 12-layer figure: the transformer step with no recording and with memrec's stacks, op scopes and kernels
@@ -454,7 +477,7 @@ long_run() {
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
-              ranks ranks_bench owners owners_cost step_modes gpu_idle pair_cost step12_cost example benchmarks analysis_bench bench_compare long_run
+              ranks ranks_bench owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example benchmarks analysis_bench bench_compare long_run
               pip_install)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }

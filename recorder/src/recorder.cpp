@@ -86,7 +86,7 @@ struct Recorder::Impl {
   std::vector<std::string> new_kernel_names;
   std::vector<uint32_t> kernel_names;  // CUPTI module's name ids (kernels and libraries) -> snapshot string ids
   int64_t last_event_ns = 0;           // the latest event kept (threads can push slightly out of time order)
-  int64_t capped_at_ns = -1;           // last_event_ns once max_events is reached
+  int64_t capped_at_ns = -1;           // last_event_ns once max_events is reached (the last kept event's time)
   uint64_t kernels_over_cap = 0;
   uint64_t cpu_unmatched_frees = 0;
   uint64_t rows_held_peak = 0;
@@ -259,7 +259,9 @@ void Recorder::Impl::drain_once() {
   bool capped = detail::EventBuffer::get().take(spare);
   stamps.read_pair();  // after every stamp taken: they are converted between pairs, not past the last
   apply(spare);
-  if (capped && capped_at_ns < 0) capped_at_ns = last_event_ns;
+  // Again at each pass once capped: an event counted under the cap may be written just after the take that saw
+  // the cap, and the scopes opened before it are kept.
+  if (capped) capped_at_ns = last_event_ns;
   if (cupti) add_cupti();
   rows_held_peak = std::max(rows_held_peak, rows_held());
   if (writer && !drain_error) writer->flush_and_release(snap);
