@@ -412,18 +412,25 @@ pair_cost() {
 }
 
 # The per-pair figures of pair_cost against another commit's recorder, run in turns with this one's: AB_ROUNDS
-# (default 4) processes of each, 15 repetitions a mode. Make build-base/src.tar with `git archive BASE -o
-# build-base/src.tar` and carry build-base; its bench_recorder is built in /tmp/base. The runs come back in
-# pair_ab.tar (pair_base_N.json, pair_this_N.json).
+# (default 4) processes of each, 15 repetitions a mode, every other round the other one first. Make
+# build-base/src.tar with `git archive BASE -o build-base/src.tar` and carry build-base (without it the section
+# says so and does nothing); its bench_recorder is built in /tmp/base, again only when the archive changed. The runs
+# come back in pair_ab.tar (pair_base_N.json, pair_this_N.json).
 pair_ab() {
-  [ -f build-base/src.tar ] || { say "pair_ab needs build-base/src.tar (git archive BASE -o build-base/src.tar)"; return 1; }
-  rm -rf /tmp/base && mkdir -p /tmp/base && tar -xf build-base/src.tar -C /tmp/base
+  [ -f build-base/src.tar ] || { say "pair_ab: no build-base/src.tar (git archive BASE -o build-base/src.tar)"; return 0; }
+  if ! cmp -s build-base/src.tar /tmp/base.tar; then
+    rm -rf /tmp/base /tmp/base.tar && mkdir -p /tmp/base && tar -xf build-base/src.tar -C /tmp/base
+    cp build-base/src.tar /tmp/base.tar
+  fi
   SRC=/tmp/base BUILD=/tmp/base/build configure
-  ninja -C /tmp/base/build -j16 bench_recorder > /tmp/base_build.log 2>&1 || { tail -20 /tmp/base_build.log; return 1; }
-  local i which
+  ninja -C /tmp/base/build -j16 bench_recorder > /tmp/base_build.log 2>&1 ||
+    { tail -20 /tmp/base_build.log | tee -a "$OUT/summary.txt"; rm -f /tmp/base.tar; return 1; }
+  local i which order
   rm -rf /tmp/pair_ab && mkdir -p /tmp/pair_ab
   for i in $(seq 1 "${AB_ROUNDS:-4}"); do
-    for which in base this; do
+    order="base this"
+    [ $((i % 2)) = 0 ] && order="this base"
+    for which in $order; do
       say "-- $which, process $i"
       local build=$BUILD
       [ $which = base ] && build=/tmp/base/build

@@ -9,30 +9,41 @@
 
 namespace memrec::detail {
 
-constinit bool g_tsc_stamps = false;
+constinit std::atomic<bool> g_tsc_stamps{false};
 
-bool tsc_invariant() {
+namespace {
+
+bool has_flags(std::istream& cpuinfo) {
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (!line.starts_with("flags")) continue;
+    std::istringstream words(line);
+    bool constant = false, nonstop = false;
+    for (std::string w; words >> w;) constant |= w == "constant_tsc", nonstop |= w == "nonstop_tsc";
+    return constant && nonstop;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool tsc_trusted() {
 #if defined(__x86_64__) && defined(__linux__)
-  static const bool invariant = [] {
-    std::ifstream in("/proc/cpuinfo");
-    for (std::string line; std::getline(in, line);) {
-      if (!line.starts_with("flags")) continue;
-      std::istringstream words(line);
-      bool constant = false, nonstop = false;
-      for (std::string w; words >> w;) constant |= w == "constant_tsc", nonstop |= w == "nonstop_tsc";
-      return constant && nonstop;
-    }
-    return false;
+  static const bool trusted = [] {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::ifstream source("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+    std::string name;
+    return has_flags(cpuinfo) && source >> name && name == "tsc";
   }();
-  return invariant;
+  return trusted;
 #else
   return false;
 #endif
 }
 
-void TickClock::start(bool tsc) {
-  tsc_ = tsc;
-  g_tsc_stamps = tsc;
+void choose_stamps() { g_tsc_stamps.store(tsc_trusted(), std::memory_order_relaxed); }
+
+void TickClock::start() {
+  tsc_ = g_tsc_stamps.load(std::memory_order_relaxed);
   line_.clear();
   read_pair();
 }
@@ -50,7 +61,6 @@ void TickClock::read_pair() {
 
 void TickLine::add_pair(int64_t ticks, int64_t ns) {
   if (!pairs_.empty() && ticks <= pairs_.back().ticks) return;
-  if (!pairs_.empty()) ns = std::max(ns, pairs_.back().ns);  // a clock set back: stay in order
   if (pairs_.size() > kRecentPairs) pairs_.erase(pairs_.begin() + 1);
   pairs_.push_back({ticks, ns});
 }

@@ -1,9 +1,10 @@
-// The recorder's time stamps. Where the TSC ticks at one rate on every core and in every power state (constant_tsc
-// and nonstop_tsc), a stamp on the program's threads is one rdtsc, the counter the CUDA allocator already stamps
-// its trace entries with, and the drain turns stamps into CLOCK_REALTIME ns (the clock of CUPTI and c10::getTime()),
-// by the (ticks, ns) pairs it reads at every pass. Elsewhere a stamp is CLOCK_REALTIME ns from the start.
+// The recorder's time stamps. Where the kernel keeps time with the TSC (its clock source is `tsc`: it found the TSC
+// invariant and in step on every core), a stamp on the program's threads is one rdtsc, the counter the CUDA allocator
+// already stamps its trace entries with, and the drain turns stamps into CLOCK_REALTIME ns (the clock of CUPTI and
+// c10::getTime()) by the (ticks, ns) pairs it reads at every pass. Elsewhere a stamp is CLOCK_REALTIME ns already.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <ctime>
 #include <vector>
@@ -28,17 +29,21 @@ inline int64_t tsc_ticks() {
 #endif
 }
 
-// Whether stamps are TSC ticks: chosen by TickClock::start, before any hook runs.
-extern constinit bool g_tsc_stamps;
+// Whether stamps are TSC ticks: the same answer for the whole process, set by choose_stamps() before a recording
+// lets any hook through.
+extern constinit std::atomic<bool> g_tsc_stamps;
 
-inline int64_t stamp() { return g_tsc_stamps ? tsc_ticks() : now_ns(); }
+inline int64_t stamp() { return g_tsc_stamps.load(std::memory_order_relaxed) ? tsc_ticks() : now_ns(); }
 
-// The CPU's flags say its TSC is invariant (x86-64 Linux only).
-bool tsc_invariant();
+// The CPU's flags say its TSC is invariant (constant_tsc, nonstop_tsc) and the kernel's clock source is the TSC
+// (x86-64 Linux only).
+bool tsc_trusted();
+void choose_stamps();
 
 // The line through (ticks, ns) pairs: between two pairs, the line through them, as the kernel's own clock_gettime is
 // between its updates; before the first pair and after the last, the nearest pair's line. Keeps the first pair and
-// the recent ones.
+// the recent ones: a stamp older than the recent ones (an op open for minutes) falls on the line from the first, off
+// by the clock's slewing in between. A wall clock set back is followed from the pair after it on.
 class TickLine {
  public:
   void clear() { pairs_.clear(); }
@@ -56,8 +61,8 @@ class TickLine {
 // Turns stamps into CLOCK_REALTIME ns: TSC ticks by the pairs the drain reads at every pass, or nothing to do.
 class TickClock {
  public:
-  // Forgets earlier pairs; `tsc` chooses the stamps (g_tsc_stamps) and reads the first pair.
-  void start(bool tsc);
+  // Forgets earlier pairs; with TSC stamps (choose_stamps()), reads the first pair.
+  void start();
   bool tsc() const { return tsc_; }
   void read_pair();  // after the stamps it will convert were taken
   int64_t to_ns(int64_t stamp) const { return tsc_ ? line_.to_ns(stamp) : stamp; }

@@ -97,7 +97,7 @@ template <class Entry>
 int64_t stamp_of(const Entry& te) {
   if constexpr (requires { te.time_.approx_t_; }) {
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(te.time_.approx_t_)>, uint64_t>)
-      if (g_tsc_stamps) return static_cast<int64_t>(te.time_.approx_t_);
+      if (g_tsc_stamps.load(std::memory_order_relaxed)) return static_cast<int64_t>(te.time_.approx_t_);
   }
   return stamp();
 }

@@ -109,6 +109,7 @@ struct Recorder::Impl {
 };
 
 void Recorder::Impl::start() {
+  detail::choose_stamps();  // before g_running lets record_owner through
   if (g_running.exchange(true)) throw Error("another memrec::Recorder is already recording in this process");
   try {
     auto& cfg = detail::hook_config();
@@ -123,7 +124,7 @@ void Recorder::Impl::start() {
     snap.metadata["recorder.free_stacks"] = cfg.free_stacks ? "on" : "off";
     snap.metadata["torch_version"] = TORCH_VERSION;
     snap.metadata["clock"] = "CLOCK_REALTIME ns";
-    stamps.start(detail::tsc_invariant());
+    stamps.start();
     snap.metadata["recorder.stamps"] = stamps.tsc() ? "tsc" : "clock_gettime";
     snap.metadata["pid"] = std::to_string(getpid());
     note_process(snap.metadata);
@@ -427,7 +428,7 @@ RecorderStats Recorder::stats() const {
 
 bool record_owner(uint8_t device, uint64_t addr, uint64_t size, std::string_view name, std::string_view module,
                   OwnerKind kind) {
-  if (!g_running.load(std::memory_order_relaxed)) return false;
+  if (!g_running.load(std::memory_order_acquire)) return false;  // and with it choose_stamps()'s choice
   detail::Record r;
   r.time = detail::stamp();
   r.addr = addr;

@@ -32,21 +32,24 @@ TEST(TickLine, GoesThroughEachPairAndStraightBetween) {
   EXPECT_EQ(line.to_ns(5000), 10'000);  // after the last: the last line
 }
 
-TEST(TickLine, StaysInOrderAcrossPairsAndWhenTheClockIsSetBack) {
+// In order across pairs; a wall clock set back (as CUPTI's times are) is followed from the pair after it on.
+TEST(TickLine, InOrderAcrossPairsAndFollowsAClockSetBack) {
   TickLine line;
   line.add_pair(0, 1'000'000);
   line.add_pair(1'000, 1'000'400);
-  line.add_pair(2'000, 1'000'100);  // the wall clock went back: kept at the last pair's time
+  line.add_pair(2'000, 900'000);    // the wall clock went back 100 µs
   line.add_pair(2'000, 9'000'000);  // no later than the last pair: ignored
-  line.add_pair(3'000, 1'001'400);
-  int64_t last = line.to_ns(-100);
-  for (int64_t t = -99; t < 4'000; ++t) {
-    int64_t ns = line.to_ns(t);
-    ASSERT_GE(ns, last) << "tick " << t;
-    last = ns;
+  line.add_pair(3'000, 901'400);
+  for (auto [from, to] : {std::pair{-100, 1'000}, {2'000, 4'000}}) {
+    int64_t last = line.to_ns(from);
+    for (int64_t t = from + 1; t < to; ++t) {
+      int64_t ns = line.to_ns(t);
+      ASSERT_GE(ns, last) << "tick " << t;
+      last = ns;
+    }
   }
-  EXPECT_EQ(line.to_ns(2'000), 1'000'400);
-  EXPECT_EQ(line.to_ns(2'500), 1'000'900);
+  EXPECT_EQ(line.to_ns(2'000), 900'000);
+  EXPECT_EQ(line.to_ns(2'500), 900'700);
 }
 
 TEST(TickLine, OneOrNoPairGivesNoRate) {
@@ -98,7 +101,7 @@ void check_times_around_allocations(bool cuda) {
   }
   rec.stop();
   const Snapshot& s = rec.snapshot();
-  EXPECT_EQ(s.metadata.at("recorder.stamps"), detail::tsc_invariant() ? "tsc" : "clock_gettime");
+  EXPECT_EQ(s.metadata.at("recorder.stamps"), detail::tsc_trusted() ? "tsc" : "clock_gettime");
   constexpr int64_t kSlack = 1'000;  // each pair is read to within tens of ns; allow a pair read in a hiccup
   size_t checked = 0;
   for (const Event& e : s.events) {
