@@ -1,6 +1,5 @@
 #include "clock.h"
 
-#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
