@@ -29,31 +29,28 @@ namespace {
 // program. Loaded locally, only these looked-up entry points are used. Its x86-64 trace caches each return
 // address's frame rule per thread, so a warm capture is a table lookup and two stack reads per frame and allocates
 // nothing (a thread's first one maps its cache and takes libunwind's thread-local block: one small malloc).
-struct Libunwind {
-  int (*backtrace)(void**, int) = nullptr;
-
-  Libunwind() {
+// True when unw_backtrace was found; detail::g_unw_backtrace then holds it.
+bool load_libunwind() {
 #ifdef MEMREC_HAS_LIBUNWIND
 #define MEMREC_NAME(x) MEMREC_NAME2(x)
 #define MEMREC_NAME2(x) #x
-    void* lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return;
-    auto* set_policy = reinterpret_cast<decltype(&unw_set_caching_policy)>(
-        dlsym(lib, MEMREC_NAME(unw_set_caching_policy)));
-    auto* local = static_cast<unw_addr_space_t*>(dlsym(lib, MEMREC_NAME(unw_local_addr_space)));
-    backtrace = reinterpret_cast<decltype(backtrace)>(dlsym(lib, "unw_backtrace"));
-    detail::g_unw_backtrace = backtrace;
-    // Per-thread caches need no lock (the global one blocks signals around each use).
-    if (set_policy && local) set_policy(*local, UNW_CACHE_PER_THREAD);
+  void* lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return false;
+  auto* set_policy = reinterpret_cast<decltype(&unw_set_caching_policy)>(
+      dlsym(lib, MEMREC_NAME(unw_set_caching_policy)));
+  auto* local = static_cast<unw_addr_space_t*>(dlsym(lib, MEMREC_NAME(unw_local_addr_space)));
+  detail::g_unw_backtrace = reinterpret_cast<detail::UnwBacktrace>(dlsym(lib, "unw_backtrace"));
+  // Per-thread caches need no lock (the global one blocks signals around each use).
+  if (set_policy && local) set_policy(*local, UNW_CACHE_PER_THREAD);
 #undef MEMREC_NAME2
 #undef MEMREC_NAME
 #endif
-  }
-};
+  return detail::g_unw_backtrace != nullptr;
+}
 
-const Libunwind& libunwind() {
-  static const Libunwind lib;  // loaded by stack_capture_available, before any hook can capture
-  return lib;
+bool libunwind_loaded() {
+  static const bool loaded = load_libunwind();  // by stack_capture_available, before any hook can capture
+  return loaded;
 }
 
 }  // namespace
@@ -72,7 +69,7 @@ std::string_view to_string(StackCapture c) {
 bool stack_capture_available(StackCapture c) {
   switch (c) {
     case StackCapture::torch_unwind: return MEMREC_HAS_TORCH_UNWIND;
-    case StackCapture::libunwind: return libunwind().backtrace != nullptr;
+    case StackCapture::libunwind: return libunwind_loaded();
     default: return true;
   }
 }
@@ -126,8 +123,7 @@ __attribute__((noinline)) int capture_torch(uint64_t* out, int max) {
 
 __attribute__((noinline)) int capture_libunwind(uint64_t* out, int max) {
   static_assert(sizeof(void*) == sizeof(uint64_t));
-  auto backtrace = libunwind().backtrace;
-  int n = backtrace && max > 0 ? backtrace(reinterpret_cast<void**>(out), max) : 0;
+  int n = libunwind_loaded() && max > 0 ? g_unw_backtrace(reinterpret_cast<void**>(out), max) : 0;
   asm volatile("" ::: "memory");  // no tail call: the first frame stays this function's, as with the others
   return n;
 }

@@ -70,12 +70,6 @@ TEST(TickLine, KeepsTheFirstPairAndTheRecentOnes) {
   EXPECT_NEAR(double(line.to_ns(5'000'000)), 10'000'000.0, 20.0);  // between the first pair and the recent ones
 }
 
-int64_t realtime_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);  // the clock the recording's times are on
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 // Each allocation's time lies between the clock read just before and just after it, across many drains, and the
 // scope it ran in holds every event. On the GPU the allocator's own stamp is used where it is a TSC read.
 void check_times_around_allocations(bool cuda) {
@@ -92,9 +86,9 @@ void check_times_around_allocations(bool cuda) {
   {
     MEMREC_SCOPE("timed");
     for (int i = 0; i < 200; ++i) {
-      int64_t before = realtime_ns();
+      int64_t before = detail::now_ns();
       at::Tensor t = at::empty({1024 + 128 * i}, options);  // 512 bytes apart: the CUDA allocator's rounding
-      int64_t after = realtime_ns();
+      int64_t after = detail::now_ns();
       around[t.nbytes()] = {before, after};
       if (i % 20 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(12));
     }
