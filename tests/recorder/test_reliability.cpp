@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "../../recorder/src/clock.h"
 #include "checks.h"
 #include "common/process.h"
 #include "memrec/format.h"
@@ -31,12 +32,6 @@ using test::run_command;
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), {}};
-}
-
-int64_t realtime_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);  // the recorder's clock
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 // `memrec run` of a small CPU transformer into `out`, as a shell command.
@@ -70,7 +65,7 @@ TEST(CrashSafety, KilledRecordingIsReadableUpToTheLastFlush) {
   Child run = long_run(dir, out);
   ASSERT_TRUE(wait_for_step(out, 3)) << slurp(dir / "log");
   std::this_thread::sleep_for(1s);
-  const int64_t killed_ns = realtime_ns();
+  const int64_t killed_ns = detail::now_ns();
   run.signal(SIGKILL);
   ASSERT_EQ(run.wait(30s), 128 + SIGKILL);
 
