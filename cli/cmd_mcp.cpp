@@ -160,16 +160,34 @@ mcp::Tool scale_tool() {
               });
 }
 
+mcp::Tool advise_tool() {
+  json with = {{"type", "array"}, {"items", {{"type", "string"}}}, {"minItems", 1}, {"maxItems", 2},
+               {"description", "recordings of the same program at other sizes (with sizes)"}};
+  json properties = {{"file", file_arg()},
+                     {"scale_with", with},
+                     {"sizes", string_arg("with scale_with: this run's size, then each other run's: 4,2")},
+                     {"device_memory", string_arg("the device's memory, e.g. 80GiB (default: the recording's)")},
+                     {"device", device_arg()}};
+  return tool("advise", "What to change in the program to lower its peak, ranked by the bytes each change saves "
+              "(memrec advise --json)",
+              object_schema(std::move(properties), {"file"}), [](const json& a) {
+                AdviseQuery q;
+                read(a, "file", q.file), read(a, "scale_with", q.scale_with), read(a, "sizes", q.sizes);
+                read(a, "device_memory", q.device_memory), read(a, "device", q.device);
+                return advise_answer(q);
+              });
+}
+
 }  // namespace
 
 void add_mcp_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("mcp", "Serve info, stats, diff, ranks and the what-ifs to agents: the Model Context "
+  auto* cmd = app.add_subcommand("mcp", "Serve info, stats, diff, ranks, the what-ifs and advise to agents: the Model Context "
                                         "Protocol over stdin/stdout");
   cmd->callback([] {
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up ends the session at the next read, not by a signal
     mcp::Server server("memrec", "0.1.0",
                        {info_tool(), stats_tool(), diff_tool(), ranks_tool(), checkpoint_tool(), allocator_tool(),
-                        scale_tool()});
+                        scale_tool(), advise_tool()});
     server.serve(std::cin, std::cout);
   });
 }

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   memrec::cli::add_io_commands(app);
   memrec::cli::add_analysis_commands(app);
   memrec::cli::add_whatif_command(app);
+  memrec::cli::add_advise_command(app);
 #ifdef MEMREC_HAS_RUN
   memrec::cli::add_sibling_command(app, "run", memrec::cli::kRunDescription, "memrec-run", argv);
 #else

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/advise_output.h"
 #include "memrec/allocator_output.h"
 #include "memrec/checkpoint_output.h"
 #include "memrec/devices.h"
@@ -168,6 +169,29 @@ ScaleWhatif ghost_prediction(const GhostFlags& g, const std::string& file, std::
                .conf = g.conf, .device = device, .fit = false};
   q.files.insert(q.files.end(), g.with.begin(), g.with.end());
   return scale_prediction(q, 0);
+}
+
+Answer advise_answer(const AdviseQuery& q) {
+  if (q.scale_with.empty() != q.sizes.empty())
+    throw Error("--scale-with and --sizes go together: --scale-with OTHER --sizes A,B gives this run's size, then "
+                "each other run's");
+  std::vector<std::string> files{q.file};
+  files.insert(files.end(), q.scale_with.begin(), q.scale_with.end());
+  std::vector<uint64_t> sizes;
+  if (!q.sizes.empty()) sizes = parse_sizes(q.sizes, "--sizes");
+  if (!q.scale_with.empty() && sizes.size() != files.size())
+    throw Error(fmt::format("--sizes gives {} size{} for {} runs: give this run's size, then each --scale-with run's",
+                            sizes.size(), sizes.size() == 1 ? "" : "s", files.size()));
+  std::vector<Snapshot> snapshots;
+  for (const std::string& f : files) snapshots.push_back(load_snapshot(f, stderr));
+  uint8_t device = choose_device(snapshots.front(), q.device);
+  std::vector<ScaleRun> runs;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    runs.push_back({files[i], &snapshots[i], choose_device(snapshots[i], q.device), sizes[i]});
+  AdviseOptions o{.device_memory = std::nullopt, .scale_runs = runs};
+  if (!q.device_memory.empty()) o.device_memory = parse_memory(q.device_memory);
+  Advise a = advise(snapshots.front(), device, o);
+  return {advise_json(a), advise_text(a)};
 }
 
 Answer info_answer(const std::string& file) {

@@ -97,6 +97,15 @@ struct GhostFlags {
 // The prediction at --predict's size with its curve on FILE's clock; throws Error, one sentence, on bad flags.
 ScaleWhatif ghost_prediction(const GhostFlags& g, const std::string& file, std::optional<uint8_t> device);
 
+// `memrec advise RUN [--scale-with OTHER... --sizes A,B]`: --sizes gives RUN's size first, then each OTHER's.
+struct AdviseQuery {
+  std::string file;
+  std::vector<std::string> scale_with;
+  std::string sizes, device_memory;  // "4,2"; "80GiB" (empty: the recording's)
+  std::optional<uint8_t> device;
+};
+Answer advise_answer(const AdviseQuery& q);
+
 Answer info_answer(const std::string& file);
 
 // Prints the answer as a command does: its JSON (indented) or its text.

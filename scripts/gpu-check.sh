@@ -106,6 +106,22 @@ EOF
   [ $failed = 0 ] || { say "   a prediction is off by 5% or more"; return 1; }
 }
 
+# memrec advise on a Hugging Face GPT-2 (random weights) and a plain-module GPT: each recorded, advised, then run
+# again without memrec with the top three replayed changes (and the combined one) applied; advise.txt has predicted
+# against measured peaks and savings (tests/scripts/advise_gpu.py), and fails where a saving is off by 5% or more.
+advise() {
+  local failed=0
+  for model in hf gpt; do
+    "$MEMREC" record --force -o /tmp/advise-$model.memrec -- python3 tests/scripts/advise_gpu.py train --model $model \
+      > /tmp/advise-$model.log 2>&1 || { tail -30 /tmp/advise-$model.log; return 1; }
+    "$MEMREC" advise /tmp/advise-$model.memrec | tee -a "$OUT/advise.txt"
+    "$MEMREC" advise /tmp/advise-$model.memrec --json > "$OUT/advise-$model.json"
+    python3 tests/scripts/advise_gpu.py check --model $model --advice "$OUT/advise-$model.json" --python python3 \
+      | tee -a "$OUT/advise.txt" || failed=1
+  done
+  [ $failed = 0 ] || { say "   a measured saving is off by 5% or more"; return 1; }
+}
+
 # OOM forensics: a batch no GPU here holds. The run must fail with one message and leave a complete
 # file with the OOM event, the live blocks and the segments; stats must explain it.
 oom() {
@@ -484,7 +500,7 @@ long_run() {
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
-              ranks ranks_bench owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example benchmarks analysis_bench bench_compare long_run
+              ranks ranks_bench advise owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example benchmarks analysis_bench bench_compare long_run
               pip_install)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }

@@ -201,7 +201,6 @@ class Rewriter {
     return {after.peak_allocated().bytes, after.time_of(after.peak_allocated().step) - after.time_of(kNoEvent)};
   }
 
- private:
   // The events and the start state and owner rows a replay of the predicted history needs.
   Snapshot history(const Snapshot& s, const std::vector<uint32_t>& order) {
     std::sort(added_.begin(), added_.end());
@@ -224,6 +223,8 @@ class Rewriter {
     out.owners = owners.placed(r_.steps(), out.events.size());
     return out;
   }
+
+ private:
 
   // How many recorded steps come before a new event: where it goes among recorded events in time order.
   uint32_t steps_before(const Placed& p) {
@@ -264,6 +265,16 @@ class Rewriter {
   uint32_t last_steps_ = 0;
 };
 
+// The chosen layers' forward passes rewritten: their activations freed after forward and allocated again for backward.
+Rewriter rewritten(const Replay& r, const std::map<PassKey, LayerPass>& passes,
+                   const std::vector<std::string>& layers, uint64_t* dropped) {
+  std::set<std::string> chosen(layers.begin(), layers.end());
+  Rewriter rewrite(r);
+  for (const auto& [key, pass] : passes)
+    if (chosen.count(key.first) && pass.end >= pass.start) *dropped += rewrite.checkpoint(pass);
+  return rewrite;
+}
+
 }  // namespace
 
 struct CheckpointPredictor::Recorded {
@@ -288,10 +299,7 @@ CheckpointPrediction CheckpointPredictor::predict(const std::vector<std::string>
   p.device = r.device();
   p.layers = resolve_layers(recorded_->known, recorded_->run, wanted);
   p.recorded_peak = r.peak_allocated().bytes;
-  std::set<std::string> chosen(p.layers.begin(), p.layers.end());
-  Rewriter rewrite(r);
-  for (const auto& [key, pass] : recorded_->passes)
-    if (chosen.count(key.first) && pass.end >= pass.start) p.blocks_dropped += rewrite.checkpoint(pass);
+  Rewriter rewrite = rewritten(r, recorded_->passes, p.layers, &p.blocks_dropped);
   const std::vector<uint32_t>& order = recorded_->order;
   PredictedPeak peak = order.empty() ? rewrite.peak_in_place() : rewrite.replayed_peak(recorded_->s, order);
   p.predicted_peak = peak.bytes;
@@ -300,6 +308,29 @@ CheckpointPrediction CheckpointPredictor::predict(const std::vector<std::string>
   if (p.recorded_peak)
     p.saving_percent = 100.0 * (double(p.recorded_peak) - double(p.predicted_peak)) / double(p.recorded_peak);
   return p;
+}
+
+const std::vector<std::string>& CheckpointPredictor::layers() const { return recorded_->known; }
+
+std::vector<CheckpointPredictor::Forward> CheckpointPredictor::forwards() const {
+  std::vector<Forward> out;
+  for (const auto& [key, pass] : recorded_->passes)
+    if (pass.end >= pass.start) out.push_back({key.first, pass.start, pass.end});
+  return out;
+}
+
+Snapshot CheckpointPredictor::history(const std::vector<std::string>& wanted) const {
+  uint64_t dropped = 0;
+  std::vector<std::string> layers = resolve_layers(recorded_->known, recorded_->run, wanted);
+  Rewriter rewrite = rewritten(recorded_->replay, recorded_->passes, layers, &dropped);
+  std::vector<uint32_t> order = recorded_->order;
+  if (order.empty()) {
+    order.resize(recorded_->replay.steps());
+    std::iota(order.begin(), order.end(), 0);
+  }
+  Snapshot out = rewrite.history(recorded_->s, order);
+  out.metadata = recorded_->s.metadata;  // the device's memory and allocator settings, for the allocator model
+  return out;
 }
 
 CheckpointPrediction predict_checkpoint(const Snapshot& s, uint8_t device, const std::vector<std::string>& wanted) {

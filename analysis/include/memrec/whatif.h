@@ -35,6 +35,17 @@ class CheckpointPredictor {
   CheckpointPredictor(const Snapshot& s, uint8_t device);
   ~CheckpointPredictor();
   CheckpointPrediction predict(const std::vector<std::string>& layers) const;
+  // The layers with activations in their forward passes (what an empty choice checkpoints), in natural order.
+  const std::vector<std::string>& layers() const;
+  // Each forward pass of a layer: when it began and ended (its recompute, were it checkpointed).
+  struct Forward {
+    std::string layer;
+    int64_t start_ns = 0, end_ns = 0;
+  };
+  std::vector<Forward> forwards() const;
+  // The predicted history itself (the device's events, start state and owner rows), for replays that predict more
+  // than the allocated peak: the allocator model's reserved peak under checkpointing. Throws as predict() does.
+  Snapshot history(const std::vector<std::string>& layers) const;
 
  private:
   struct Recorded;

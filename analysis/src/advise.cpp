@@ -1,0 +1,495 @@
+#include "memrec/advise.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "memrec/allocator_whatif.h"
+#include "memrec/analysis.h"
+#include "memrec/sites.h"
+#include "memrec/whatif.h"
+
+namespace memrec {
+namespace {
+
+constexpr size_t kEvidenceRows = 5;
+
+// What every lever reads: the recorded replay, its peak and what is live there.
+struct Run {
+  Run(const Snapshot& s, uint8_t device)
+      : s(s), r(s, device), cpu(is_cpu_device(s, device)), phases(s, device), categories(categorize(s, r)),
+        live(r.live_after(r.peak_allocated().step)) {
+    peak.allocated = r.peak_allocated().bytes;
+    if (!cpu) peak.reserved = r.peak_reserved().bytes;
+  }
+  const Snapshot& s;
+  Replay r;
+  bool cpu;
+  PhaseIndex phases;
+  std::vector<Category> categories;
+  std::vector<uint32_t> live;  // at the allocated peak
+  PeakBytes peak;
+  int64_t peak_ns() const { return r.time_of(r.peak_allocated().step); }
+};
+
+Advice made(AdviceKind kind, std::string change, AdviceMethod method) {
+  Advice a;
+  a.kind = kind, a.change = std::move(change), a.method = method;
+  return a;
+}
+
+// A counted change: `bytes` live at the peak freed, the reserved memory left to a replay that does not exist.
+Advice counted(AdviceKind kind, std::string change, uint64_t bytes, const Run& run) {
+  Advice a = made(kind, std::move(change), AdviceMethod::counted);
+  a.saves.allocated = static_cast<int64_t>(bytes);
+  a.peak_after.allocated = run.peak.allocated - bytes;
+  return a;
+}
+
+// The live blocks at the peak that `keep` picks, as evidence by allocation site (most bytes first), and their total.
+template <class Keep> uint64_t live_by_site(const Run& run, Keep keep, std::vector<Evidence>& evidence) {
+  std::map<std::string, uint64_t> sites;
+  uint64_t total = 0;
+  for (uint32_t id : run.live) {
+    if (!keep(id)) continue;
+    uint64_t bytes = run.r.size_of(id);
+    total += bytes;
+    uint32_t owner = run.r.owner_of(id);
+    std::string key = owner != kNoOwner ? run.s.strings[run.s.owners[owner].name]
+                                        : allocation_site(run.s, run.r.stack_of(id));
+    sites[key] += bytes;
+  }
+  std::vector<Evidence> rows;
+  for (auto& [what, bytes] : sites) rows.push_back({what, bytes});
+  std::stable_sort(rows.begin(), rows.end(), [](const Evidence& a, const Evidence& b) { return a.bytes > b.bytes; });
+  if (rows.size() > kEvidenceRows) rows.resize(kEvidenceRows);
+  evidence = std::move(rows);
+  return total;
+}
+
+// The optimizer the run steps, from PyTorch's "Optimizer.step#Adam.step" annotations: "torch.optim.Adam", or a
+// plain name where the run does not say.
+std::string optimizer_name(const Snapshot& s, uint8_t device) {
+  constexpr std::string_view kPrefix = "Optimizer.step#";
+  for (uint32_t i = 1; i < s.scopes.size(); ++i) {
+    if (s.scopes[i].device != device) continue;
+    std::string_view name = s.strings[s.scopes[i].name];
+    if (!name.starts_with(kPrefix)) continue;
+    name.remove_prefix(kPrefix.size());
+    return fmt::format("torch.optim.{}", name.substr(0, name.find('.')));
+  }
+  return "the optimizer";
+}
+
+// ---- checkpointing ----
+
+// Each layer's recompute cost: its forward passes' kernel time where kernels were traced (`traced`), else their
+// wall time (a CPU's compute), which ranks layers but is no GPU cost to show.
+std::map<std::string, int64_t> recompute_costs(const Snapshot& s, uint8_t device, const CheckpointPredictor& cp,
+                                               bool& traced) {
+  std::vector<std::pair<int64_t, int64_t>> kernels;
+  for (const Kernel& k : s.kernels)
+    if (k.device == device && k.kind == KernelKind::kernel) kernels.emplace_back(k.start_ns, k.end_ns - k.start_ns);
+  std::sort(kernels.begin(), kernels.end());
+  traced = !kernels.empty();
+  std::map<std::string, int64_t> cost;
+  for (const CheckpointPredictor::Forward& f : cp.forwards()) {
+    int64_t& c = cost[f.layer];
+    if (!traced) {
+      c += f.end_ns - f.start_ns;
+      continue;
+    }
+    auto it = std::lower_bound(kernels.begin(), kernels.end(), std::pair{f.start_ns, INT64_MIN});
+    for (; it != kernels.end() && it->first <= f.end_ns; ++it) c += it->second;
+  }
+  return cost;
+}
+
+// The allocator model's reserved peak of a history under `conf`.
+uint64_t reserved_peak(const Snapshot& history, uint8_t device, const AllocConf& conf, const DeviceLimits& memory) {
+  Replay r(history, device);
+  return predict_allocator(history, r, conf, memory).reserved_peak;
+}
+
+// What the allocator model says about the recorded run: its own settings and their reserved peak (the baseline
+// every replayed reserved saving is taken against, as `whatif allocator --sweep` takes it).
+struct AllocatorBase {
+  AllocConf own;
+  DeviceLimits memory;
+  uint64_t reserved = 0;
+};
+
+class CheckpointLever {
+ public:
+  CheckpointLever(const Run& run, const CheckpointPredictor& cp, const std::optional<AllocatorBase>& base)
+      : run_(run), cp_(cp), base_(base) {}
+
+  // Every layer, and the layers with the best saving per recompute cost.
+  void add(Advise& out) {
+    bool traced = false;
+    std::map<std::string, int64_t> cost = recompute_costs(run_.s, run_.r.device(), cp_, traced);
+    std::vector<std::string> all = cp_.layers();
+    std::map<std::string, uint64_t> alone;
+    for (const std::string& layer : all) alone[layer] = cp_.predict({layer}).saving;
+    auto ratio = [&](const std::string& l) { return double(alone[l]) / double(std::max<int64_t>(cost[l], 1)); };
+    std::vector<std::string> order = all;
+    std::stable_sort(order.begin(), order.end(), [&](auto& a, auto& b) { return ratio(a) > ratio(b); });
+    Advice every = advice(all, fmt::format("checkpoint every layer ({}): wrap each one's forward in "
+                                           "torch.utils.checkpoint.checkpoint", span_of(all)),
+                          cost, traced, alone);
+    std::optional<std::vector<std::string>> best = best_prefix(order, cost, every.saves.allocated);
+    if (best) {
+      std::vector<std::string> chosen = *best;
+      std::sort(chosen.begin(), chosen.end(), natural_less);
+      out.advice.push_back(advice(chosen, fmt::format("checkpoint {} (the layers that save most per recompute "
+                                                      "time): wrap each one's forward in "
+                                                      "torch.utils.checkpoint.checkpoint", fmt::join(chosen, ", ")),
+                                  cost, traced, alone));
+    }
+    out.advice.push_back(std::move(every));
+  }
+
+  // Every layer's history, for the combined prediction.
+  Snapshot all_layers() const { return cp_.history({}); }
+
+ private:
+  // "layers.0 … layers.11", or the one layer.
+  static std::string span_of(const std::vector<std::string>& layers) {
+    return layers.size() == 1 ? layers.front() : fmt::format("{} … {}", layers.front(), layers.back());
+  }
+
+  // The shortest run of layers, in order of saving per cost, with the best saving per cost among those saving at
+  // least half of what every layer saves; unset where that is every layer.
+  std::optional<std::vector<std::string>> best_prefix(const std::vector<std::string>& order,
+                                                      std::map<std::string, int64_t>& cost, int64_t all_saving) {
+    double best_ratio = -1;
+    size_t best = order.size();
+    int64_t spent = 0;
+    for (size_t k = 1; k < order.size(); ++k) {
+      spent += cost[order[k - 1]];
+      auto saving = static_cast<int64_t>(cp_.predict({order.begin(), order.begin() + k}).saving);
+      if (2 * saving < all_saving) continue;
+      double r = double(saving) / double(std::max<int64_t>(spent, 1));
+      if (r > best_ratio) best_ratio = r, best = k;
+    }
+    if (best == order.size()) return std::nullopt;
+    return std::vector<std::string>(order.begin(), order.begin() + best);
+  }
+
+  Advice advice(const std::vector<std::string>& layers, std::string change, std::map<std::string, int64_t>& cost,
+                bool traced, std::map<std::string, uint64_t>& alone) const {
+    CheckpointPrediction p = cp_.predict(layers);
+    Advice a = made(AdviceKind::checkpoint, std::move(change), AdviceMethod::replayed);
+    a.saves.allocated = static_cast<int64_t>(p.saving);
+    a.peak_after.allocated = run_.peak.allocated - p.saving;
+    if (base_) {
+      auto saved = static_cast<int64_t>(base_->reserved) -
+                   static_cast<int64_t>(reserved_peak(cp_.history(layers), run_.r.device(), base_->own, base_->memory));
+      a.saves.reserved = saved;
+      a.peak_after.reserved = static_cast<uint64_t>(static_cast<int64_t>(*run_.peak.reserved) - saved);
+    }
+    if (traced) {
+      a.cost_ns = 0;
+      for (const std::string& l : layers) *a.cost_ns += cost[l];
+    }
+    std::vector<std::string> by_saving = layers;
+    std::stable_sort(by_saving.begin(), by_saving.end(), [&](auto& x, auto& y) { return alone[x] > alone[y]; });
+    for (size_t i = 0; i < by_saving.size() && i < kEvidenceRows; ++i)
+      a.evidence.push_back({fmt::format("{} alone", by_saving[i]), alone[by_saving[i]]});
+    a.layers = layers;
+    return a;
+  }
+
+  const Run& run_;
+  const CheckpointPredictor& cp_;
+  const std::optional<AllocatorBase>& base_;
+};
+
+// ---- allocator settings ----
+
+// The best common setting that fits and saves reserved memory, with the fragmentation it removes.
+std::optional<Advice> allocator_advice(const Run& run, const AllocatorBase& base, std::optional<uint64_t> memory,
+                                       AllocConf* best_conf) {
+  AllocatorWhatif w = allocator_whatif(run.s, run.r.device(), {.conf = std::nullopt, .device_memory = memory,
+                                                               .sweep = true});
+  const SettingPrediction* best = nullptr;
+  for (const SettingPrediction& row : w.sweep->rows)
+    if (!row.own && row.fits() && row.saving && *row.saving > 0) {
+      best = &row;
+      break;
+    }
+  if (!best) return std::nullopt;
+  Advice a = made(AdviceKind::allocator,
+                  fmt::format("set PYTORCH_CUDA_ALLOC_CONF={} (the run used {})", best->settings, to_string(base.own)),
+                  AdviceMethod::replayed);
+  a.saves.reserved = *best->saving;
+  a.saves.allocated = static_cast<int64_t>(run.peak.allocated) - static_cast<int64_t>(best->allocated_peak);
+  a.peak_after = {best->allocated_peak, static_cast<uint64_t>(static_cast<int64_t>(*run.peak.reserved) - *best->saving)};
+  AllocatorPrediction own = predict_allocator(run.s, run.r, base.own, base.memory);
+  a.evidence.push_back({fmt::format("free in segments at the reserved peak under {}", to_string(base.own)),
+                        own.free_at_peak});
+  a.evidence.push_back({fmt::format("free in segments at the reserved peak under {}", best->settings),
+                        best->free_at_peak});
+  std::vector<FragmentationCulprit> culprits =
+      fragmentation_culprits(run.s, run.r, base.own, base.memory, own.reserved_peak_step);
+  for (size_t i = 0; i < culprits.size() && i < kEvidenceRows - 2; ++i)
+    a.evidence.push_back({fmt::format("free bytes held by {}", allocation_site(run.s, culprits[i].stack)),
+                          culprits[i].free_bytes});
+  a.settings = best->settings;
+  *best_conf = parse_alloc_conf(best->settings);
+  return a;
+}
+
+// ---- blocks live at the peak ----
+
+// Gradients live at the peak that an earlier backward made: zero_grad() keeps them (set_to_none=False, the default
+// before torch 2.0), or gradient accumulation holds them, through the forward pass. None when the peak is in the
+// optimizer's step, which needs them.
+void grads_outside_backward(const Run& run, Advise& out) {
+  uint32_t phase = run.phases.at(run.peak_ns());
+  PhaseKind kind = phase ? run.phases.kind(phase) : PhaseKind::none;
+  if (kind == PhaseKind::optimizer) return;
+  // Made before this backward began (where the peak is in one), else before the peak.
+  int64_t made_before = kind == PhaseKind::backward || kind == PhaseKind::recompute ? run.phases.start(phase)
+                                                                                     : run.peak_ns();
+  bool stepped = false;  // an optimizer step ran between the oldest held gradient and the peak
+  int64_t oldest = INT64_MAX;
+  std::vector<Evidence> evidence;
+  uint64_t bytes = live_by_site(run, [&](uint32_t id) {
+    if (run.categories[id] != Category::gradient) return false;
+    int64_t t = run.r.time_of(run.r.alloc_steps()[id]);
+    if (run.r.alloc_steps()[id] != kNoEvent && t >= made_before) return false;
+    oldest = std::min(oldest, t);
+    return true;
+  }, evidence);
+  if (bytes == 0) return;
+  for (uint32_t p = 1; p <= run.phases.size(); ++p)
+    stepped |= run.phases.kind(p) == PhaseKind::optimizer && run.phases.start(p) > oldest &&
+               run.phases.end(p) < made_before;
+  std::string where = kind == PhaseKind::none ? "at the peak" : fmt::format("at the peak, in {}", to_string(kind));
+  std::string change =
+      stepped ? fmt::format("call {}.zero_grad(set_to_none=True) (torch before 2.0 keeps the gradients allocated, "
+                            "zeroed): the gradients are held {}",
+                            optimizer_name(run.s, run.r.device()), where)
+              : fmt::format("the gradients accumulated over micro-batches are held {}: fewer accumulation steps, "
+                            "or gradients kept in lower precision or sharded, free them",
+                            where);
+  Advice a = counted(AdviceKind::grads_outside_backward, std::move(change), bytes, run);
+  a.evidence = std::move(evidence);
+  out.advice.push_back(std::move(a));
+}
+
+// The optimizer step's own temporaries where the peak is inside it: foreach implementations hold a copy per
+// parameter group at once.
+void optimizer_temporaries(const Run& run, Advise& out) {
+  uint32_t phase = run.phases.at(run.peak_ns());
+  if (!phase || run.phases.kind(phase) != PhaseKind::optimizer) return;
+  int64_t start = run.phases.start(phase);
+  std::vector<Evidence> evidence;
+  uint64_t bytes = live_by_site(run, [&](uint32_t id) {
+    return run.categories[id] == Category::temporary && run.r.alloc_steps()[id] != kNoEvent &&
+           run.r.time_of(run.r.alloc_steps()[id]) >= start;
+  }, evidence);
+  if (bytes == 0) return;
+  std::string opt = optimizer_name(run.s, run.r.device());
+  std::string fix = run.cpu ? "foreach=False" : "fused=True (or foreach=False)";
+  Advice a = counted(AdviceKind::optimizer_temporaries,
+                     fmt::format("construct {} with {}: the peak is inside its step, on its temporaries", opt, fix),
+                     bytes, run);
+  a.evidence = std::move(evidence);
+  out.advice.push_back(std::move(a));
+}
+
+// The loss's log-softmax of the logits (and its float32 copies) live at the peak.
+void loss_logits(const Run& run, Advise& out) {
+  std::vector<Evidence> evidence;
+  uint64_t bytes = live_by_site(run, [&](uint32_t id) {
+    std::string site = allocation_site(run.s, run.r.stack_of(id));
+    return site.find("log_softmax") != std::string::npos || site.find("cross_entropy") != std::string::npos;
+  }, evidence);
+  if (bytes == 0) return;
+  Advice a = counted(AdviceKind::loss_logits,
+                     fmt::format("compute the loss over chunks of the sequence (or with a fused cross-entropy): "
+                                 "the log-softmax of the logits at {} is live at the peak",
+                                 evidence.front().what),
+                     bytes, run);
+  a.evidence = std::move(evidence);
+  out.advice.push_back(std::move(a));
+}
+
+// Parameters held twice: owner names equal but for their first component ("model.fc.weight", "ema.fc.weight"),
+// of equal size. The copies (all but the first name seen) are counted.
+void duplicate_parameters(const Run& run, Advise& out) {
+  std::map<std::pair<std::string, uint64_t>, std::string> first;  // (name less its first part, bytes) -> its name
+  std::map<std::string, uint64_t> copies;                           // the copy's top-level module -> bytes
+  uint64_t bytes = 0;
+  for (uint32_t id : run.live) {
+    uint32_t row = run.r.owner_of(id);
+    if (row == kNoOwner || run.s.owners[row].kind != OwnerKind::parameter) continue;
+    std::string name = run.s.strings[run.s.owners[row].name];
+    size_t dot = name.find('.');
+    if (dot == std::string::npos) continue;
+    auto [it, fresh] = first.try_emplace({name.substr(dot + 1), run.r.size_of(id)}, name);
+    if (fresh || it->second.substr(0, it->second.find('.')) == name.substr(0, dot)) continue;
+    copies[fmt::format("{} copies {}", name.substr(0, dot), it->second.substr(0, it->second.find('.')))] +=
+        run.r.size_of(id);
+    bytes += run.r.size_of(id);
+  }
+  if (bytes == 0) return;
+  std::vector<Evidence> evidence;
+  for (auto& [what, b] : copies) evidence.push_back({what, b});
+  Advice a = counted(AdviceKind::duplicate_parameters,
+                     fmt::format("keep the second copy of the parameters ({}) off this device, or in lower precision",
+                                 evidence.front().what),
+                     bytes, run);
+  a.evidence = std::move(evidence);
+  out.advice.push_back(std::move(a));
+}
+
+// ---- ranking ----
+
+int64_t ranked_saving(const Advice& a, bool cpu) {
+  return !cpu && a.saves.reserved ? *a.saves.reserved : a.saves.allocated;
+}
+
+void rank(Advise& out) {
+  std::erase_if(out.advice, [&](const Advice& a) { return ranked_saving(a, out.cpu) <= 0; });
+  std::stable_sort(out.advice.begin(), out.advice.end(), [&](const Advice& a, const Advice& b) {
+    return ranked_saving(a, out.cpu) > ranked_saving(b, out.cpu);
+  });
+}
+
+// The top checkpointing (every layer) and allocator changes replayed together: the checkpointed history through the
+// allocator model under the best settings.
+std::optional<Advice> combined(const Run& run, const CheckpointLever& checkpoint, const Advice& every,
+                               const AllocConf& conf, const AllocatorBase& base) {
+  Snapshot history = checkpoint.all_layers();
+  uint64_t reserved = reserved_peak(history, run.r.device(), conf, base.memory);
+  Advice a = made(AdviceKind::combined,
+                  fmt::format("both: checkpoint every layer and set PYTORCH_CUDA_ALLOC_CONF={}", to_string(conf)),
+                  AdviceMethod::replayed);
+  a.saves.allocated = every.saves.allocated;
+  a.saves.reserved = static_cast<int64_t>(base.reserved) - static_cast<int64_t>(reserved);
+  a.peak_after = {every.peak_after.allocated,
+                  static_cast<uint64_t>(static_cast<int64_t>(*run.peak.reserved) - *a.saves.reserved)};
+  a.layers = every.layers;
+  a.settings = to_string(conf);
+  if (*a.saves.reserved <= 0) return std::nullopt;
+  return a;
+}
+
+// ---- batch ----
+
+// The largest size that fits, and the one that fits with the top change's saving, taken as if it held at every size
+// (a checkpointed run saves more at a larger batch, so the size is a floor).
+void batch_advice(const Run& run, const AdviseOptions& o, Advise& out) {
+  std::optional<Advice> top;
+  if (!out.advice.empty()) top = out.advice.front();
+  ScaleWhatif w = scale_whatif(o.scale_runs, {.predict = {}, .fit = true, .conf = std::nullopt,
+                                              .device_memory = o.device_memory, .curve_run = std::nullopt});
+  if (!w.fit || w.predictions.empty()) return;
+  const ScalePrediction& largest = w.predictions.front();
+  uint64_t size = o.scale_runs.front().size;
+  auto batch = [&](uint64_t fits, const ScalePrediction& p, std::string change) {
+    Advice a = made(AdviceKind::batch, std::move(change), AdviceMethod::scaled);
+    a.peak_after = {p.peak_allocated, p.peak_reserved};
+    a.saves.allocated = static_cast<int64_t>(run.peak.allocated) - static_cast<int64_t>(p.peak_allocated);
+    if (p.peak_reserved && run.peak.reserved)
+      a.saves.reserved = static_cast<int64_t>(*run.peak.reserved) - static_cast<int64_t>(*p.peak_reserved);
+    a.evidence.push_back({fmt::format("device memory for size {}", fits), w.fit->device_memory});
+    return a;
+  };
+  out.advice.push_back(batch(w.fit->largest, largest,
+                             fmt::format("size {} is the largest that fits in the device's memory (this run: {})",
+                                         w.fit->largest, size)));
+  if (!top || !w.memory.bytes) return;
+  uint64_t freed = static_cast<uint64_t>(ranked_saving(*top, run.cpu));
+  ScaleWhatif after = scale_whatif(o.scale_runs, {.predict = {}, .fit = true, .conf = std::nullopt,
+                                                  .device_memory = *w.memory.bytes + freed, .curve_run = std::nullopt});
+  if (!after.fit || after.predictions.empty() || after.fit->largest <= w.fit->largest) return;
+  out.advice.push_back(batch(after.fit->largest, after.predictions.front(),
+                             fmt::format("with the top change ({}), size {} fits, if what it frees at this size is "
+                                         "freed at that one",
+                                         to_string(top->kind), after.fit->largest)));
+}
+
+AllocatorBase allocator_base(const Run& run, std::optional<uint64_t> memory) {
+  AllocatorBase b{recorded_alloc_conf(run.s).value_or(AllocConf{}), device_limits(run.s, run.r, memory), 0};
+  b.reserved = predict_allocator(run.s, run.r, b.own, b.memory).reserved_peak;
+  return b;
+}
+
+}  // namespace
+
+std::string_view to_string(AdviceKind k) {
+  static constexpr std::array<std::string_view, 10> names = {
+      "checkpoint", "allocator", "growth", "batch", "grads_outside_backward", "optimizer_temporaries", "loss_logits",
+      "precision", "duplicate_parameters", "combined"};
+  return names.at(static_cast<size_t>(k));
+}
+
+std::string_view to_string(AdviceMethod m) {
+  static constexpr std::array<std::string_view, 3> names = {"replayed", "scaled", "counted"};
+  return names.at(static_cast<size_t>(m));
+}
+
+Advise advise(const Snapshot& s, uint8_t device, const AdviseOptions& o) {
+  Run run(s, device);
+  Advise out;
+  out.device = device;
+  out.cpu = run.cpu;
+  out.peak = run.peak;
+  out.warnings = s.warnings;
+  std::optional<AllocatorBase> base;
+  if (!run.cpu) base = allocator_base(run, o.device_memory);
+
+  std::optional<CheckpointPredictor> cp;
+  std::optional<CheckpointLever> checkpoint;
+  try {
+    cp.emplace(s, device);
+    checkpoint.emplace(run, *cp, base);
+    checkpoint->add(out);
+  } catch (const Error& e) {
+    checkpoint.reset();
+    out.not_assessed.push_back(fmt::format("checkpoint: {}", e.what()));
+  }
+  AllocConf best_conf;
+  if (run.cpu) {
+    out.not_assessed.push_back("allocator: a CPU run has no caching allocator to tune");
+  } else if (std::optional<Advice> a = allocator_advice(run, *base, o.device_memory, &best_conf)) {
+    out.advice.push_back(std::move(*a));
+  }
+  if (run.phases.size() == 0) {
+    out.not_assessed.push_back("grads_outside_backward, optimizer_temporaries: no forward, backward or optimizer "
+                               "phases in the recording");
+  } else {
+    grads_outside_backward(run, out);
+    optimizer_temporaries(run, out);
+  }
+  loss_logits(run, out);
+  if (run.r.has_owners()) duplicate_parameters(run, out);
+  else out.not_assessed.push_back("duplicate_parameters: no owner names (parameters) in the recording");
+  out.not_assessed.push_back("precision: the recording holds no tensor dtypes to tell float32 from bf16 by");
+  rank(out);
+
+  auto every = std::find_if(out.advice.begin(), out.advice.end(), [&](const Advice& a) {
+    return a.kind == AdviceKind::checkpoint && a.layers.size() == cp->layers().size();
+  });
+  bool allocator = std::any_of(out.advice.begin(), out.advice.end(),
+                               [](const Advice& a) { return a.kind == AdviceKind::allocator; });
+  if (checkpoint && every != out.advice.end() && allocator)
+    if (std::optional<Advice> c = combined(run, *checkpoint, *every, best_conf, *base)) out.advice.push_back(*c);
+  if (!o.scale_runs.empty()) {
+    batch_advice(run, o, out);
+  } else {
+    out.not_assessed.push_back("batch: give --scale-with OTHER --sizes A,B (runs at other sizes) for the largest "
+                               "size that fits");
+  }
+  return out;
+}
+
+}  // namespace memrec

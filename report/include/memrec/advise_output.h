@@ -1,0 +1,22 @@
+// `memrec advise`: the ranked changes as JSON for scripts and as text for people, from memrec/advise.h's result.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "memrec/advise.h"
+
+namespace memrec {
+
+// {"peak": {"allocated", "reserved"}, "advice": [{"kind", "change", "method", "saves": {"allocated", "reserved"},
+// "peak_after": {"allocated", "reserved"}, "cost", "evidence": [{"what", "bytes"}], "layers", "settings"}],
+// "not_assessed": [...], "device", "warnings"}; reserved is null on a CPU and for a counted change, cost null
+// without traced kernels (else {"recompute_ns"}).
+nlohmann::json advise_json(const Advise& a);
+
+// One numbered block per change (the sentence, saving, peaks after, method, cost, evidence), then what was not
+// assessed.
+std::string advise_text(const Advise& a);
+
+}  // namespace memrec
