@@ -7,13 +7,15 @@
 #include <span>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
+#include "memrec/allocator_whatif.h"
 #include "memrec/analysis.h"
 #include "memrec/attribution.h"
 #include "memrec/devices.h"
-#include "memrec/range.h"
 #include "memrec/replay.h"
-#include "memrec/scale.h"
 #include "memrec/sites.h"
+#include "memrec/steps.h"
 
 namespace memrec {
 namespace {
@@ -29,7 +31,7 @@ std::vector<StepMark> recorded_steps(const Snapshot& s, uint8_t device) {
   for (uint32_t id = 1; id < s.scopes.size(); ++id) {
     Scope sc = s.scopes[id];
     if (sc.kind != ScopeKind::step || sc.device != device) continue;
-    if (auto n = step_number(s.strings[sc.name])) out.push_back({*n, sc.start_ns, sc.end_ns});
+    if (auto n = step_scope_number(s.strings[sc.name])) out.push_back({*n, sc.start_ns, sc.end_ns});
   }
   std::stable_sort(out.begin(), out.end(), [](const StepMark& a, const StepMark& b) { return a.start_ns < b.start_ns; });
   std::vector<StepMark> outer;
@@ -42,19 +44,20 @@ std::vector<StepMark> recorded_steps(const Snapshot& s, uint8_t device) {
 // has no optimizer phases), the first with the run's first forward.
 std::vector<StepMark> inferred_steps(const Snapshot& s, uint8_t device) {
   PhaseIndex phases(s, device);
-  bool optimizer = false;
-  for (uint32_t p = 1; p <= phases.size(); ++p) optimizer |= phases.kind(p) == PhaseKind::optimizer;
+  std::vector<std::pair<int64_t, PhaseKind>> starts;  // each phase's start and kind, in order
+  for (int64_t t = phases.next_start(INT64_MIN); t != INT64_MAX; t = phases.next_start(t))
+    if (uint32_t p = phases.at(t)) starts.emplace_back(t, phases.kind(p));
+  bool optimizer = std::any_of(starts.begin(), starts.end(), [](const auto& p) { return p.second == PhaseKind::optimizer; });
   PhaseKind ends_step = optimizer ? PhaseKind::optimizer : PhaseKind::backward;
   std::vector<StepMark> out;
   bool open = true;  // the next forward starts a step
-  for (uint32_t p = 1; p <= phases.size(); ++p) {
-    PhaseKind k = phases.kind(p);
-    if (k == PhaseKind::forward && open) {
-      if (!out.empty()) out.back().end_ns = phases.start(p);
-      out.push_back({out.size(), phases.start(p), -1});
+  for (const auto& [start, kind] : starts) {
+    if (kind == PhaseKind::forward && open) {
+      if (!out.empty()) out.back().end_ns = start;
+      out.push_back({out.size(), start, -1});
       open = false;
     }
-    open |= k == ends_step;
+    open |= kind == ends_step;
   }
   return out;
 }
@@ -265,6 +268,17 @@ void project(GrowthResult& out, const Replay& r, const Window& w) {
   out.projected_full_in_s = static_cast<double>(ahead) * static_cast<double>(out.median_step_ns) / 1e9;
 }
 
+// --steps A..B must name steps the run has (where it has any).
+void check_steps(const std::vector<StepMark>& marks, const GrowthOptions& o) {
+  if (marks.empty()) return;
+  auto [low, high] = std::minmax_element(marks.begin(), marks.end(),
+                                         [](const StepMark& a, const StepMark& b) { return a.number < b.number; });
+  for (std::optional<uint64_t> n : {o.first_step, o.last_step})
+    if (n && std::none_of(marks.begin(), marks.end(), [&](const StepMark& m) { return m.number == *n; }))
+      throw Error(fmt::format("--steps asks for step {}, and the recording has steps {} to {}", *n, low->number,
+                              high->number));
+}
+
 }  // namespace
 
 std::string_view to_string(GrowthVerdict v) {
@@ -278,6 +292,7 @@ GrowthResult growth(const Snapshot& s, const GrowthOptions& o) {
   out.warnings = s.warnings;
   std::vector<StepMark> marks = recorded_steps(s, out.device);
   if (marks.empty()) marks = inferred_steps(s, out.device), out.inferred_steps = !marks.empty();
+  check_steps(marks, o);
   std::erase_if(marks, [&](const StepMark& m) {
     return (o.first_step && m.number < *o.first_step) || (o.last_step && m.number > *o.last_step);
   });
@@ -312,9 +327,9 @@ GrowthResult growth(const Snapshot& s, const GrowthOptions& o) {
     out.verdict = GrowthVerdict::grows;
   else out.verdict = GrowthVerdict::steady;
 
-  ScaleMemory memory = scale_memory(s, r, o.device_memory);
-  out.device_memory = memory.bytes;
-  out.device_memory_given = memory.given;
+  DeviceLimits limits = device_limits(s, r, o.device_memory);
+  if (limits.limit != UINT64_MAX) out.device_memory = limits.limit;
+  out.device_memory_given = limits.given;
   if (out.verdict != GrowthVerdict::grows) return out;
   out.growing = growing_groups(s, r, w, out.steps, out.allocated_per_step);
   project(out, r, w);

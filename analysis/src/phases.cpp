@@ -125,8 +125,6 @@ void PhaseIndex::infer(const Snapshot& s, uint8_t device) {
 
 PhaseKind PhaseIndex::kind(uint32_t phase) const { return phases_.at(phase - 1).kind; }
 
-int64_t PhaseIndex::start(uint32_t phase) const { return phases_.at(phase - 1).start; }
-
 int64_t PhaseIndex::end(uint32_t phase) const { return phases_.at(phase - 1).end; }
 
 

@@ -215,6 +215,28 @@ void check_sizes(std::span<const ScaleRun> runs) {
                           "order of their sizes", fmt::join(sizes, ",")));
 }
 
+// The device's memory: --device-memory, else the recording's total less the most NVML saw outside the allocator.
+ScaleMemory scale_memory(const ScaleRun& base, const Replay& r, std::optional<uint64_t> given) {
+  const Snapshot& s = *base.snapshot;
+  ScaleMemory m;
+  if (auto it = s.metadata.find(fmt::format("device.{}.total_memory", base.device)); it != s.metadata.end()) {
+    try {
+      m.total = std::stoull(it->second);
+    } catch (const std::exception&) {
+    }
+  }
+  if (given) {
+    m.bytes = *given;
+    m.given = true;
+    return m;
+  }
+  if (m.total == 0) return m;
+  DeviceMemory dm = device_memory(s, r);
+  for (const DeviceMemoryPoint& p : dm.points) m.outside = std::max(m.outside.value_or(0), p.used - std::min(p.used, p.reserved));
+  m.bytes = m.total - std::min(m.total, m.outside.value_or(0));
+  return m;
+}
+
 void add_notes(ScaleWhatif& w, bool cpu) {
   if (cpu) w.notes.push_back(ScaleNote::cpu);
   if (!w.memory.bytes) w.notes.push_back(ScaleNote::memory_unknown);
@@ -344,26 +366,6 @@ void add_below_zero(ScaleWhatif& w, const ScaleFit& fit, const ScaleRun& base, c
 
 }  // namespace
 
-ScaleMemory scale_memory(const Snapshot& s, const Replay& r, std::optional<uint64_t> given) {
-  ScaleMemory m;
-  if (auto it = s.metadata.find(fmt::format("device.{}.total_memory", r.device())); it != s.metadata.end()) {
-    try {
-      m.total = std::stoull(it->second);
-    } catch (const std::exception&) {
-    }
-  }
-  if (given) {
-    m.bytes = *given;
-    m.given = true;
-    return m;
-  }
-  if (m.total == 0) return m;
-  DeviceMemory dm = device_memory(s, r);
-  for (const DeviceMemoryPoint& p : dm.points) m.outside = std::max(m.outside.value_or(0), p.used - std::min(p.used, p.reserved));
-  m.bytes = m.total - std::min(m.total, m.outside.value_or(0));
-  return m;
-}
-
 std::vector<ScaleSpan> curve_spans(const ScaleCurve& c, int64_t first, double dt, size_t n) {
   std::vector<ScaleSpan> out(n);
   if (c.time_ns.empty()) return out;
@@ -400,7 +402,7 @@ ScaleWhatif scale_whatif(std::span<const ScaleRun> runs, const ScaleWhatifOption
   auto [conf, source] = choose_settings(o.conf, recorded_alloc_conf(*base.snapshot));
   if (!cpu) w.settings = to_string(conf);
   w.source = source;
-  w.memory = scale_memory(*base.snapshot, fit.base_replay(), o.device_memory);
+  w.memory = scale_memory(base, fit.base_replay(), o.device_memory);
   if (o.fit && !w.memory.bytes)
     throw Error(fmt::format("--fit needs the device's memory, which {} does not record ({}): give it with --device-memory",
                             base.name, cpu ? "a CPU run" : "no device.total_memory"));

@@ -16,7 +16,6 @@
 #include <cereal/archives/binary.hpp>
 #include <fmt/format.h>
 
-#include "memrec/range.h"
 #include "memrec/snapshot.h"
 
 namespace memrec::format_detail {
@@ -192,6 +191,18 @@ struct StepRow {
   int64_t start_ns = 0, end_ns = -1;
 };
 template <class IO> void fields(IO& io, StepRow& r) { io(r.id, r.number, r.start_ns, r.end_ns); }
+
+// N of a step scope named "step N", as Python's hooks and the workloads name them.
+inline std::optional<uint64_t> step_number(std::string_view name) {
+  constexpr std::string_view kPrefix = "step ";
+  if (!name.starts_with(kPrefix) || name.size() == kPrefix.size() || name.size() > kPrefix.size() + 18) return {};
+  uint64_t n = 0;
+  for (char c : name.substr(kPrefix.size())) {
+    if (c < '0' || c > '9') return {};
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
 
 template <class IO> void fields(IO& io, Owner& o) {
   io(o.time_ns, o.event, o.addr, o.size, o.name, o.module);

@@ -29,7 +29,6 @@ class PhaseIndex {
   uint32_t at(int64_t t) const;         // id of the innermost phase holding t (1-based), or 0
   int64_t next_start(int64_t t) const;  // start of the first phase after t; INT64_MAX if none
   PhaseKind kind(uint32_t phase) const;
-  int64_t start(uint32_t phase) const;
   int64_t end(uint32_t phase) const;    // INT64_MAX while open
   int64_t last_end() const { return last_end_; }  // when the last phase ended; INT64_MIN without phases
   bool inferred() const { return inferred_; }

@@ -15,7 +15,7 @@ namespace memrec {
 
 struct GrowthOptions {
   std::optional<uint8_t> device;          // unset: choose_device's default
-  std::optional<uint64_t> device_memory;  // --device-memory; unset: the recording's (scale_memory)
+  std::optional<uint64_t> device_memory;  // --device-memory; unset: the recording's (device_limits)
   std::optional<uint64_t> first_step, last_step;  // step numbers, both included (--steps A..B)
 };
 
@@ -49,7 +49,7 @@ struct GrowthResult {
   double allocated_per_step = 0, reserved_per_step = 0;  // bytes per step after the warm-up
   GrowthVerdict verdict = GrowthVerdict::too_few_steps;
   std::vector<GrowingGroup> growing;  // only when the verdict is grows; fastest first
-  std::optional<uint64_t> device_memory;  // what the projection fills (scale_memory); unset: unknown
+  std::optional<uint64_t> device_memory;  // what the projection fills (device_limits' limit); unset: unknown
   bool device_memory_given = false;
   int64_t median_step_ns = 0;
   std::optional<uint64_t> projected_full_step;  // the step whose peak would pass device_memory
@@ -60,7 +60,7 @@ struct GrowthResult {
 // Fewer settled steps than this and the verdict is too_few_steps.
 inline constexpr size_t kGrowthMinSteps = 4;
 
-// Throws Error when --steps names steps the recording does not have.
+// Throws Error when first_step or last_step names a step the recording does not have.
 GrowthResult growth(const Snapshot& s, const GrowthOptions& o);
 
 }  // namespace memrec

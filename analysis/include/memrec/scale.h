@@ -136,10 +136,6 @@ struct ScaleMemory {
   std::optional<uint64_t> outside;  // used - reserved at most over the base run's NVML samples (unset: none)
 };
 
-// The device's memory a run must fit in: `given` (--device-memory), else the recording's device.N.total_memory less
-// the most NVML saw outside the allocator. `r` is the replay of the device.
-ScaleMemory scale_memory(const Snapshot& s, const Replay& r, std::optional<uint64_t> given);
-
 enum class ScaleNote : uint8_t {
   cpu,                 // a CPU run: no caching allocator, so no reserved prediction
   memory_unknown,      // no device memory: no OOM prediction

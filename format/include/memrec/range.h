@@ -23,18 +23,6 @@ struct Range {
   std::string flag;  // as given, "--range 10s..20s": notes name it
 };
 
-// N of a step scope named "step N", as Python's hooks and the workloads name them.
-inline std::optional<uint64_t> step_number(std::string_view name) {
-  constexpr std::string_view kPrefix = "step ";
-  if (!name.starts_with(kPrefix) || name.size() == kPrefix.size() || name.size() > kPrefix.size() + 18) return {};
-  uint64_t n = 0;
-  for (char c : name.substr(kPrefix.size())) {
-    if (c < '0' || c > '9') return {};
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return n;
-}
-
 // A time after the start, as --at and --range take it: 1.5s, 250ms, 40us, 300ns, or a plain number of seconds.
 // Throws Error naming `flag` and what it `wants` for anything else.
 int64_t parse_duration(const std::string& text, std::string_view flag, std::string_view wants);
