@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -10,6 +11,7 @@
 
 #include "memrec/allocator_whatif.h"
 #include "memrec/analysis.h"
+#include "memrec/growth.h"
 #include "memrec/sites.h"
 #include "memrec/whatif.h"
 
@@ -244,6 +246,50 @@ std::optional<Advice> allocator_advice(const Run& run, const AllocatorBase& base
   return a;
 }
 
+// ---- growth ----
+
+// Each site that `memrec growth` finds growing, with the bytes of its blocks live at the peak that outlived the step
+// they were made in (what stops growing once the program lets them go).
+void growth_advice(const Run& run, std::optional<uint64_t> memory, Advise& out) {
+  GrowthResult g = growth(run.s, {.device = run.r.device(), .device_memory = memory, .first_step = std::nullopt,
+                                  .last_step = std::nullopt});
+  if (g.steps.empty()) {
+    out.not_assessed.push_back("growth: no steps (no 'step N' scopes, and no forward and optimizer phases to infer "
+                               "them from)");
+    return;
+  }
+  if (g.verdict == GrowthVerdict::too_few_steps) {
+    out.not_assessed.push_back(fmt::format("growth: {} steps after the warm-up, fewer than the {} that tell growth "
+                                           "from noise",
+                                           std::count_if(g.steps.begin(), g.steps.end(), [&](const GrowthStep& st) {
+                                             return st.step >= g.settled_from.value_or(0);
+                                           }),
+                                           kGrowthMinSteps));
+    return;
+  }
+  int64_t origin = run.r.time_of(kNoEvent), step_start = INT64_MIN;
+  for (const GrowthStep& st : g.steps)
+    if (st.start_ns + origin <= run.peak_ns()) step_start = st.start_ns + origin;
+  for (const GrowingGroup& group : g.growing) {
+    uint64_t held = 0;
+    for (uint32_t id : run.live) {
+      uint32_t made = run.r.alloc_steps()[id];
+      if ((made == kNoEvent || run.r.time_of(made) < step_start) &&
+          allocation_site(run.s, run.r.stack_of(id)) == group.site)
+        held += run.r.size_of(id);
+    }
+    if (held == 0) continue;
+    std::string where = group.module.empty() ? "" : fmt::format(" in {}", group.module);
+    Advice a = counted(AdviceKind::growth,
+                       fmt::format("let go of what {}{} allocates once its step is done: it grows every step from step "
+                                   "{} on", group.site, where, group.first_step),
+                       held, run);
+    a.evidence.push_back({"growth per step (memrec growth)", static_cast<uint64_t>(std::llround(group.bytes_per_step))});
+    a.evidence.push_back({"live at the end of the last step (memrec growth)", group.live_at_end});
+    out.advice.push_back(std::move(a));
+  }
+}
+
 // ---- blocks live at the peak ----
 
 // Gradients live at the peak that an earlier backward made: zero_grad() keeps them (set_to_none=False, the default
@@ -463,6 +509,7 @@ Advise advise(const Snapshot& s, uint8_t device, const AdviseOptions& o) {
   } else if (std::optional<Advice> a = allocator_advice(run, *base, o.device_memory, &best_conf)) {
     out.advice.push_back(std::move(*a));
   }
+  growth_advice(run, o.device_memory, out);
   if (run.phases.size() == 0) {
     out.not_assessed.push_back("grads_outside_backward, optimizer_temporaries: no forward, backward or optimizer "
                                "phases in the recording");
