@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/report.h"
 #include "memrec/units.h"
 
 namespace memrec {
@@ -61,6 +62,35 @@ std::string advise_text(const Advise& a) {
   if (!a.not_assessed.empty()) out += "not assessed:\n";
   for (const std::string& n : a.not_assessed) out += fmt::format("  {}\n", n);
   return out;
+}
+
+std::string advise_html(const Advise& a) {
+  std::string out = "<section id=\"advise\"><h2>What to change</h2>";
+  out += fmt::format("<p>Each change with the bytes it saves against the recorded peak ({}): <i>replayed</i> from "
+                     "this run's history with the change, <i>scaled</i> from runs at other sizes, or <i>counted</i> "
+                     "at the peak (<code>memrec advise</code>).</p>",
+                     html_escape(peaks_text(a.peak)));
+  if (a.advice.empty()) out += "<p class=\"note\">No change found that lowers the peak.</p>";
+  else out += "<table><thead><tr><th>Change</th><th class=\"num\">Saves</th><th class=\"num\">Peak after</th>"
+              "<th>How</th></tr></thead><tbody>";
+  for (const Advice& x : a.advice) {
+    std::string saves = signed_bytes(x.saves.reserved ? *x.saves.reserved : x.saves.allocated);
+    std::string after = format_bytes(x.peak_after.reserved ? *x.peak_after.reserved : x.peak_after.allocated);
+    out += fmt::format("<tr><td class=\"key\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                       "<td>{}</td></tr>",
+                       html_escape(x.change), saves, after, to_string(x.method));
+    for (const Evidence& e : x.evidence)
+      out += fmt::format("<tr class=\"single\"><td class=\"key\">&nbsp;&nbsp;{}</td><td class=\"num\">{}</td>"
+                         "<td></td><td></td></tr>",
+                         html_escape(e.what), format_bytes(e.bytes));
+  }
+  if (!a.advice.empty()) out += "</tbody></table>";
+  if (!a.not_assessed.empty()) {
+    out += "<p class=\"note\">Not assessed:</p><ul class=\"note\">";
+    for (const std::string& n : a.not_assessed) out += "<li>" + html_escape(n) + "</li>";
+    out += "</ul>";
+  }
+  return out + "</section>";
 }
 
 }  // namespace memrec

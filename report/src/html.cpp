@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "memrec/advise_output.h"
 #include "memrec/device_memory_output.h"
 #include "memrec/stats.h"
 #include "memrec/timeline_svg.h"
@@ -193,6 +194,15 @@ std::string whatif(const Snapshot& s, const ReportOptions& o) {
   return out + "</tbody></table></section>";
 }
 
+std::string what_to_change(const Snapshot& s, const ReportOptions& o) {
+  try {
+    return advise_html(advise(s, o.device, {}));
+  } catch (const Error& e) {
+    return "<section id=\"advise\"><h2>What to change</h2><p class=\"note\">Not available for this run: " +
+           html_escape(e.what()) + ".</p></section>";
+  }
+}
+
 std::string category_table(const StatsResult& by_category) {
   const std::vector<GroupRow>& rows = by_category.live;
   std::string out = "<section id=\"categories\"><h2>Live at the peak by category</h2>";
@@ -329,7 +339,7 @@ std::string report_html(const Snapshot& s, const ReportOptions& o) {
   std::string body = header(s, o, by_category);
   body += "<section class=\"cards\">" + peak_card("peak-allocated", "Peak allocated", by_category.peak_allocated) +
           peak_card("peak-reserved", "Peak reserved", by_category.peak_reserved) + "</section>";
-  body += timeline(s, o) + owners_section(s, o);
+  body += what_to_change(s, o) + timeline(s, o) + owners_section(s, o);
   if (o.scale) body += scale_section_html(*o.scale);
   // Every layer gets a row, however many there are: the table answers "which layer holds the most".
   if (has_module_scopes(s, o.device))

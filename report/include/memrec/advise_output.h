@@ -19,4 +19,8 @@ nlohmann::json advise_json(const Advise& a);
 // assessed.
 std::string advise_text(const Advise& a);
 
+// The report's first section, "What to change": one row per change with its saving, peaks after and method, its
+// evidence under it, then what was not assessed.
+std::string advise_html(const Advise& a);
+
 }  // namespace memrec

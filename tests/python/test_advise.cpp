@@ -1,0 +1,172 @@
+// memrec advise on real programs recorded with `memrec record` (Debian's torch 1.13 on the CPU in CI), each built so
+// that one lever dominates: deep activations (checkpointing), a list that keeps a tensor every step (growth), and
+// zero_grad() without set_to_none (gradients held through forward). Each ranks its lever first, with the saving the
+// engine's own command gives.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/process.h"
+
+namespace memrec {
+namespace {
+
+using nlohmann::json;
+using test::quote;
+using test::run_command;
+using test::TempDir;
+
+const std::string kMemrec = MEMREC_BINARY;
+const std::string kPython = MEMREC_TEST_PYTHON;
+
+// Twelve layers of batch 2048 x 128 activations (2 MiB each, twice a layer) over 64 KiB of weights a layer.
+const char* kDeep = R"(import torch, torch.nn as nn
+torch.manual_seed(0)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Sequential(nn.Linear(128, 128), nn.Tanh()) for _ in range(12)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(2048, 128)
+for step in range(3):
+    opt.zero_grad(set_to_none=True)
+    model(x).pow(2).mean().backward()
+    opt.step()
+)";
+
+// Each step keeps a copy of the output (2 MiB) before stepping: the list grows by it every step.
+const char* kGrowing = R"(import torch, torch.nn as nn
+torch.manual_seed(0)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(2048, 256)
+history = []
+for step in range(10):
+    opt.zero_grad(set_to_none=True)
+    out = model(x)
+    out.pow(2).mean().backward()
+    history.append(out.detach().clone())
+    opt.step()
+)";
+
+// 12 MiB of weights and a batch of 8: on torch 1.13 zero_grad() keeps 12 MiB of zeroed gradients through forward.
+const char* kZeroGrad = R"(import torch, torch.nn as nn
+torch.manual_seed(0)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                                 nn.Linear(1024, 1024))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(8, 1024)
+for step in range(3):
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    opt.step()
+)";
+
+std::string record(const TempDir& dir, const std::string& name, const std::string& program) {
+  std::ofstream(dir / (name + ".py")) << program;
+  std::string file = dir / (name + ".memrec");
+  auto r = run_command(kMemrec + " record -o " + file + " -- " + kPython + " " + dir / (name + ".py"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return file;
+}
+
+json json_of(const std::string& args) {
+  auto r = run_command(kMemrec + " " + args + " --json 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+  return r.exit_code == 0 ? json::parse(r.output) : json::object();
+}
+
+TEST(Advise, DeepActivationsRankCheckpointingFirstWithWhatifCheckpointsSaving) {
+  TempDir dir;
+  std::string file = quote(record(dir, "deep", kDeep));
+  json j = json_of("advise " + file);
+  ASSERT_FALSE(j["advice"].empty()) << j.dump(1);
+  const json& top = j["advice"][0];
+  EXPECT_EQ(top["kind"], "checkpoint") << j.dump(1);
+  json whatif = json_of("whatif checkpoint " + file);
+  EXPECT_EQ(top["layers"], whatif["layers"]);
+  EXPECT_EQ(top["layers"].size(), 12u);
+  EXPECT_EQ(top["saves"]["allocated"].get<int64_t>(),
+            whatif["recorded_peak"].get<int64_t>() - whatif["predicted_peak"].get<int64_t>());
+  EXPECT_GT(top["saves"]["allocated"].get<int64_t>(), 12 << 20) << "most of 24 MiB of activations";
+  EXPECT_EQ(j["peak"]["allocated"], whatif["recorded_peak"]);
+}
+
+TEST(Advise, AGrowingListRanksGrowthFirstWithGrowthsBytes) {
+  TempDir dir;
+  std::string file = quote(record(dir, "growing", kGrowing));
+  json j = json_of("advise " + file);
+  ASSERT_FALSE(j["advice"].empty()) << j.dump(1);
+  const json& top = j["advice"][0];
+  EXPECT_EQ(top["kind"], "growth") << j.dump(1);
+  EXPECT_EQ(top["method"], "counted");
+  json growth = json_of("growth " + file);
+  ASSERT_EQ(growth["verdict"], "grows") << growth.dump(1);
+  const json& group = growth["growing"][0];
+  EXPECT_NE(top["change"].get<std::string>().find(group["site"].get<std::string>()), std::string::npos)
+      << top["change"] << " names " << group["site"];
+  auto per_step = static_cast<int64_t>(std::llround(group["bytes_per_step"].get<double>()));
+  EXPECT_EQ(per_step, 2048 * 256 * 4);
+  EXPECT_EQ(top["evidence"][0]["bytes"], per_step);
+  EXPECT_EQ(top["evidence"][1]["bytes"], group["live_at_end"]);
+  // At the peak (the last step's backward) the list holds every copy but the one that step keeps after it.
+  EXPECT_EQ(top["saves"]["allocated"].get<int64_t>(), group["live_at_end"].get<int64_t>() - per_step);
+}
+
+TEST(Advise, ZeroGradWithoutSetToNoneRanksTheHeldGradientsFirst) {
+  TempDir dir;
+  std::string file = quote(record(dir, "zero_grad", kZeroGrad));
+  json j = json_of("advise " + file);
+  ASSERT_FALSE(j["advice"].empty()) << j.dump(1);
+  const json& top = j["advice"][0];
+  EXPECT_EQ(top["kind"], "grads_outside_backward") << j.dump(1);
+  EXPECT_EQ(top["method"], "counted");
+  EXPECT_NE(top["change"].get<std::string>().find("torch.optim.SGD.zero_grad(set_to_none=True)"), std::string::npos)
+      << top["change"];
+  // The three weights' and biases' gradients, as their owners name them.
+  int64_t grads = 3 * (1024 * 1024 + 1024) * 4;
+  EXPECT_EQ(top["saves"]["allocated"].get<int64_t>(), grads);
+  ASSERT_GE(top["evidence"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {  // the weights' first, largest first
+    EXPECT_TRUE(top["evidence"][i]["what"].get<std::string>().ends_with(".weight.grad")) << top["evidence"][i];
+    EXPECT_EQ(top["evidence"][i]["bytes"], 1024 * 1024 * 4);
+  }
+  EXPECT_EQ(top["peak_after"]["allocated"].get<int64_t>(), j["peak"]["allocated"].get<int64_t>() - grads);
+}
+
+}  // namespace
+}  // namespace memrec
