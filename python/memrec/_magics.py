@@ -86,18 +86,21 @@ def show(make):
 
 
 class Recording:
-    """A recorded cell: `memrec report --format summary` in a notebook, `memrec stats --by owner` in a terminal."""
+    """A recorded cell: `memrec report --format summary` in a notebook, `memrec stats --by owner` in a terminal; both
+    followed by `memrec advise` (what to change)."""
 
     def __init__(self, path):
         self.path = path
         self.summary = report_text(path, "--format", "summary", "--top", _TOP_OWNERS)
         self.stats = run_memrec("stats", path, "--by", "owner", "--top", _TOP_OWNERS)
+        self.advice = run_memrec("advise", path)
 
     def __repr__(self):
-        return f"{self.path}:\n{self.stats}"
+        return f"{self.path}:\n{self.stats}\nWhat to change:\n{self.advice}"
 
     def _repr_html_(self):
-        return f"<div class='memrec'><p>Recorded into <code>{html.escape(self.path)}</code></p>{self.summary}</div>"
+        return (f"<div class='memrec'><p>Recorded into <code>{html.escape(self.path)}</code></p>{self.summary}"
+                f"<details open><summary>What to change</summary><pre>{html.escape(self.advice)}</pre></details></div>")
 
 
 class Report:

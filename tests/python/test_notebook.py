@@ -73,6 +73,9 @@ def check_recording(shown):
             fail(f"owner {owner['key']} of memrec stats --by owner is not shown")
     if not any(o["key"] == "0.weight" for o in owners):
         fail(f"the model's parameters have no owner rows: {[o['key'] for o in owners]}")
+    advice = memrec("advise", path)
+    if f"<summary>What to change</summary><pre>{html.escape(advice)}</pre>" not in shown:
+        fail(f"the cell does not show memrec advise's answer:\n{advice}")
     return path, peak_text
 
 
