@@ -97,6 +97,13 @@ struct GhostFlags {
 // The prediction at --predict's size with its curve on FILE's clock; throws Error, one sentence, on bad flags.
 ScaleWhatif ghost_prediction(const GhostFlags& g, const std::string& file, std::optional<uint8_t> device);
 
+// `memrec growth FILE [--steps A..B] [--device-memory BYTES]`: growth across steps (memrec/growth.h).
+struct GrowthQuery {
+  std::string file, steps, device_memory;  // "3..20" (empty: every step); "80GiB" (empty: the recording's)
+  std::optional<uint8_t> device;
+};
+Answer growth_answer(const GrowthQuery& q);
+
 Answer info_answer(const std::string& file);
 
 // Prints the answer as a command does: its JSON (indented) or its text.
