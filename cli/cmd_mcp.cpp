@@ -178,16 +178,31 @@ mcp::Tool advise_tool() {
               });
 }
 
+mcp::Tool growth_tool() {
+  json properties = {{"file", file_arg()},
+                     {"steps", string_arg("compare only the training steps A..B, e.g. 3..50")},
+                     {"device_memory", string_arg("the memory to project against, e.g. 80GiB (default: the recording's)")},
+                     {"device", device_arg()}};
+  return tool("growth", "Memory that grows step over step: each step's start, the slope after the warm-up, the lines "
+              "that grow and the step at which the device is full (memrec growth --json)",
+              object_schema(std::move(properties), {"file"}), [](const json& a) {
+                GrowthQuery q;
+                read(a, "file", q.file), read(a, "steps", q.steps), read(a, "device_memory", q.device_memory);
+                read(a, "device", q.device);
+                return growth_answer(q);
+              });
+}
+
 }  // namespace
 
 void add_mcp_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("mcp", "Serve info, stats, diff, ranks, the what-ifs and advise to agents: the Model Context "
-                                        "Protocol over stdin/stdout");
+  auto* cmd = app.add_subcommand("mcp", "Serve info, stats, diff, ranks, growth, the what-ifs and advise to agents: the "
+                                        "Model Context Protocol over stdin/stdout");
   cmd->callback([] {
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up ends the session at the next read, not by a signal
     mcp::Server server("memrec", "0.1.0",
                        {info_tool(), stats_tool(), diff_tool(), ranks_tool(), checkpoint_tool(), allocator_tool(),
-                        scale_tool(), advise_tool()});
+                        scale_tool(), growth_tool(), advise_tool()});
     server.serve(std::cin, std::cout);
   });
 }

@@ -53,6 +53,7 @@ inline void add_ghost_options(CLI::App* cmd, GhostFlags& g) {
 
 void add_io_commands(CLI::App& app);        // import, export, info (cmd_io.cpp)
 void add_analysis_commands(CLI::App& app);  // stats, diff (cmd_analysis.cpp)
+void add_growth_command(CLI::App& app);     // growth (cmd_growth.cpp)
 void add_whatif_command(CLI::App& app);     // whatif checkpoint, allocator, scale (cmd_whatif.cpp)
 void add_advise_command(CLI::App& app);     // advise (cmd_advise.cpp)
 void add_run_command(CLI::App& app);    // run (cmd_run.cpp in memrec-run, built with MEMREC_WITH_TORCH)

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "memrec 0.1.0");
   memrec::cli::add_io_commands(app);
   memrec::cli::add_analysis_commands(app);
+  memrec::cli::add_growth_command(app);
   memrec::cli::add_whatif_command(app);
   memrec::cli::add_advise_command(app);
 #ifdef MEMREC_HAS_RUN

@@ -9,6 +9,7 @@
 #include "memrec/allocator_output.h"
 #include "memrec/checkpoint_output.h"
 #include "memrec/devices.h"
+#include "memrec/growth_output.h"
 #include "memrec/info.h"
 #include "memrec/load.h"
 #include "memrec/ranks_output.h"
@@ -192,6 +193,14 @@ Answer advise_answer(const AdviseQuery& q) {
   if (!q.device_memory.empty()) o.device_memory = parse_memory(q.device_memory);
   Advise a = advise(snapshots.front(), device, o);
   return {advise_json(a), advise_text(a)};
+}
+
+Answer growth_answer(const GrowthQuery& q) {
+  GrowthOptions o{.device = q.device, .device_memory = std::nullopt, .first_step = std::nullopt, .last_step = std::nullopt};
+  if (!q.device_memory.empty()) o.device_memory = parse_memory(q.device_memory);
+  if (std::optional<Range> part = parse_range("", q.steps)) o.first_step = part->first, o.last_step = part->last;
+  GrowthResult g = growth(load_snapshot(q.file, stderr), o);
+  return {growth_json(g), growth_text(g)};
 }
 
 Answer info_answer(const std::string& file) {

@@ -106,6 +106,13 @@ struct AdviseQuery {
 };
 Answer advise_answer(const AdviseQuery& q);
 
+// `memrec growth FILE [--steps A..B] [--device-memory BYTES]`: growth across steps (memrec/growth.h).
+struct GrowthQuery {
+  std::string file, steps, device_memory;  // "3..20" (empty: every step); "80GiB" (empty: the recording's)
+  std::optional<uint8_t> device;
+};
+Answer growth_answer(const GrowthQuery& q);
+
 Answer info_answer(const std::string& file);
 
 // Prints the answer as a command does: its JSON (indented) or its text.

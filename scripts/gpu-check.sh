@@ -22,7 +22,7 @@ results=()
 
 # At most 8 files come back from the device machine: summary.txt, build.log, tests.log, run12.log,
 # checkpoint.txt, oom.log, bench.log, bench.json (zoo.txt, python_tests.log, bench_read.json, pair_cost.json,
-# pair_ab.tar and step12_cost.json when those sections run).
+# pair_ab.tar and step12_cost.json, growth.txt and growth.json when those sections run).
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 # section NAME FUNCTION: runs FUNCTION under set -e (not inside `if` or `||`, where bash would ignore -e).
@@ -308,6 +308,12 @@ alloc_bench() {
 
 # memrec whatif scale against measured runs (bench/scale_check.py): Hugging Face GPT-2 (124M from a config, eager
 # attention) recorded at batch 2 and 4 predicts 8, 12 and 16, at sequence 256, 512 and 1024 predicts 2048, each within
+# memrec growth on Hugging Face GPT-2 (random weights) trained with a history list of its logits and without it: the
+# verdicts, the line named, and the step it predicts against a run to OOM under set_per_process_memory_fraction (2%).
+growth() {
+  python3 bench/growth_check.py "$MEMREC" /tmp/growth "$OUT/growth.json" | tee "$OUT/growth.txt" | tee -a "$OUT/summary.txt"
+}
+
 # 5% of a recorded run; --fit's largest batch and sequence must run and the next must not (or come within 2% of the
 # device). scale_bench: bench_scale's two histories of 1M events (target: fit and predict in 3 s).
 scale() {
@@ -501,7 +507,7 @@ long_run() {
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
               ranks ranks_bench advise owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example benchmarks analysis_bench bench_compare long_run
-              pip_install)
+              pip_install growth)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"

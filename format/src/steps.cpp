@@ -4,6 +4,6 @@
 
 namespace memrec {
 
-std::optional<uint64_t> step_scope_number(std::string_view name) { return step_number(name); }
+std::optional<uint64_t> step_scope_number(std::string_view name) { return format_detail::step_number(name); }
 
 }  // namespace memrec

@@ -10,6 +10,7 @@
 
 #include "memrec/advise_output.h"
 #include "memrec/device_memory_output.h"
+#include "memrec/growth_output.h"
 #include "memrec/stats.h"
 #include "memrec/timeline_svg.h"
 #include "memrec/units.h"
@@ -344,13 +345,15 @@ std::string report_html(const Snapshot& s, const ReportOptions& o) {
   // Every layer gets a row, however many there are: the table answers "which layer holds the most".
   if (has_module_scopes(s, o.device))
     body += layer_table(stats(s, {.at_ns = std::nullopt, .by = GroupBy::layer, .top = SIZE_MAX, .device = o.device}));
+  body += growth_html(growth(s, {.device = o.device, .device_memory = std::nullopt, .first_step = std::nullopt,
+                                 .last_step = std::nullopt}));
   body += whatif(s, o) + category_table(by_category) + sites(by_category) + fragmentation(by_category.fragmentation) +
           device_memory_html(by_category.device_memory) + ooms(by_category) + kernels(by_category) + metadata(s);
   return fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
                      "<title>memrec report: {}</title><style>{}</style></head>\n<body><main>\n{}\n"
                      "<footer>Made by <code>memrec report</code>. The same numbers: <code>memrec stats</code>, "
-                     "<code>memrec stats --by layer</code>, <code>memrec whatif checkpoint</code>.</footer>"
+                     "<code>memrec stats --by layer</code>, <code>memrec growth</code>, <code>memrec whatif checkpoint</code>.</footer>"
                      "</main></body></html>\n",
                      html_escape(o.file_name), kStyle, body);
 }

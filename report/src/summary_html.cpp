@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/growth_output.h"
 #include "memrec/report.h"
 #include "memrec/stats.h"
 #include "memrec/timeline_svg.h"
@@ -28,6 +29,16 @@ std::string peak_words(const char* css, const char* title, const PeakShown& p) {
                      peak_when(p, ", "));
 }
 
+// "Grows +512.00 KiB a step ..., most at SITE (memrec growth)" when the recording's steps grow; "" otherwise.
+std::string growth_words(const Snapshot& s, uint8_t device) {
+  GrowthResult g = growth(s, {.device = device, .device_memory = std::nullopt, .first_step = std::nullopt,
+                              .last_step = std::nullopt});
+  if (g.verdict != GrowthVerdict::grows || g.growing.empty()) return "";
+  return fmt::format("<p class=\"growth\">Grows <b>{}</b> from step {}, most at <code>{}</code> "
+                     "(<code>memrec growth</code>).</p>",
+                     html_escape(growth_summary(g)), *g.settled_from, html_escape(g.growing.front().site));
+}
+
 }  // namespace
 
 std::string owners_section(const Snapshot& s, const ReportOptions& o) {
@@ -43,8 +54,8 @@ std::string summary_html(const Snapshot& s, const ReportOptions& o) {
   StatsResult st = stats(s, {.at_ns = std::nullopt, .by = by, .top = o.top, .device = o.device});
   std::string peaks = peak_words("peak-allocated", "peak allocated", st.peak_allocated);
   if (st.peak_reserved.bytes) peaks += "; " + peak_words("peak-reserved", "peak reserved", st.peak_reserved);
-  return fmt::format("<div class=\"memrec-summary\">{}<p>{}: {}</p>{}{}</div>\n", kFragmentStyle,
-                     html_escape(o.file_name), peaks, timeline_svg(s, o.device),
+  return fmt::format("<div class=\"memrec-summary\">{}<p>{}: {}</p>{}{}{}</div>\n", kFragmentStyle,
+                     html_escape(o.file_name), peaks, growth_words(s, o.device), timeline_svg(s, o.device),
                      groups_table("Live at the peak", by == GroupBy::owner ? "Owner" : "Site", st.live));
 }
 

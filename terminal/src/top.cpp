@@ -58,7 +58,7 @@ class Tail {
     if (stamp_ && now == *stamp_) return;
     stamp_ = now;
     try {
-      doc_ = load_document(options_.file, options_.device);
+      doc_ = load_document(options_.file, options_.device, options_.follow);
       series_width_ = -1;
       why_.clear();
     } catch (const Error& e) {

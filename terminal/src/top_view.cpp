@@ -51,6 +51,7 @@ std::string header_line(const TopDocument& doc, const Header& header) {
   std::string line = fmt::format("memrec top  {}  device {}  {} events over {}", header.file, r.device(), r.steps(),
                                  format_duration(doc.duration_ns));
   if (header.follow) line += doc.snapshot->complete ? "  following (the file is complete)" : "  following";
+  if (!doc.growth.empty()) line += "  " + doc.growth;
   return line;
 }
 

@@ -131,7 +131,7 @@ TEST(CliMcp, HandshakeListsTheTools) {
     EXPECT_FALSE(t["description"].get<std::string>().empty());
   }
   EXPECT_EQ(names, (std::vector<std::string>{"info", "stats", "diff", "ranks", "whatif_checkpoint", "whatif_allocator",
-                                      "whatif_scale"}));
+                                      "whatif_scale", "growth"}));
   EXPECT_EQ(s.finish(), 0);
 }
 
@@ -158,6 +158,8 @@ TEST(CliMcp, EachToolAnswersWhatItsCommandPrints) {
   const std::string b2 = test::data("scale_batch2.memrec"), b4 = test::data("scale_batch4.memrec");
   EXPECT_EQ(s.call("whatif_scale", {{"files", {b2, b4}}, {"sizes", "2,4"}, {"predict", "8,16"}}),
             command_json("whatif scale " + quote(b2) + " " + quote(b4) + " --sizes 2,4 --predict 8,16"));
+  EXPECT_EQ(s.call("growth", {{"file", kLayers}, {"device_memory", "1GiB"}}),
+            command_json("growth " + quote(kLayers) + " --device-memory 1GiB"));
   test::RankFiles ranks;
   ranks.add("r.rank0.memrec", test::rank_run(0, 1'000'000, "h"));
   ranks.add("r.rank1.memrec", test::rank_run(3 * test::kMiB, 1'000'020, "h"));

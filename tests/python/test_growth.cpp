@@ -1,0 +1,140 @@
+// `memrec growth` on real Python training loops recorded with `memrec record` (growth_programs.py): the ones that
+// grow are named by the line that allocates what they keep, at the bytes a step they keep; the ones that only warm up
+// are steady.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/fixtures.h"
+#include "common/process.h"
+
+namespace memrec {
+namespace {
+
+using nlohmann::json;
+using test::quote;
+using test::run_command;
+using test::TempDir;
+
+const std::string kProgram = test::source("tests/python/growth_programs.py");
+constexpr uint64_t kSteps = 16, kBatch = 256, kWidth = 512;
+// What each growing pattern keeps a step: one float32 tensor of batch x width.
+constexpr double kKept = kBatch * kWidth * 4;
+
+// The 1-based line of the program holding `marker`.
+uint32_t line_of(const std::string& marker) {
+  std::ifstream in(kProgram);
+  std::string line;
+  for (uint32_t n = 1; std::getline(in, line); ++n)
+    if (line.find(marker) != std::string::npos) return n;
+  ADD_FAILURE() << "no line with " << marker;
+  return 0;
+}
+
+// The program recorded, then `memrec growth --json` on it (with `flags`).
+json growth_of(const std::string& pattern, const std::string& flags = "") {
+  TempDir dir;
+  std::string file = dir / (pattern + ".memrec");
+  auto rec = run_command(quote(MEMREC_BINARY) + " record -o " + quote(file) + " -- " + MEMREC_TEST_PYTHON + " " +
+                         quote(kProgram) + " " + pattern + " --steps " + std::to_string(kSteps) + " --batch " +
+                         std::to_string(kBatch) + " --width " + std::to_string(kWidth));
+  EXPECT_EQ(rec.exit_code, 0) << rec.output;
+  auto r = test::memrec("growth --json " + quote(file) + " " + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return json::parse(r.output, nullptr, false);
+}
+
+// The bytes a step of the growing groups whose site is the program's line `line`.
+double bytes_per_step_at(const json& g, uint32_t line) {
+  double sum = 0;
+  std::string at = "growth_programs.py:" + std::to_string(line) + ")";
+  for (const json& group : g["growing"])
+    if (group["site"].get<std::string>().find(at) != std::string::npos) sum += group["bytes_per_step"].get<double>();
+  return sum;
+}
+
+void expect_grows_at(const std::string& pattern) {
+  json g = growth_of(pattern);
+  ASSERT_FALSE(g.is_discarded());
+  EXPECT_EQ(g["verdict"], "grows") << g.dump(1);
+  EXPECT_EQ(g["steps"].size(), kSteps + 1) << "a step per optimizer step, and the one after the last";
+  uint32_t line = line_of("# grows: " + pattern);
+  EXPECT_NEAR(bytes_per_step_at(g, line), kKept, kKept * 0.05) << g.dump(1);
+  ASSERT_FALSE(g["growing"].empty());
+  const json& top = g["growing"][0];
+  EXPECT_FALSE(top["stack"].empty()) << top.dump(1);
+  EXPECT_GE(g["per_step"]["allocated"].get<double>(), kKept * 0.95) << g.dump(1);
+}
+
+TEST(Growth, AListOfTensorsIsNamedByTheLineThatAppends) {
+  expect_grows_at("list");
+}
+
+TEST(Growth, AMetricKeptWithItsGraphIsNamedByTheLineWhoseOutputTheGraphSaves) {
+  expect_grows_at("loss");
+}
+
+TEST(Growth, ADictCacheWithoutEvictionIsNamedByItsLine) {
+  expect_grows_at("dict");
+}
+
+TEST(Growth, AConcatenatedBufferGrowsByWhatEachStepAdds) {
+  json g = growth_of("cat");
+  EXPECT_EQ(g["verdict"], "grows") << g.dump(1);
+  EXPECT_NEAR(bytes_per_step_at(g, line_of("# grows: cat")), kKept, kKept * 0.05) << g.dump(1);
+  // one buffer live at a time: the last one holds every step's rows
+  for (const json& group : g["growing"])
+    if (group["site"].get<std::string>().find(":" + std::to_string(line_of("# grows: cat")) + ")") != std::string::npos)
+      EXPECT_NEAR(group["live_at_end"].get<double>(), kKept * kSteps, kKept * 0.05) << group.dump(1);
+}
+
+TEST(Growth, TheProjectionFillsTheGivenMemoryAtTheSlope) {
+  constexpr uint64_t kMemory = 64ull << 20;
+  json g = growth_of("list", "--device-memory " + std::to_string(kMemory));
+  ASSERT_EQ(g["verdict"], "grows") << g.dump(1);
+  ASSERT_TRUE(g["projected_full_step"].is_number()) << g.dump(1);
+  // From the last step's start, the memory left over what the program keeps a step; within the step's own
+  // temporaries (a few tensors of the same size).
+  const json& last = g["steps"].back();
+  double left = double(kMemory - last["allocated"].get<uint64_t>()) / kKept;
+  double expected = last["step"].get<double>() + left;
+  EXPECT_NEAR(g["projected_full_step"].get<double>(), expected, 4) << g.dump(1);
+  EXPECT_GT(g["projected_full_in_s"].get<double>(), 0);
+}
+
+void expect_steady(const std::string& pattern) {
+  json g = growth_of(pattern);
+  ASSERT_FALSE(g.is_discarded());
+  EXPECT_EQ(g["verdict"], "steady") << g.dump(1);
+  EXPECT_TRUE(g["growing"].empty()) << g.dump(1);
+  EXPECT_TRUE(g["projected_full_step"].is_null());
+}
+
+TEST(Growth, AdamsStateIsAWarmUp) {
+  json g = growth_of("adam");
+  EXPECT_EQ(g["verdict"], "steady") << g.dump(1);
+  EXPECT_TRUE(g["growing"].empty()) << g.dump(1);
+  // Adam's two state tensors per parameter appear in the first optimizer step, not after
+  EXPECT_GE(g["settled_from"].get<int>(), 1) << g.dump(1);
+  const json& steps = g["steps"];
+  double params = 2.0 * (kWidth * kWidth + kWidth) * 4;
+  EXPECT_NEAR(steps.back()["allocated"].get<double>() - steps[1]["allocated"].get<double>(), 0, kKept * 0.05);
+  EXPECT_GE(steps[1]["allocated"].get<double>() - steps[0]["allocated"].get<double>(), 2 * params);
+}
+
+TEST(Growth, ABoundedCacheIsAWarmUp) {
+  json g = growth_of("bounded");
+  EXPECT_EQ(g["verdict"], "steady") << g.dump(1);
+  EXPECT_TRUE(g["growing"].empty()) << g.dump(1);
+  EXPECT_GE(g["settled_from"].get<int>(), 4) << "the cache fills over the first steps: " << g.dump(1);
+}
+
+TEST(Growth, GradientAccumulationIsSteady) { expect_steady("accum"); }
+
+TEST(Growth, AnEvaluationEveryFourStepsIsSteady) { expect_steady("eval"); }
+
+}  // namespace
+}  // namespace memrec
