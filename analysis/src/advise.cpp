@@ -144,15 +144,14 @@ class CheckpointLever {
                                            "torch.utils.checkpoint.checkpoint", span_of(all)),
                           cost, traced, alone);
     std::optional<std::vector<std::string>> best = best_prefix(order, cost, every.saves.allocated);
-    if (best) {
-      std::vector<std::string> chosen = *best;
-      std::sort(chosen.begin(), chosen.end(), natural_less);
-      out.advice.push_back(advice(chosen, fmt::format("checkpoint {} (the layers that save most per recompute "
-                                                      "time): wrap each one's forward in "
-                                                      "torch.utils.checkpoint.checkpoint", fmt::join(chosen, ", ")),
-                                  cost, traced, alone));
-    }
-    out.advice.push_back(std::move(every));
+    out.advice.push_back(std::move(every));  // first: a tie in saving ranks every layer first
+    if (!best) return;
+    std::vector<std::string> chosen = *best;
+    std::sort(chosen.begin(), chosen.end(), natural_less);
+    out.advice.push_back(advice(chosen, fmt::format("checkpoint {} (the layers that save most per recompute time): "
+                                                    "wrap each one's forward in torch.utils.checkpoint.checkpoint",
+                                                    fmt::join(chosen, ", ")),
+                                cost, traced, alone));
   }
 
   // Every layer's history, for the combined prediction.
@@ -517,7 +516,9 @@ Advise advise(const Snapshot& s, uint8_t device, const AdviseOptions& o) {
     grads_outside_backward(run, out);
     optimizer_temporaries(run, out);
   }
-  loss_logits(run, out);
+  bool stacks = std::any_of(run.live.begin(), run.live.end(), [&](uint32_t id) { return run.r.stack_of(id) != 0; });
+  if (stacks) loss_logits(run, out);
+  else out.not_assessed.push_back("loss_logits: the blocks at the peak have no call stacks to find the loss by");
   if (run.r.has_owners()) duplicate_parameters(run, out);
   else out.not_assessed.push_back("duplicate_parameters: no owner names (parameters) in the recording");
   out.not_assessed.push_back("precision: the recording holds no tensor dtypes to tell float32 from bf16 by");
