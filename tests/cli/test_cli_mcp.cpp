@@ -131,7 +131,7 @@ TEST(CliMcp, HandshakeListsTheTools) {
     EXPECT_FALSE(t["description"].get<std::string>().empty());
   }
   EXPECT_EQ(names, (std::vector<std::string>{"info", "stats", "diff", "ranks", "whatif_checkpoint", "whatif_allocator",
-                                      "whatif_scale", "growth"}));
+                                      "whatif_scale", "growth", "advise"}));
   EXPECT_EQ(s.finish(), 0);
 }
 
@@ -160,6 +160,8 @@ TEST(CliMcp, EachToolAnswersWhatItsCommandPrints) {
             command_json("whatif scale " + quote(b2) + " " + quote(b4) + " --sizes 2,4 --predict 8,16"));
   EXPECT_EQ(s.call("growth", {{"file", kLayers}, {"device_memory", "1GiB"}}),
             command_json("growth " + quote(kLayers) + " --device-memory 1GiB"));
+  EXPECT_EQ(s.call("advise", {{"file", b4}, {"scale_with", {b2}}, {"sizes", "4,2"}, {"device_memory", "1GiB"}}),
+            command_json("advise " + quote(b4) + " --scale-with " + quote(b2) + " --sizes 4,2 --device-memory 1GiB"));
   test::RankFiles ranks;
   ranks.add("r.rank0.memrec", test::rank_run(0, 1'000'000, "h"));
   ranks.add("r.rank1.memrec", test::rank_run(3 * test::kMiB, 1'000'020, "h"));
