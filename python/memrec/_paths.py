@@ -43,9 +43,20 @@ def unwrapped(module):
     return module
 
 
+# FSDP2's fully_shard gives a module a class of its own, FSDP{its class}, made of FSDPModule and its class
+_FSDP_MODULES = (("torch.distributed.fsdp._fully_shard._fully_shard", "FSDPModule"),
+                 ("torch.distributed._composable.fsdp.fully_shard", "FSDPModule"))
+
+
 def class_name(module):
-    """A root module's name: the class of the model its wrappers wrap."""
-    return type(unwrapped(module)).__name__
+    """A root module's name: the class of the model its wrappers wrap (as the program wrote it, under FSDP2 too)."""
+    kind = type(unwrapped(module))
+    for where, name in _FSDP_MODULES:
+        fsdp = getattr(sys.modules.get(where), name, None)
+        if isinstance(fsdp, type) and issubclass(kind, fsdp):
+            own = [base for base in kind.__bases__ if not issubclass(base, fsdp)]
+            return own[0].__name__ if own else kind.__name__
+    return kind.__name__
 
 
 def model_paths(root):
