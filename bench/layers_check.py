@@ -4,9 +4,10 @@ recorded by `memrec record`. At the end of that last forward (every layer's save
 marker block the program allocates there), `stats --by layer --json` must give the 12 layers' activation bytes
 within 10% of their mean in both runs, the same layer names in both, and no wrapper's part (`module.`, `_orig_mod`,
 `WrapperModule`, `L['self']`, ...) in any layer, module or owner name.
-Cases: whole (torch.compile(model, fullgraph=True)), blocks (torch.compile of each block), ddp (one rank on NCCL,
+Cases: whole (torch.compile(model, fullgraph=True)), blocks (torch.compile of each block), inplace (each block's
+module.compile(), as compile_repeated_blocks does), ddp (one rank on NCCL,
 DistributedDataParallel around the compiled model, as speed-run scripts do), fsdp2 (fully_shard per block and root;
-compiled per block).
+each block compiled in place).
 Usage: layers_check.py MEMREC OUT_DIR [CASE ...]"""
 import json
 import os
@@ -79,13 +80,17 @@ if case in ("ddp", "fsdp2"):
     dist.init_process_group("nccl")
 if case == "whole":
     model = torch.compile(model, fullgraph=True)
-elif case in ("blocks", "fsdp2"):
+elif case == "blocks":
     for i, block in enumerate(model.transformer.h):
         model.transformer.h[i] = torch.compile(block)
-if case == "fsdp2":
+elif case == "inplace":
+    for block in model.transformer.h:
+        block.compile()  # in place, as compile_repeated_blocks does
+elif case == "fsdp2":
     from torch.distributed.fsdp import fully_shard
     for block in model.transformer.h:
         fully_shard(block)
+        block.compile()  # in place, as compile_repeated_blocks does
     fully_shard(model)
 if case == "ddp":
     model = torch.nn.parallel.DistributedDataParallel(torch.compile(model), device_ids=[0])
@@ -185,7 +190,7 @@ def main():
     memrec, out, *cases = sys.argv[1:]
     os.makedirs(out, exist_ok=True)
     problems = []
-    for case in cases or ["whole", "blocks", "ddp", "fsdp2"]:
+    for case in cases or ["whole", "blocks", "inplace", "ddp", "fsdp2"]:
         try:
             problems += check(memrec, out, case)
         except (subprocess.CalledProcessError, StopIteration, KeyError) as e:
