@@ -21,8 +21,7 @@ MEMREC=$BUILD/cli/memrec
 results=()
 
 # At most 8 files come back from the device machine: summary.txt, build.log, tests.log, run12.log,
-# checkpoint.txt, oom.log, bench.log, bench.json (zoo.txt, python_tests.log, bench_read.json, pair_cost.json,
-# pair_ab.tar and step12_cost.json, growth.txt and growth.json when those sections run).
+# checkpoint.txt, oom.log, bench.log, bench.json, and the files of the sections that run (each names its own).
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 # section NAME FUNCTION: runs FUNCTION under set -e (not inside `if` or `||`, where bash would ignore -e).
@@ -391,6 +390,15 @@ owners() {
   python3 bench/owners_models.py "$MEMREC" /tmp/owners ${OWNERS_MODELS:-} | tee -a "$OUT/summary.txt"
 }
 
+# Layers by the model's own names (bench/layers_check.py): a 12-layer GPT of plain modules, eager vs compiled whole,
+# compiled per block, in DDP (one rank, NCCL) and FSDP2; at the end of the last forward the layers' activation bytes
+# within 10% of their mean and the same names in both runs; no wrapper's part in a layer, module or owner name.
+# LAYERS_CASES="whole ddp" runs only those.
+layers() {
+  mkdir -p /tmp/layers
+  python3 bench/layers_check.py "$MEMREC" /tmp/layers ${LAYERS_CASES:-} | tee "$OUT/layers.txt" | tee -a "$OUT/summary.txt"
+}
+
 # pip install from this clone into the Python whose torch CUDA trains with (no registry here: --no-index), then the
 # entry points as a user of that venv runs them, from outside the clone.
 pip_install() {
@@ -506,8 +514,8 @@ long_run() {
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
-              ranks ranks_bench advise owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example benchmarks analysis_bench bench_compare long_run
-              pip_install growth)
+              ranks ranks_bench advise owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example
+              benchmarks analysis_bench bench_compare long_run pip_install growth layers)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"

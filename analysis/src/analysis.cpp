@@ -175,7 +175,7 @@ bool natural_less(std::string_view a, std::string_view b) {
 
 std::string layer_of(const std::string& module) {
   // The path up to its first numeric component: the repeated block of any model ("layers.3", "transformer.h.3",
-  // "module.blocks.3" under DDP). Without one, the first two components.
+  // "model.blocks.3"). Without one, the first two components.
   for (size_t begin = 0; begin < module.size();) {
     size_t end = std::min(module.find('.', begin), module.size());
     if (end > begin && std::all_of(module.begin() + begin, module.begin() + end, [](char c) { return c >= '0' && c <= '9'; }))

@@ -146,8 +146,12 @@ class ModuleScopes {
     return it->second;
   }
 
+  // The compiled module's path, which prefixes its nodes' ("" at a root). A `WrapperModule` (DDP's optimizer runs
+  // each piece of a split graph in one) is not the compiled module: the module around it is.
   std::string prefix_of(uint32_t scope) const {
     uint32_t runner = enclosing_scope_id(s_, scope, ScopeKind::module);
+    while (runner != 0 && s_.strings[s_.scopes[runner].name] == "WrapperModule")
+      runner = enclosing_scope_id(s_, s_.scopes[runner].parent, ScopeKind::module);
     if (runner == 0 || enclosing_scope_id(s_, s_.scopes[runner].parent, ScopeKind::module) == 0) return {};
     return s_.strings[s_.scopes[runner].name] + ".";
   }

@@ -8,6 +8,7 @@
 
 #include "compiled_code.h"
 #include "memrec/format.h"
+#include "memrec/model_names.h"
 #include "memrec/pickle.h"
 #include "memrec/range.h"
 
@@ -22,10 +23,12 @@ int first_byte(const std::string& path) {
   return in.get();
 }
 
-// The recorder's notes are the file's to print; compiled code is mapped to the model's source and modules.
+// The recorder's notes are the file's to print; compiled code is mapped to the model's source and modules, and
+// modules and owners are named by the model's own paths.
 Snapshot read_recording(const std::string& path, const std::optional<Range>& range) {
   Snapshot s = range ? read_range(path, *range).snapshot : read_file(path);
   resolve_compiled_code(s);
+  name_modules_by_model_path(s);
   add_notes(s);
   return s;
 }

@@ -5,6 +5,10 @@ module (nn_module_stack; fwd_nn_module_stack in a backward graph) and the model'
 trace), and the whole map goes to the recording as its "compiled_code" metadata, again after each compile. Nothing
 is compiled again, and memrec imports inductor only when the program calls torch.compile with inductor.
 
+A module compiled in place (`module.compile()`, as compile_repeated_blocks does) runs its hooks inside the compiled
+region, where they do nothing: its compiled call is run inside the module's scope instead, so the code that repeated
+blocks share is named by the block whose call ran it (the FX nodes' modules are relative to the compiled module).
+
 A graph that inductor loads from its cache is not lowered again: its map is read from the file memrec wrote beside
 the generated one when it was compiled under memrec (GENERATED.memrec.json), else it is made from the line map
 inductor keeps with the cached graph, which has the source frames but neither the FX node nor the modules.
@@ -14,6 +18,7 @@ import inspect
 import json
 import os
 import re
+import types
 
 import torch
 
@@ -163,7 +168,36 @@ def install():
                 _hook_inductor()
             except Exception as e:  # noqa: BLE001  no map then; the program's compile goes on as without memrec
                 _failed(e)
-        return compile_(*args, **kwargs)
+        compiled = compile_(*args, **kwargs)
+        module = _module_compiled_in_place(args[0] if args else kwargs.get("model"), compiled)
+        return compiled if module is None else _in_module_scope(module, compiled)
 
     compile_and_map._memrec = True
     torch.compile = compile_and_map
+
+
+def _module_compiled_in_place(target, compiled):
+    """The module whose `module.compile()` this is (it compiles its bound _call_impl, which runs the module hooks
+    inside the compiled region, where they do nothing), or None: a compile of anything else, or one that compiled
+    nothing (TORCH_COMPILE_DISABLE)."""
+    call_impl = torch.nn.Module._call_impl
+    if type(target) is not types.MethodType or target.__func__ is not call_impl:  # type checks: no program code runs
+        return None
+    if type(compiled) is types.MethodType and compiled.__func__ is call_impl:
+        return None
+    return target.__self__ if issubclass(type(target.__self__), torch.nn.Module) else None
+
+
+def _in_module_scope(module, compiled):
+    """`compiled`, run inside the module's scope, as the module hooks open it around an eager call: the compiled
+    code's blocks are then named by the block that ran it (repeated blocks compiled in place share their code)."""
+    from . import _hooks
+
+    @functools.wraps(compiled)
+    def call(*args, **kwargs):
+        _hooks._forward_pre(module, args)
+        try:
+            return compiled(*args, **kwargs)
+        finally:
+            _hooks._forward_post(module, args, None)
+    return call

@@ -26,7 +26,7 @@ import weakref
 
 import torch
 
-from . import _C, _owners, _scopes
+from . import _C, _owners, _paths, _scopes
 from ._say import say
 
 _tls = threading.local()
@@ -129,13 +129,12 @@ def _owners_scan(scan, *args):
 def _name_of(module, root):
     name = _names.get(module)
     if name is None:
-        root = getattr(root, "_orig_mod", root)  # torch.compile's OptimizedModule: name as the module it wraps
-        for sub_name, sub in root.named_modules():
+        for sub, path in _paths.model_paths(root):  # the model's own paths: wrappers' parts left out
             if sub not in _names:
-                _names[sub] = sub_name or type(root).__name__
+                _names[sub] = path or _paths.class_name(root)
         name = _names.get(module)
         if name is None:
-            name = _names[module] = type(getattr(module, "_orig_mod", module)).__name__
+            name = _names[module] = _paths.class_name(module)
     return name
 
 

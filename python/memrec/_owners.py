@@ -3,7 +3,7 @@
 
 Scanned, never per allocation:
 - on the first outermost forward of each root module in a recording: its parameters and buffers (named as the
-  module scopes are, `_hooks._name_of`), and their gradients;
+  module scopes are, `_hooks._name_of`: the model's own paths, `_paths`), and their gradients;
 - at the end of each outermost backward on a thread, raising or not: the gradients of the parameters known so far;
 - after every optimizer step: its parameters and gradients, and its state (`exp_avg`, `momentum_buffer`, ...) on
   the first step of a recording and whenever the state changed shape.
@@ -18,7 +18,7 @@ import weakref
 
 import torch
 
-from . import _C
+from . import _C, _paths
 
 KINDS = {"parameter": 0, "buffer": 1, "gradient": 2, "optimizer_state": 3}
 
@@ -131,9 +131,8 @@ def on_forward(root, name_of):
     if ref is not None and ref() is root:
         return
     _scanned[key] = weakref.ref(root)
-    inner = getattr(root, "_orig_mod", root)  # torch.compile's OptimizedModule
-    for sub in inner.modules():  # each module once, in named_parameters' order: a tied tensor keeps its first name
-        module = name_of(sub, root)
+    for sub, _ in _paths.model_paths(root):  # each module once, in named_parameters' order: a tied tensor keeps
+        module = name_of(sub, root)           # its first name
         for kind, tensors in (("parameter", sub._parameters), ("buffer", sub._buffers)):
             for local, t in tensors.items():
                 if t is None:

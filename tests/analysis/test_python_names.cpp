@@ -14,7 +14,7 @@ namespace {
 TEST(PythonNames, LayerIsThePathUpToTheFirstNumericComponent) {
   EXPECT_EQ(layer_of("layers.3.self_attn.out_proj"), "layers.3");
   EXPECT_EQ(layer_of("transformer.h.11.attn.c_attn"), "transformer.h.11");
-  EXPECT_EQ(layer_of("module.blocks.2.mlp.0"), "module.blocks.2");  // DDP's wrapper; the Sequential index is inner
+  EXPECT_EQ(layer_of("model.blocks.2.mlp.0"), "model.blocks.2");  // the Sequential index is inner
   EXPECT_EQ(layer_of("h.0"), "h.0");
   EXPECT_EQ(layer_of("encoder.attn.proj"), "encoder.attn");  // nothing repeated: the first two components
   EXPECT_EQ(layer_of("lm_head"), "lm_head");

@@ -1,7 +1,7 @@
 """DistributedDataParallel with 2 ranks on gloo. Started without RANK, this program is the launcher (no torch):
 it starts the two ranks as torchrun does (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and prints
 their output in rank order."""
-# zoo-modules: DistributedDataParallel module.0 module.2
+# zoo-modules: Sequential 0 2
 import os
 import socket
 import subprocess

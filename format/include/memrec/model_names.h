@@ -1,0 +1,24 @@
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "memrec/snapshot.h"
+
+namespace memrec {
+
+// The model's own path of a module, parameter or optimizer state as a recording named it, with the parts that
+// wrappers add left out: torch.compile's `_orig_mod`, FSDP's `_fsdp_wrapped_module`, checkpoint wrappers'
+// `_checkpoint_wrapped_module` anywhere; inductor's and Dynamo's `WrapperModule` and `L['self']` in front; and in
+// front, DDP's, DataParallel's and FSDP's `module` when the model runs under one of them (`data_parallel`: a
+// user's own submodule called `module` keeps its name otherwise).
+// "module.blocks.0._checkpoint_wrapped_module.fc1.weight" -> "blocks.0.fc1.weight" (data_parallel).
+std::string model_path(std::string_view name, bool data_parallel);
+
+// Renames the module scopes and owners of a recording to the model's own paths (model_path), so that older files,
+// whose recorder kept the wrappers' parts, name each module once as newer ones do. A wrapper at the root keeps its
+// class name (the name of the whole model there); a module left with no path takes its root's name; a scope named
+// `WrapperModule` (a piece of a compiled graph) takes the name of the module it runs in. Renaming a renamed
+// recording changes nothing.
+void name_modules_by_model_path(Snapshot& s);
+
+}  // namespace memrec

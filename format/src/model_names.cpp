@@ -1,0 +1,71 @@
+#include "memrec/model_names.h"
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <vector>
+
+namespace memrec {
+namespace {
+
+constexpr std::array<std::string_view, 3> kWrapperParts = {"_orig_mod", "_fsdp_wrapped_module",
+                                                           "_checkpoint_wrapped_module"};
+constexpr std::array<std::string_view, 2> kGraphRoots = {"WrapperModule", "L['self']"};
+constexpr std::array<std::string_view, 3> kDataParallel = {"DistributedDataParallel", "DataParallel",
+                                                           "FullyShardedDataParallel"};
+constexpr std::string_view kGraphPiece = "WrapperModule";
+
+bool one_of(std::string_view part, std::span<const std::string_view> set) {
+  return std::find(set.begin(), set.end(), part) != set.end();
+}
+
+bool is_data_parallel(std::string_view root) { return one_of(root, kDataParallel); }
+
+}  // namespace
+
+std::string model_path(std::string_view name, bool data_parallel) {
+  std::string out;
+  bool leading = true;
+  for (size_t begin = 0; begin <= name.size();) {
+    size_t end = std::min(name.find('.', begin), name.size());
+    std::string_view part = name.substr(begin, end - begin);
+    begin = end + 1;
+    bool wrapper = one_of(part, kWrapperParts) ||
+                   (leading && (one_of(part, kGraphRoots) || (data_parallel && part == "module")));
+    if (wrapper) continue;
+    leading = false;
+    if (!out.empty()) out += '.';
+    out += part;
+  }
+  return out;
+}
+
+void name_modules_by_model_path(Snapshot& s) {
+  // Per scope, in id order (a parent's id is lower): its new name id and its outermost module scope's raw name.
+  std::vector<uint32_t> name(s.scopes.size(), 0), root(s.scopes.size(), 0);
+  bool data_parallel = false;
+  for (uint32_t id = 1; id < s.scopes.size(); ++id) {
+    Scope sc = s.scopes[id];
+    if (sc.kind != ScopeKind::module) continue;
+    uint32_t parent = sc.parent < id ? enclosing_scope_id(s, sc.parent, ScopeKind::module) : 0;
+    const std::string raw = s.strings[sc.name];
+    if (parent == 0) {  // a root: its class name, or the wrapper's around the whole model
+      name[id] = sc.name, root[id] = id;
+      data_parallel |= is_data_parallel(raw);
+      continue;
+    }
+    root[id] = root[parent];
+    std::string path = raw == kGraphPiece ? std::string{} : model_path(raw, is_data_parallel(s.strings[s.scopes[root[id]].name]));
+    name[id] = path.empty() ? (raw == kGraphPiece ? name[parent] : name[root[id]]) : s.strings.intern(path);
+    if (name[id] != sc.name) s.scopes.update(id, [&](Scope& x) { x.name = name[id]; });
+  }
+  for (size_t i = 0; i < s.owners.size(); ++i) {
+    Owner o = s.owners[i];
+    Owner renamed = o;
+    renamed.name = s.strings.intern(model_path(s.strings[o.name], data_parallel));
+    if (o.module) renamed.module = s.strings.intern(model_path(s.strings[o.module], data_parallel));
+    if (!(renamed == o)) s.owners.set(i, renamed);
+  }
+}
+
+}  // namespace memrec

@@ -1,0 +1,86 @@
+// The model's own names at read time: names an older recorder wrote with the wrappers' parts (DDP's `module.`,
+// torch.compile's `_orig_mod.`, checkpoint wrappers', inductor's WrapperModule) are read as the model's paths, in
+// module scopes, layers and owners alike; and a real H100 recording of compiled GPT-2 names its twelve blocks so.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "common/fixtures.h"
+#include "memrec/analysis.h"
+#include "memrec/load.h"
+#include "memrec/model_names.h"
+
+namespace memrec {
+namespace {
+
+TEST(ModelNames, WrapperPartsAreLeftOut) {
+  EXPECT_EQ(model_path("module.blocks.0._checkpoint_wrapped_module.fc1.weight", true), "blocks.0.fc1.weight");
+  EXPECT_EQ(model_path("module._orig_mod.transformer.h.0", true), "transformer.h.0");
+  EXPECT_EQ(model_path("_orig_mod.module.transformer.h.0", true), "transformer.h.0");
+  EXPECT_EQ(model_path("WrapperModule.transformer.h.3.attn", false), "transformer.h.3.attn");
+  EXPECT_EQ(model_path("L['self'].transformer.h.3", false), "transformer.h.3");
+  EXPECT_EQ(model_path("_fsdp_wrapped_module.layers.0._fsdp_wrapped_module.attn", false), "layers.0.attn");
+  EXPECT_EQ(model_path("module", true), "");
+}
+
+TEST(ModelNames, UserModulesCalledModuleKeepTheirNames) {
+  EXPECT_EQ(model_path("module.blocks.0", false), "module.blocks.0");          // no data-parallel wrapper
+  EXPECT_EQ(model_path("module.blocks.0.module.fc1", true), "blocks.0.module.fc1");  // only the wrapper's, in front
+  EXPECT_EQ(model_path("blocks.0.fc1.weight.exp_avg", false), "blocks.0.fc1.weight.exp_avg");
+}
+
+uint32_t scope(Snapshot& s, const std::string& name, uint32_t parent) {
+  s.scopes.push_back(Scope{.start_ns = 0, .end_ns = 10, .name = s.strings.intern(name), .parent = parent,
+                           .kind = ScopeKind::module, .device = 0});
+  return static_cast<uint32_t>(s.scopes.size() - 1);
+}
+
+std::string name_of(const Snapshot& s, uint32_t id) { return s.strings[s.scopes[id].name]; }
+
+// A DDP-wrapped model with checkpoint-wrapped blocks as an older recorder named it, and a compiled graph's piece.
+TEST(ModelNames, OlderRecordingsReadAsTheModelsPaths) {
+  Snapshot s;
+  uint32_t ddp = scope(s, "DistributedDataParallel", 0), inner = scope(s, "module", ddp),
+           wrapper = scope(s, "module.blocks.0", inner),
+           block = scope(s, "module.blocks.0._checkpoint_wrapped_module", wrapper),
+           fc1 = scope(s, "module.blocks.0._checkpoint_wrapped_module.fc1", block),
+           piece = scope(s, "WrapperModule", inner), compiled = scope(s, "WrapperModule.blocks.1.fc1", piece),
+           plain = scope(s, "Plain", 0), user = scope(s, "module.fc", plain);
+  s.owners.push_back(Owner{.time_ns = 0, .event = 0, .addr = 0x1000, .size = 64,
+                           .name = s.strings.intern("module.blocks.0._checkpoint_wrapped_module.fc1.weight.exp_avg"),
+                           .module = s.strings.intern("module.blocks.0._checkpoint_wrapped_module.fc1"),
+                           .kind = OwnerKind::optimizer_state, .device = 0});
+  name_modules_by_model_path(s);
+  EXPECT_EQ(name_of(s, ddp), "DistributedDataParallel");  // a root: the whole model's name
+  EXPECT_EQ(name_of(s, inner), "DistributedDataParallel");
+  EXPECT_EQ(name_of(s, wrapper), "blocks.0");
+  EXPECT_EQ(name_of(s, block), "blocks.0");
+  EXPECT_EQ(name_of(s, fc1), "blocks.0.fc1");
+  EXPECT_EQ(name_of(s, piece), "DistributedDataParallel");
+  EXPECT_EQ(name_of(s, compiled), "blocks.1.fc1");
+  EXPECT_EQ(name_of(s, user), "module.fc");  // under no data-parallel root
+  EXPECT_EQ(s.strings[s.owners[0].name], "blocks.0.fc1.weight.exp_avg");
+  EXPECT_EQ(s.strings[s.owners[0].module], "blocks.0.fc1");
+  EXPECT_EQ(layer_of(name_of(s, fc1)), "blocks.0");
+
+  Snapshot again = s;
+  name_modules_by_model_path(again);
+  EXPECT_TRUE(again.scopes == s.scopes && again.owners == s.owners);
+}
+
+// HF GPT-2 under torch.compile, recorded on an H100 (PyTorch 2.11): the blocks' compiled code is named by the
+// model's paths, transformer.h.0 .. 11, and no layer carries a wrapper's part.
+TEST(ModelNames, CompiledGpt2LayersAreTheModelsBlocks) {
+  Snapshot s = load_snapshot(test::data("gpt2_compile_h100.memrec"));
+  std::vector<std::string> layers = run_layers(s, 0);
+  for (int i = 0; i < 12; ++i)
+    EXPECT_NE(std::find(layers.begin(), layers.end(), "transformer.h." + std::to_string(i)), layers.end()) << i;
+  for (const std::string& l : layers)
+    for (const char* part : {"_orig_mod", "WrapperModule", "L['self']", "module."})
+      EXPECT_EQ(l.find(part), std::string::npos) << l;
+}
+
+}  // namespace
+}  // namespace memrec
