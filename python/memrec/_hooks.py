@@ -22,17 +22,16 @@ import importlib
 import os
 import threading
 import traceback
-import weakref
 
 import torch
 
-from . import _C, _owners, _scopes
+from . import _C, _modules, _owners, _scopes
 from ._say import say
 
 _tls = threading.local()
 # Inside torch.compile's tracing the hooks do nothing (Dynamo folds this to True): they would break the graph.
 _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-_names = weakref.WeakKeyDictionary()  # module -> qualified name
+_names = _modules.Names()  # module -> qualified name
 _installed = False
 _on = False  # the running recording asked for scopes (start(scopes=True)): the hooks do nothing otherwise
 _task = getattr(torch._C, "_current_graph_task_id", None)  # torch 2.x: -1 outside backward
@@ -127,15 +126,18 @@ def _owners_scan(scan, *args):
 
 
 def _name_of(module, root):
+    """The module's qualified name under root (torch.compile's OptimizedModule named as the module it wraps), read
+    without running the program's code (_modules)."""
     name = _names.get(module)
     if name is None:
-        root = getattr(root, "_orig_mod", root)  # torch.compile's OptimizedModule: name as the module it wraps
-        for sub_name, sub in root.named_modules():
-            if sub not in _names:
-                _names[sub] = sub_name or type(root).__name__
+        root = _modules.unwrapped(root)
+        for sub_name, sub in _modules.walk(root):
+            if _names.get(sub) is None:
+                _names.set(sub, sub_name or type(root).__name__)
         name = _names.get(module)
         if name is None:
-            name = _names[module] = type(getattr(module, "_orig_mod", module)).__name__
+            name = type(_modules.unwrapped(module)).__name__
+            _names.set(module, name)
     return name
 
 
@@ -176,9 +178,10 @@ def _module_begins(module):
     """A module call's rare part, before memrec._C opens its scope: the thread's outermost call (its phase, the
     owners), or a module named the first time."""
     root = _C.outermost_module(module)
-    if root is None:
+    if root is None:  # `is`, not truthiness: a module's __len__ or __bool__ may raise (OptimizedModule's does)
         _outermost_begins(module)
-    _C.module_open(module, _name_of(module, root or module))
+        root = module
+    _C.module_open(module, _name_of(module, root))
 
 
 def _outermost_begins(module):

@@ -18,7 +18,7 @@ import weakref
 
 import torch
 
-from . import _C
+from . import _C, _modules
 
 KINDS = {"parameter": 0, "buffer": 1, "gradient": 2, "optimizer_state": 3}
 
@@ -51,9 +51,6 @@ def _device_of(t):
     return 0 if t.is_cpu else None
 
 
-_plain = (torch.Tensor, torch.nn.Parameter)
-
-
 class Failures:
     """Errors of memrec's own in the owner scans (a tensor whose storage cannot be read): what they would have
     named stays unowned, and the file says so."""
@@ -75,7 +72,7 @@ def _failed(error):
 def _send(t, key, name, module, kind):
     """Sends t's storage as owned by `name`, unless t was sent under `key` with this storage in this recording."""
     try:
-        if type(t) not in _plain:
+        if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
             t = getattr(t, "_local_tensor", t)  # DTensor (FSDP2): the local shard's storage
         last = _last.get(key)
         if last is not None and last[0]() is t and last[2] == t.data_ptr():  # the same tensor, storage, offset
@@ -131,10 +128,11 @@ def on_forward(root, name_of):
     if ref is not None and ref() is root:
         return
     _scanned[key] = weakref.ref(root)
-    inner = getattr(root, "_orig_mod", root)  # torch.compile's OptimizedModule
-    for sub in inner.modules():  # each module once, in named_parameters' order: a tied tensor keeps its first name
+    # each module once, in named_parameters' order (a tied tensor keeps its first name), running none of its code
+    for _, sub in _modules.walk(_modules.unwrapped(root)):
         module = name_of(sub, root)
-        for kind, tensors in (("parameter", sub._parameters), ("buffer", sub._buffers)):
+        for kind, tensors in (("parameter", _modules.table(sub, "_parameters")),
+                              ("buffer", _modules.table(sub, "_buffers"))):
             for local, t in tensors.items():
                 if t is None:
                     continue
