@@ -13,7 +13,9 @@ and segment_map events), the peak of requested bytes (memrec's peak allocated) a
 with a `# zoo-varies:` line names memory_stats keys that change from run to run (left out of the stdout
 comparison, still compared with the recording). A program with a `# zoo: module-api` line records itself through
 `import memrec` (ZOO_MEMREC_OUT) instead, one with `# zoo: both` is recorded both ways. A recording with notes
-(memrec's hooks meeting internal errors among them) differs.
+(memrec's hooks meeting internal errors among them) differs, but for those a `# zoo-notes-DEVICE:` line expects on
+that device (each must be there: a window memrec lent CUPTI to the program's profiler). Log lines' time, process and
+thread stamps (glog, Kineto) are left out of the stderr comparison.
 Exit status 1 when any program differs; a program that needs what is missing is reported as skipped.
 """
 import argparse
@@ -86,12 +88,17 @@ def check_recordings(memrec, files, name, stdout, device):
     if not files:
         return ["no recording written"]
     facts = [recording_facts(memrec, f) for f in files]
+    expected = [" ".join(words) for words in source_lines(name, f"# zoo-notes-{device}:")]
     for path, fact in zip(files, facts):
         base = os.path.basename(path)
         if not fact["complete"] or not fact["events"]:
             problems.append(f"{base}: complete={fact['complete']} events={fact['events']}")
-        if fact["warnings"]:
-            problems.append(f"{base}: notes: {'; '.join(fact['warnings'])}")
+        notes = [w for w in fact["warnings"] if not any(e in w for e in expected)]
+        if notes:
+            problems.append(f"{base}: notes: {'; '.join(notes)}")
+        missing_notes = [e for e in expected if not any(e in w for w in fact["warnings"])]
+        if missing_notes:
+            problems.append(f"{base}: no note saying {'; '.join(missing_notes)!r}")
         missing = {m for words in source_lines(name, "# zoo-modules:") for m in words} - fact["modules"]
         if missing:
             problems.append(f"{base}: no module scope {', '.join(sorted(missing))} "
@@ -130,10 +137,21 @@ def without_keys(result, keys):
     return (result[0], b"\n".join(lines), *result[2:])
 
 
+# The time, process and thread stamps that glog (c10's warnings) and Kineto put before each of their lines.
+_LOG_STAMPS = [(re.compile(rb"^([IWEF])\d{8} \d\d:\d\d:\d\d\.\d+ +\d+ ", re.M), rb"\1<time> <thread> "),
+               (re.compile(rb"^([A-Z]+):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ ", re.M), rb"\1:<time> <pid>:<tid> ")]
+
+
+def unstamped(err):
+    for pattern, replacement in _LOG_STAMPS:
+        err = pattern.sub(replacement, err)
+    return err
+
+
 def differences(plain, recorded):
     out = []
     for what, a, b in (("exit", plain[0], recorded[0]), ("stdout", plain[1], recorded[1]),
-                       ("stderr", plain[2], recorded[2])):
+                       ("stderr", unstamped(plain[2]), unstamped(recorded[2]))):
         if a != b:
             out.append(f"{what} differs:\n{diff_text(a, b)}")
     return out
