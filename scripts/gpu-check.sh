@@ -193,9 +193,10 @@ python_record() {
   grep -q "pool ($(grep -o 'graph pool (.*)' /tmp/graph.log | grep -o '[0-9]*, [0-9]*'))" /tmp/graph-stats.txt
   "$MEMREC" record --force -o /tmp/prof.memrec -- python3 tests/scripts/profiler_first.py > /tmp/prof.log 2>&1 ||
     { tail -30 /tmp/prof.log; return 1; }
-  grep -E "memrec|profiler kernels" /tmp/prof.log
-  "$MEMREC" info /tmp/prof.memrec | grep -E "events|kernels"
-  grep -q "memrec: recording without kernels.*torch.profiler is active" /tmp/prof.log
+  grep -E "memrec|profiler kernels|CUPTI" /tmp/prof.log
+  "$MEMREC" info /tmp/prof.memrec 2>&1 | grep -E "events|kernels"
+  "$MEMREC" info /tmp/prof.memrec 2>&1 | grep -q "kernels not traced from .*: the program's profiler held CUPTI"
+  if grep -q "CUPTI_ERROR\|activities will be missing" /tmp/prof.log; then return 1; fi
   grep -q "profiler kernels [1-9]" /tmp/prof.log
   "$MEMREC" record --force -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \
     > /tmp/ranks.log 2>&1 || { tail -30 /tmp/ranks.log; return 1; }
@@ -503,6 +504,36 @@ bench_compare() {
     tee -a "$OUT/summary.txt"
 }
 
+# Recording leaves the program's own tools whole (issue 38). memory_stats() of HF GPT-2 generate (KV cache,
+# inference_mode) plain twice, under `memrec record` and under memrec.start() variants, each with the cycle collector
+# as usual, disabled and frozen (tests/scripts/generate_memory.py): which of memrec's options moves the reserved peak
+# and segments, and whether the collector's timing is why. Then the program's own torch.profiler with memrec first,
+# profiler first, and both on a schedule of two cycles (the zoo's self_profiling and strict_modules, under
+# `memrec record` and `import memrec`): its kernel counts, its stderr and the windows the file names.
+guest() {
+  local gen=tests/scripts/generate_memory.py mode
+  for mode in normal disable freeze; do
+    echo "gc $mode: plain        $(python3 $gen --gc $mode)"
+    echo "gc $mode: plain again  $(python3 $gen --gc $mode)"
+    echo "gc $mode: record       $("$MEMREC" record --force -o /tmp/gen.memrec -- python3 $gen --memrec record --gc $mode)"
+    echo "gc $mode: start        $(PYTHONPATH="$BUILD/python" python3 $gen --memrec start --gc $mode)"
+    echo "gc $mode: start late   $(PYTHONPATH="$BUILD/python" python3 $gen --memrec start --late --gc $mode)"
+    echo "gc $mode: no devmem    $(PYTHONPATH="$BUILD/python" python3 $gen --memrec start --option device_memory=0 --gc $mode)"
+    echo "gc $mode: stacks off   $(PYTHONPATH="$BUILD/python" python3 $gen --memrec start --option stacks=off --gc $mode)"
+    echo "gc $mode: no kernels   $(PYTHONPATH="$BUILD/python" python3 $gen --memrec start --option kernels=0 --gc $mode)"
+    echo "gc $mode: no scopes    $(PYTHONPATH="$BUILD/python" python3 $gen --memrec start --option scopes=0 --option owners=0 --gc $mode)"
+  done 2>&1 | tee "$OUT/guest.txt" | tee -a "$OUT/summary.txt"
+  "$MEMREC" record --force -o /tmp/prof.memrec -- python3 tests/scripts/profiler_first.py > /tmp/prof.log 2>&1 ||
+    { tail -30 /tmp/prof.log; return 1; }
+  cat /tmp/prof.log
+  "$MEMREC" info /tmp/prof.memrec 2>&1 | grep -E "^ *kernels|not traced"
+  python3 tests/python/zoo/run_zoo.py --memrec "$MEMREC" --python "$(command -v python3)" --device cuda --jobs 2 \
+    --only self_profiling,strict_modules,hf_generate --out /tmp/zoo-guest 2>&1 | tee -a "$OUT/guest.txt" "$OUT/summary.txt"
+  for f in /tmp/zoo-guest/self_profiling*.memrec; do echo "$f"; "$MEMREC" info "$f" 2>&1 | grep -E "^ *kernels|not traced"; done
+  PYTHONPATH="$BUILD/python" python3 tests/python/zoo/self_profiling.py --device cuda | grep cycle
+  ! grep -q "CUPTI_ERROR\|activities will be missing" /tmp/prof.log /tmp/zoo-guest/*.err
+}
+
 # A real training run recorded for LONG_RUN_SECONDS (default 150), then opened by every command (bench/long_run.py).
 long_run() {
   python3 bench/long_run.py "$MEMREC" /tmp/long_run "${LONG_RUN_SECONDS:-150}" | tee -a "$OUT/summary.txt"
@@ -515,7 +546,7 @@ long_run() {
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
               ranks ranks_bench advise owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example
-              benchmarks analysis_bench bench_compare long_run pip_install growth layers)
+              benchmarks analysis_bench bench_compare long_run pip_install growth layers guest)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"

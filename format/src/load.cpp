@@ -6,6 +6,9 @@
 #include <cstring>
 #include <fstream>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "compiled_code.h"
 #include "memrec/format.h"
 #include "memrec/model_names.h"
@@ -40,11 +43,34 @@ Snapshot read_any(const std::string& path, const std::optional<Range>& range) {
   return range ? cut_range(s, *range, path) : s;
 }
 
+// The windows the recorder did not trace CUPTI's records in (recorder.cupti_gaps, written by recorder/src/cupti.cpp:
+// [{"what", "from_ns", "to_ns" or null while open at the end, "why"}]), as notes timed from the first event:
+// "kernels not traced from +2.1 s to +3.4 s: the program's profiler held CUPTI".
+void add_gap_notes(Snapshot& s) {
+  auto it = s.metadata.find("recorder.cupti_gaps");
+  if (it == s.metadata.end()) return;
+  nlohmann::json gaps = nlohmann::json::parse(it->second, nullptr, false);
+  if (!gaps.is_array()) return s.warnings.push_back("recorder.cupti_gaps is not a list: " + it->second);
+  int64_t origin = s.events.empty() ? 0 : s.events.front().time_ns;
+  auto at = [&](const nlohmann::json& ns) {
+    return fmt::format("+{:.1f} s", double(ns.get<int64_t>() - origin) / 1e9);
+  };
+  auto field = [](const nlohmann::json& g, const char* key) { return g.value(key, nlohmann::json()); };
+  for (const nlohmann::json& g : gaps) {
+    if (!g.is_object() || !field(g, "what").is_string() || !field(g, "from_ns").is_number_integer()) continue;
+    nlohmann::json to = field(g, "to_ns");
+    s.warnings.push_back(fmt::format("{} not traced from {} to {}: {}", g["what"].get<std::string>(), at(g["from_ns"]),
+                                     to.is_number_integer() ? at(to) : std::string("the end"),
+                                     field(g, "why").is_string() ? g["why"].get<std::string>() : "CUPTI was held"));
+  }
+}
+
 }  // namespace
 
 void add_notes(Snapshot& s) {
   for (const auto& [key, value] : s.metadata)
     if (key.starts_with("notes.")) s.warnings.push_back(value);
+  add_gap_notes(s);
 }
 
 void print_warnings(const Snapshot& s, std::FILE* out) {

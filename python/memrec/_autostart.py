@@ -49,7 +49,7 @@ def main():
             f.write(path + "\n")
 
     import memrec
-    from memrec import _hooks
+    from memrec import _hooks, _profiler
 
     options = dict(stacks=env.get("MEMREC_RECORD_STACKS", "all"),
                    kernels={"on": True, "all": "all"}.get(env.get("MEMREC_RECORD_KERNELS", "on"), False),
@@ -57,6 +57,7 @@ def main():
                    metadata={"command": env.get("MEMREC_RECORD_COMMAND", " ".join(sys.argv))})
     spec = env.get("MEMREC_RECORD_WINDOW")
     _hooks.install()
+    _profiler.install()  # from torch's import on: every profiler the program starts is seen
     if not spec:
         memrec.start(path, **options)
         return

@@ -22,17 +22,16 @@ import importlib
 import os
 import threading
 import traceback
-import weakref
 
 import torch
 
-from . import _C, _owners, _paths, _scopes
+from . import _C, _modules, _owners, _scopes
 from ._say import say
 
 _tls = threading.local()
 # Inside torch.compile's tracing the hooks do nothing (Dynamo folds this to True): they would break the graph.
 _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-_names = weakref.WeakKeyDictionary()  # module -> qualified name
+_names = _modules.Names()  # module -> qualified name
 _installed = False
 _on = False  # the running recording asked for scopes (start(scopes=True)): the hooks do nothing otherwise
 _task = getattr(torch._C, "_current_graph_task_id", None)  # torch 2.x: -1 outside backward
@@ -127,14 +126,17 @@ def _owners_scan(scan, *args):
 
 
 def _name_of(module, root):
+    """The module's qualified name under root (torch.compile's OptimizedModule named as the module it wraps), read
+    without running the program's code (_modules)."""
     name = _names.get(module)
     if name is None:
-        for sub, path in _paths.model_paths(root):  # the model's own paths: wrappers' parts left out
-            if sub not in _names:
-                _names[sub] = path or _paths.class_name(root)
+        for path, sub in _modules.walk(root):  # the model's own paths: wrappers' parts left out
+            if _names.get(sub) is None:
+                _names.set(sub, path or _modules.class_name(root))
         name = _names.get(module)
         if name is None:
-            name = _names[module] = _paths.class_name(module)
+            name = _modules.class_name(module)
+            _names.set(module, name)
     return name
 
 
@@ -175,9 +177,10 @@ def _module_begins(module):
     """A module call's rare part, before memrec._C opens its scope: the thread's outermost call (its phase, the
     owners), or a module named the first time."""
     root = _C.outermost_module(module)
-    if root is None:
+    if root is None:  # `is`, not truthiness: a module's __len__ or __bool__ may raise (OptimizedModule's does)
         _outermost_begins(module)
-    _C.module_open(module, _name_of(module, root or module))
+        root = module
+    _C.module_open(module, _name_of(module, root))
 
 
 def _outermost_begins(module):

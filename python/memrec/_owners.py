@@ -3,7 +3,7 @@
 
 Scanned, never per allocation:
 - on the first outermost forward of each root module in a recording: its parameters and buffers (named as the
-  module scopes are, `_hooks._name_of`: the model's own paths, `_paths`), and their gradients;
+  module scopes are, `_hooks._name_of`: the model's own paths, `_modules`), and their gradients;
 - at the end of each outermost backward on a thread, raising or not: the gradients of the parameters known so far;
 - after every optimizer step: its parameters and gradients, and its state (`exp_avg`, `momentum_buffer`, ...) on
   the first step of a recording and whenever the state changed shape.
@@ -18,7 +18,7 @@ import weakref
 
 import torch
 
-from . import _C, _paths
+from . import _C, _modules
 
 KINDS = {"parameter": 0, "buffer": 1, "gradient": 2, "optimizer_state": 3}
 
@@ -51,9 +51,6 @@ def _device_of(t):
     return 0 if t.is_cpu else None
 
 
-_plain = (torch.Tensor, torch.nn.Parameter)
-
-
 class Failures:
     """Errors of memrec's own in the owner scans (a tensor whose storage cannot be read): what they would have
     named stays unowned, and the file says so."""
@@ -75,7 +72,7 @@ def _failed(error):
 def _send(t, key, name, module, kind):
     """Sends t's storage as owned by `name`, unless t was sent under `key` with this storage in this recording."""
     try:
-        if type(t) not in _plain:
+        if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
             t = getattr(t, "_local_tensor", t)  # DTensor (FSDP2): the local shard's storage
         last = _last.get(key)
         if last is not None and last[0]() is t and last[2] == t.data_ptr():  # the same tensor, storage, offset
@@ -131,9 +128,11 @@ def on_forward(root, name_of):
     if ref is not None and ref() is root:
         return
     _scanned[key] = weakref.ref(root)
-    for sub, _ in _paths.model_paths(root):  # each module once, in named_parameters' order: a tied tensor keeps
-        module = name_of(sub, root)           # its first name
-        for kind, tensors in (("parameter", sub._parameters), ("buffer", sub._buffers)):
+    # each module once, in named_parameters' order (a tied tensor keeps its first name), running none of its code
+    for _, sub in _modules.walk(root):
+        module = name_of(sub, root)
+        for kind, tensors in (("parameter", _modules.table(sub, "_parameters")),
+                              ("buffer", _modules.table(sub, "_buffers"))):
             for local, t in tensors.items():
                 if t is None:
                     continue

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from . import _C, _compiled, _hooks, _owners, _scopes
+from . import _C, _compiled, _hooks, _owners, _profiler, _scopes
 from ._say import say, under_memrec_record
 
 _HIDE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # memrec's own frames stay out of the stacks
@@ -29,6 +29,7 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     global _options
     if kernels not in (True, False, "all"):
         raise ValueError(f'kernels must be True, False or "all", not {kernels!r}')
+    _profiler.install()
     cuda = _C.cuda_built() and torch.cuda.is_initialized()
     meta = {"python.torch_version": torch.__version__}
     meta.update(metadata or {})
@@ -50,7 +51,8 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
 def _start_c(o):
     every = {"kernel_every": 1} if o["kernels"] == "all" else {}
     _C.start(o["path"], o["stacks"], bool(o["kernels"]), o["max_events"], o["cuda"], o["metadata"], _HIDE,
-             _cupti_busy(), o["quiet"], o["ops"], o["device_memory"], o["modules"], **every)
+             _profiler.busy(), o["quiet"], o["ops"], o["device_memory"], o["modules"], cupti_kineto=_profiler.kineto(),
+             **every)
 
 
 def stop():
@@ -103,11 +105,6 @@ def mark(text):
     level = _scopes.depth()
     if _scopes.open(str(text), "annotation"):
         _scopes.close_to(level)
-
-
-def _cupti_busy():
-    """Why CUPTI must be left alone: torch.profiler's Kineto is a CUPTI client, and a second one breaks both."""
-    return "torch.profiler is active" if torch._C._autograd._profiler_enabled() else ""
 
 
 def _switch_to_cuda():

@@ -34,18 +34,18 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* names[] = {"path",  "stacks",     "kernels", "max_events", "cuda",          "metadata",
                                 "hide",  "cupti_busy", "quiet",   "ops",        "device_memory", "modules",
-                                "kernel_every", nullptr};
+                                "kernel_every", "cupti_kineto", nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
-  int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1, modules = 0;
+  int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1, modules = 0, cupti_kineto = 0;
   unsigned long long max_events = 0;
   unsigned int kernel_every = memrec::RecorderOptions{}.kernel_every;
   PyObject* metadata = nullptr;
   const char* hide = "";
   const char* cupti_busy = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssppppI", const_cast<char**>(names), &path, &stacks, &kernels,
-                                   &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet, &ops,
-                                   &device_memory, &modules, &kernel_every))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssppppIp", const_cast<char**>(names), &path, &stacks,
+                                   &kernels, &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet,
+                                   &ops, &device_memory, &modules, &kernel_every, &cupti_kineto))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -56,6 +56,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   opt.kernels = kernels;
   opt.kernel_every = kernel_every;
   opt.cupti_busy = cupti_busy;
+  opt.cupti_kineto = cupti_kineto;
   opt.quiet = quiet;
   opt.cuda = cuda;
   opt.cpu = !cuda;
@@ -135,6 +136,19 @@ PyObject* forget_after_fork(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// The program's profiler starts (cupti_lend(why)) and stops (cupti_take_back()): memrec/_profiler.py.
+PyObject* cupti_lend(PyObject*, PyObject* why) {
+  std::optional<std::string_view> text = memrec_python::text_arg(why, "cupti_lend(why: str)");
+  if (!text) return nullptr;
+  if (memrec_python::recording()) g_recorder->lend_cupti(std::string(*text));
+  Py_RETURN_NONE;
+}
+
+PyObject* cupti_take_back(PyObject*, PyObject*) {
+  if (memrec_python::recording()) g_recorder->take_back_cupti();
+  Py_RETURN_NONE;
+}
+
 PyObject* cuda_built(PyObject*, PyObject*) {
 #ifdef MEMREC_WITH_CUDA
   Py_RETURN_TRUE;
@@ -146,9 +160,10 @@ PyObject* cuda_built(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(start)), METH_VARARGS | METH_KEYWORDS,
      "start(path, stacks='all', kernels=True, max_events=0, cuda=False, metadata=None, hide='', cupti_busy='', "
-     "quiet=False, ops=True, device_memory=True, modules=False, kernel_every=10): hide leaves out the frames of files "
-     "under that prefix; quiet prints nothing; modules: module scopes in backward, from the nodes each module call "
-     "made; kernel_every: kernels traced on every Nth step after the first ones"},
+     "quiet=False, ops=True, device_memory=True, modules=False, kernel_every=10, cupti_kineto=False): hide leaves out "
+     "the frames of files under that prefix; quiet prints nothing; modules: module scopes in backward, from the nodes "
+     "each module call made; kernel_every: kernels traced on every Nth step after the first ones; cupti_busy: why "
+     "CUPTI starts lent; cupti_kineto: torch.profiler's Kineto holds CUPTI's callback subscription"},
     {"stop", stop, METH_NOARGS, "stop() -> (events, dropped) or None: writes the file"},
     {"running", running, METH_NOARGS, "whether this process records"},
     {"set_metadata", set_metadata, METH_VARARGS, "set_metadata(key, value): a metadata entry of the running recording"},
@@ -157,6 +172,9 @@ PyMethodDef methods[] = {
      "1 buffer, 2 gradient, 3 optimizer state); False when nothing records or the row was dropped"},
     {"forget_after_fork", forget_after_fork, METH_NOARGS, "in a forked child: stop recording, write nothing"},
     {"cuda_built", cuda_built, METH_NOARGS, "whether this build records the CUDA caching allocator"},
+    {"cupti_lend", cupti_lend, METH_O,
+     "cupti_lend(why): the program's profiler is about to use CUPTI; memrec lets go of it, the file names the window"},
+    {"cupti_take_back", cupti_take_back, METH_NOARGS, "the program's profiler has stopped: memrec traces again"},
     {nullptr, nullptr, 0, nullptr},
 };
 

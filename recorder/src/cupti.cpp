@@ -11,8 +11,10 @@
 #include <iterator>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "internal.h"
 
@@ -46,7 +48,6 @@ CUpti_SubscriberHandle g_subscriber = nullptr;
 // What the callbacks fill. Made on first use and never destroyed: CUPTI calls back, and the recorder flushes it, while
 // the process exits, after the static objects of this library may have been destroyed.
 struct State {
-  std::vector<CUpti_ActivityKind> enabled;
   std::vector<KernelRecord> done;
   std::vector<MemoryActivity> memory;
   std::unordered_map<std::string, uint32_t> name_ids;
@@ -68,7 +69,9 @@ State& state() {
 struct KernelSteps {
   std::mutex mu;
   bool tracing = false;  // this recording traces kernels
-  bool on = false;       // the kernel kinds are enabled now
+  bool want = false;     // the step rule wants the kernel kinds now
+  bool on = false;       // the kernel kinds are enabled now (never while CUPTI is lent)
+  bool lent = false;     // the program's profiler holds CUPTI, or another user does for the whole recording
   uint32_t first = 0, every = 1;
   KernelStepCount count;
 };
@@ -270,13 +273,27 @@ void add_memory(const CUpti_ActivityMemory4& m) {
   state().memory.push_back(std::move(a));
 }
 
+// The buffers memrec handed CUPTI: a buffer completed while memrec's callbacks are registered may be the profiler's
+// (it registers its own while it profiles), which is the profiler's to read and free.
+std::mutex g_buffers_mu;
+std::unordered_set<uint8_t*> g_buffers;
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = *buffer ? kBufferBytes : 0;
   *max_records = 0;
+  if (!*buffer) return;
+  std::lock_guard lock(g_buffers_mu);
+  g_buffers.insert(*buffer);
+}
+
+bool take_buffer(uint8_t* buffer) {
+  std::lock_guard lock(g_buffers_mu);
+  return g_buffers.erase(buffer) > 0;
 }
 
 void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  if (!take_buffer(buffer)) return;
   std::lock_guard lock(g_mu);
   CUpti_Activity* rec = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
@@ -306,12 +323,104 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
   std::free(buffer);
 }
 
+// Called with the kernel steps' lock held.
+void set_kernel_kinds(KernelSteps& k, bool on) {
+  if (on == k.on) return;
+  for (auto kind : kKernelKinds) on ? cuptiActivityEnable(kind) : cuptiActivityDisable(kind);
+  k.on = on;
+}
+
+// How this recording shares CUPTI (see cupti_start), and the windows it did not trace: kernels (with memcpy and
+// memset), device memory (the memory activity) and device memory calls (the callback API: virtual memory calls and
+// the stacks of allocating calls). A window still open has to_ns -1.
+struct Gap {
+  int64_t from_ns = 0, to_ns = -1;
+  std::string what, why;
+};
+struct Sharing {
+  std::mutex mu;
+  bool active = false;   // this recording uses CUPTI
+  bool foreign = false;  // another user held the subscription at start: CUPTI is left alone throughout
+  bool lent = true;      // memrec's activity kinds are off and its buffers handed back (taken by take_activity)
+  bool kernels = false, memory = false, stacks = false;
+  std::vector<Gap> gaps;
+};
+
+Sharing& sharing() {
+  static Sharing* s = new Sharing;
+  return *s;
+}
+
+constexpr const char* kKernelsGap = "kernels";
+constexpr const char* kMemoryGap = "device memory";
+constexpr const char* kCallsGap = "device memory calls";
+
+void open_gap(Sharing& s, const char* what, const std::string& why) {
+  for (const Gap& g : s.gaps)
+    if (g.to_ns < 0 && g.what == what) return;
+  s.gaps.push_back(Gap{now_ns(), -1, what, why});
+}
+
+void close_gap(Sharing& s, const char* what) {
+  for (Gap& g : s.gaps)
+    if (g.to_ns < 0 && g.what == what) g.to_ns = now_ns();
+}
+
+// The activity kinds this recording traces, lent or not.
+void open_activity_gaps(Sharing& s, const std::string& why) {
+  if (s.kernels) open_gap(s, kKernelsGap, why);
+  if (s.memory) open_gap(s, kMemoryGap, why);
+}
+
+bool subscribe() {
+  if (g_subscriber) return true;
+  if (cuptiSubscribe(&g_subscriber, &on_call, nullptr) == CUPTI_SUCCESS) return true;
+  g_subscriber = nullptr;
+  return false;
+}
+
+void enable_calls(bool stacks) {
+  g_call_stacks = stacks;
+  for (CUpti_CallbackId id : kVirtualMemoryCalls) cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  if (!stacks) return;
+  for (CUpti_CallbackId id : kRuntimeAllocations) cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+  for (CUpti_CallbackId id : kDriverAllocations) cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+}
+
+// memrec's activity buffers and kinds, registered again each time: the profiler registers its own buffers while it
+// profiles. CUPTI's records go to buffers it allocates, on the device by default: in pinned host memory they cost
+// the program no device memory (same step time, measured on GPT-2 on the H100 host).
+void take_activity(Sharing& s) {
+  check(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed), "register");
+  uint8_t pinned = 1;
+  size_t pinned_size = sizeof(pinned);
+  cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &pinned_size, &pinned);
+  if (s.memory) check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2), "enable");
+  s.lent = false;
+  KernelSteps& k = kernel_steps();
+  std::lock_guard lock(k.mu);
+  k.lent = false;
+  if (k.tracing) set_kernel_kinds(k, k.want);
+}
+
+// Disabled first, so that nothing arrives after the forced flush hands every buffer of memrec's back: a buffer of
+// ours completed after the profiler registered its callbacks would reach the profiler, which does not know it.
+void give_activity(Sharing& s) {
+  {
+    KernelSteps& k = kernel_steps();
+    std::lock_guard lock(k.mu);
+    set_kernel_kinds(k, false);
+    k.lent = true;
+  }
+  if (s.memory) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  s.lent = true;
+}
+
 }  // namespace
 
-void cupti_start(bool kernels, bool memory, uint32_t kernel_first_steps, uint32_t kernel_every) {
-  static std::once_flag registered;
-  std::call_once(registered,
-                 [] { check(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed), "register"); });
+void cupti_start(bool kernels, bool memory, uint32_t kernel_first_steps, uint32_t kernel_every,
+                 const std::string& lent_to, bool kineto) {
   {
     std::lock_guard lock(g_mu);
     state().done.clear();
@@ -321,26 +430,36 @@ void cupti_start(bool kernels, bool memory, uint32_t kernel_first_steps, uint32_
     state().kernel_ids.clear();
     g_dropped = 0;
   }
-  state().enabled.clear();
-  // CUPTI's kernel timestamps go to buffers it allocates, on the device by default: in pinned host memory they cost
-  // the program no device memory (same step time, measured on GPT-2 on the H100 host).
-  uint8_t pinned = 1;
-  size_t pinned_size = sizeof(pinned);
-  cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &pinned_size, &pinned);
-  if (kernels) state().enabled.assign(std::begin(kKernelKinds), std::end(kKernelKinds));
-  if (memory) state().enabled.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
+  {
+    KernelSteps& k = kernel_steps();
+    std::lock_guard lock(k.mu);
+    k.tracing = k.want = kernels;
+    k.on = false;
+    k.lent = true;
+    k.first = kernel_first_steps, k.every = kernel_every;
+    k.count = {};
+  }
+  Sharing& s = sharing();
+  std::lock_guard lock(s.mu);
+  s.kernels = kernels, s.memory = memory, s.stacks = false;
+  s.active = true, s.foreign = false, s.lent = true;
+  s.gaps.clear();
+  if (!lent_to.empty()) return open_activity_gaps(s, lent_to);
+  // One subscriber per process: a held subscription is torch.profiler's Kineto (it keeps it from its first use on),
+  // or a user memrec cannot see start and stop (Nsight Systems), whose activity buffers memrec must not take.
+  bool subscribed = subscribe();
+  if (!subscribed && !kineto) {
+    s.foreign = true;
+    return open_activity_gaps(s, "another CUPTI user held CUPTI (Nsight Systems, or a profiler started before memrec)");
+  }
+  if (subscribed && !memory) stop_calls();  // only asked whether CUPTI was free
   try {
-    for (auto kind : state().enabled) check(cuptiActivityEnable(kind), "enable");
+    take_activity(s);
   } catch (...) {  // leave nothing half-enabled
-    for (auto kind : state().enabled) cuptiActivityDisable(kind);
-    state().enabled.clear();
+    give_activity(s);
+    s.active = false;
     throw;
   }
-  KernelSteps& k = kernel_steps();
-  std::lock_guard lock(k.mu);
-  k.tracing = k.on = kernels;
-  k.first = kernel_first_steps, k.every = kernel_every;
-  k.count = {};
 }
 
 std::string cupti_start_calls(bool stacks) {
@@ -351,19 +470,15 @@ std::string cupti_start_calls(bool stacks) {
     state().handle_device.clear();
     g_stacks_dropped = 0;
   }
-  if (CUptiResult r = cuptiSubscribe(&g_subscriber, &on_call, nullptr); r != CUPTI_SUCCESS) {
-    g_subscriber = nullptr;
-    const char* msg = nullptr;
-    cuptiGetResultString(r, &msg);
-    return fmt::format("off: CUPTI subscribe failed: {}", msg ? msg : "unknown error");
+  Sharing& s = sharing();
+  std::lock_guard lock(s.mu);
+  s.stacks = stacks;
+  if (!g_subscriber) {
+    open_gap(s, kCallsGap, !s.gaps.empty() ? s.gaps.front().why  // lent from the start, or another user's
+                                           : "the program's profiler holds CUPTI's callbacks from its first use on");
+    return "off: another CUPTI user holds CUPTI's one callback subscription";
   }
-  g_call_stacks = stacks;
-  for (CUpti_CallbackId id : kVirtualMemoryCalls) cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-  if (stacks) {
-    for (CUpti_CallbackId id : kRuntimeAllocations)
-      cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
-    for (CUpti_CallbackId id : kDriverAllocations) cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-  }
+  enable_calls(stacks);
   return stacks ? "on, with stacks" : "on";
 }
 
@@ -372,16 +487,44 @@ uint64_t cupti_stacks_dropped() {
   return g_stacks_dropped;
 }
 
+void cupti_lend(const std::string& why) {
+  Sharing& s = sharing();
+  std::lock_guard lock(s.mu);
+  if (!s.active || s.foreign || s.lent) return;
+  give_activity(s);
+  open_activity_gaps(s, why);
+  if (s.memory && g_subscriber) {
+    stop_calls();
+    g_call_stacks = false;
+    open_gap(s, kCallsGap, why);
+  }
+}
+
+void cupti_take_back() {
+  Sharing& s = sharing();
+  std::lock_guard lock(s.mu);
+  if (!s.active || s.foreign || !s.lent) return;
+  try {
+    take_activity(s);
+  } catch (const Error&) {  // the windows stay open: the file says so
+    return;
+  }
+  close_gap(s, kKernelsGap);
+  close_gap(s, kMemoryGap);
+  if (s.memory && subscribe()) {  // free again only where the profiler never set up Kineto's callbacks
+    enable_calls(s.stacks);
+    close_gap(s, kCallsGap);
+  }
+}
+
 void cupti_step_begins() {
   KernelSteps& k = kernel_steps();
   std::lock_guard lock(k.mu);
   if (!k.tracing) return;
   uint32_t n = ++k.count.begun;
-  bool want = n <= k.first || k.every <= 1 || n % k.every == 0;
-  k.count.traced += want;
-  if (want == k.on) return;
-  for (auto kind : kKernelKinds) want ? cuptiActivityEnable(kind) : cuptiActivityDisable(kind);
-  k.on = want;
+  k.want = n <= k.first || k.every <= 1 || n % k.every == 0;
+  k.count.traced += k.want && !k.lent;
+  if (!k.lent) set_kernel_kinds(k, k.want);
 }
 
 KernelStepCount cupti_kernel_steps() {
@@ -390,15 +533,28 @@ KernelStepCount cupti_kernel_steps() {
 }
 
 void cupti_stop() {
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  for (auto kind : state().enabled) cuptiActivityDisable(kind);
-  state().enabled.clear();
+  Sharing& s = sharing();
+  std::lock_guard lock(s.mu);
+  if (s.active && !s.lent) give_activity(s);  // a lent CUPTI is the profiler's: neither flushed nor disabled
   {
-    std::lock_guard lock(kernel_steps().mu);
-    kernel_steps().tracing = kernel_steps().on = false;
+    std::lock_guard steps(kernel_steps().mu);
+    kernel_steps().tracing = false;
   }
   stop_calls();
   g_call_stacks = false;
+  s.active = false;
+}
+
+std::string cupti_gaps_json() {
+  Sharing& s = sharing();
+  std::lock_guard lock(s.mu);
+  if (s.gaps.empty()) return "";
+  nlohmann::json out = nlohmann::json::array();
+  for (const Gap& g : s.gaps) {
+    nlohmann::json to = g.to_ns < 0 ? nlohmann::json() : nlohmann::json(g.to_ns);
+    out.push_back({{"what", g.what}, {"from_ns", g.from_ns}, {"to_ns", to}, {"why", g.why}});
+  }
+  return out.dump();
 }
 
 void cupti_take(std::vector<KernelRecord>& kernels, std::vector<MemoryActivity>& memory,

@@ -274,7 +274,12 @@ struct MemoryActivity {
   std::vector<uint64_t> pcs;
 };
 // Enables the kernel timeline (kernels, memcpy, memset) and/or the memory activity (allocations and releases).
-void cupti_start(bool kernels, bool memory, uint32_t kernel_first_steps, uint32_t kernel_every);
+// CUPTI takes one callback subscriber per process, and its activity buffers go to whoever registered last, so memrec
+// shares it: with `lent_to` (the program's profiler holds it now) nothing is touched until cupti_take_back; when
+// another user holds the subscription and `kineto` does not explain it (Nsight Systems, a profiler memrec did not
+// see start) memrec leaves CUPTI alone for the whole recording. Each window without tracing is kept (cupti_gaps_json).
+void cupti_start(bool kernels, bool memory, uint32_t kernel_first_steps, uint32_t kernel_every,
+                 const std::string& lent_to, bool kineto);
 // A step scope opens: traces its kernels or not, as cupti_start's step rule says.
 void cupti_step_begins();
 struct KernelStepCount {
@@ -286,7 +291,14 @@ KernelStepCount cupti_kernel_steps();
 // "on, with stacks", or why not (another CUPTI subscriber, e.g. torch.profiler).
 std::string cupti_start_calls(bool stacks);
 uint64_t cupti_stacks_dropped();  // stacks of calls whose memory record had not come when the pending ones overflowed
-void cupti_stop();   // forced flush, then disable (stacks included)
+// Before the program's profiler starts: forced flush, memrec's kinds disabled, its subscription given up.
+void cupti_lend(const std::string& why);
+// After the profiler stopped (it flushed its buffers): memrec's buffers and kinds again, its subscription if free.
+void cupti_take_back();
+void cupti_stop();   // forced flush, then disable (stacks included); leaves a lent CUPTI alone
+// The windows memrec did not trace, as JSON [{"what", "from_ns", "to_ns", "why"}] (to_ns null: open at the end); ""
+// when there were none. Read by format/src/load.cpp.
+std::string cupti_gaps_json();
 // Moves the records completed so far into `kernels` and `memory`; appends names first seen since the last call
 // to `new_names`.
 void cupti_take(std::vector<KernelRecord>& kernels, std::vector<MemoryActivity>& memory,

@@ -164,13 +164,12 @@ void Recorder::Impl::start() {
   drain_thread = std::thread([this] { drain_loop(); });
 }
 
-// Another CUPTI activity user (torch.profiler's Kineto) makes this fail: record on, without kernels and without
-// the memory outside the caching allocator.
+// CUPTI is shared with the program's profiler (cupti.cpp): held by it now (cupti_busy), it is taken when lent back.
 void Recorder::Impl::start_cupti() {
   kernel_names.clear();  // CUPTI's name list starts over
   try {
-    if (!opt.cupti_busy.empty()) throw Error(opt.cupti_busy);
-    detail::cupti_start(opt.kernels, opt.device_memory, opt.kernel_first_steps, opt.kernel_every);
+    detail::cupti_start(opt.kernels, opt.device_memory, opt.kernel_first_steps, opt.kernel_every, opt.cupti_busy,
+                        opt.cupti_kineto);
     if (opt.device_memory) snap.metadata["recorder.device_memory"] = "on";
     if (opt.device_memory) snap.metadata["recorder.device_memory_calls"] = detail::cupti_start_calls(opt.stacks);
   } catch (const Error& e) {
@@ -178,8 +177,7 @@ void Recorder::Impl::start_cupti() {
     snap.metadata["recorder.kernels"] = std::string("off: ") + e.what();
     if (opt.device_memory) snap.metadata["recorder.device_memory"] = std::string("off: ") + e.what();
     if (!opt.quiet)
-      fmt::print(stderr, "memrec: recording without kernels and device memory activity: {} (is torch.profiler or "
-               "another CUPTI user active?)\n", e.what());
+      fmt::print(stderr, "memrec: recording without kernels and device memory activity: {}\n", e.what());
   }
 }
 
@@ -206,6 +204,8 @@ void Recorder::Impl::stop() {
   if (opt.cpu && !cuda) detail::cpu_uninstall();
   if (cupti) note_kernel_steps();
   if (cupti) detail::cupti_stop();
+  if (std::string gaps = cupti ? detail::cupti_gaps_json() : ""; !gaps.empty())
+    snap.metadata["recorder.cupti_gaps"] = gaps;
   detail::scopes_end();
   detail::EventBuffer::get().disable();
   waker.stop();
@@ -395,6 +395,14 @@ void Recorder::start() {
 void Recorder::stop() { impl_->stop(); }
 bool Recorder::running() const { return impl_->running; }
 bool Recorder::cuda_active() const { return impl_->cuda; }
+
+void Recorder::lend_cupti(const std::string& why) {
+  if (impl_->running && impl_->cupti) detail::cupti_lend(why);
+}
+
+void Recorder::take_back_cupti() {
+  if (impl_->running && impl_->cupti) detail::cupti_take_back();
+}
 
 void Recorder::set_metadata(const std::string& key, const std::string& value) {
   std::lock_guard lock(impl_->mu);

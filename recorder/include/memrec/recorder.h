@@ -55,8 +55,10 @@ struct RecorderOptions {
   bool device_memory = true;   // device memory outside the caching allocator (CUDA builds only): CUPTI's memory
                                // activity (with `stacks`, each allocating call's C++ stack) and NVML's used memory
                                // of each device, sampled every 20 ms
-  std::string cupti_busy;      // why CUPTI must be left alone (another client, e.g. torch.profiler, holds it): no
-                               // kernels and no CUPTI memory activity, said once; empty = use CUPTI
+  std::string cupti_busy;      // why CUPTI is the program's now (its torch.profiler runs): the recording starts
+                               // with CUPTI lent (lend_cupti); empty = take it
+  bool cupti_kineto = false;   // torch.profiler's Kineto was set up in this process before: it keeps CUPTI's one
+                               // callback subscription, which is then no sign of an unknown CUPTI user
   bool quiet = false;          // print nothing: what a message would say is in the file's metadata, for the
                                // program's own stderr to stay its own (memrec record prints it afterwards)
   bool cpu = true;             // wrap libtorch's CPU allocator when the CUDA allocator is not recorded (device 0)
@@ -122,6 +124,11 @@ class Recorder {
   const Snapshot& snapshot() const;
   RecorderStats stats() const;
   bool cuda_active() const;  // the CUDA allocator is being recorded
+  // The program's profiler (torch.profiler's Kineto) is about to use CUPTI: memrec lets go of it until
+  // take_back_cupti(), and the file names the window it did not trace kernels or device memory calls in (`why`).
+  // The allocator's events are recorded throughout. Nothing while CUPTI is not in use.
+  void lend_cupti(const std::string& why);
+  void take_back_cupti();
 
   struct Impl;
 

@@ -59,3 +59,14 @@ def finish(device):
     keys = ["allocation.all.allocated", "allocation.all.freed", "segment.all.allocated", "segment.all.freed",
             "allocated_bytes.all.peak", "requested_bytes.all.peak", "reserved_bytes.all.peak"]
     print(json.dumps({k: s.get(k, 0) for k in keys}, sort_keys=True))
+
+
+def recording():
+    """Under `import memrec` (a `# zoo: both` program's second recorded run, ZOO_MEMREC_OUT set): memrec.record of
+    the block; otherwise nothing."""
+    import contextlib
+    out = os.environ.get("ZOO_MEMREC_OUT")
+    if not out:
+        return contextlib.nullcontext()
+    import memrec
+    return memrec.record(out)

@@ -11,7 +11,11 @@ program names on a `# zoo-modules:` line. On CUDA, each JSON line a program prin
 equal memrec's own counts from the file of the same rank: allocations (alloc events), segments (segment_alloc
 and segment_map events), the peak of requested bytes (memrec's peak allocated) and the reserved peak. A program
 with a `# zoo-varies:` line names memory_stats keys that change from run to run (left out of the stdout
-comparison, still compared with the recording). A program with a `# zoo: module-api` line records itself through `import memrec` (ZOO_MEMREC_OUT) instead.
+comparison, still compared with the recording). A program with a `# zoo: module-api` line records itself through
+`import memrec` (ZOO_MEMREC_OUT) instead, one with `# zoo: both` is recorded both ways. A recording with notes
+(memrec's hooks meeting internal errors among them) differs, but for those a `# zoo-notes-DEVICE:` line expects on
+that device (each must be there: a window memrec lent CUPTI to the program's profiler). Log lines' time, process and
+thread stamps (glog, Kineto) are left out of the stderr comparison.
 Exit status 1 when any program differs; a program that needs what is missing is reported as skipped.
 """
 import argparse
@@ -84,12 +88,17 @@ def check_recordings(memrec, files, name, stdout, device):
     if not files:
         return ["no recording written"]
     facts = [recording_facts(memrec, f) for f in files]
+    expected = [" ".join(words) for words in source_lines(name, f"# zoo-notes-{device}:")]
     for path, fact in zip(files, facts):
         base = os.path.basename(path)
         if not fact["complete"] or not fact["events"]:
             problems.append(f"{base}: complete={fact['complete']} events={fact['events']}")
-        if fact["warnings"]:
-            problems.append(f"{base}: notes: {'; '.join(fact['warnings'])}")
+        notes = [w for w in fact["warnings"] if not any(e in w for e in expected)]
+        if notes:
+            problems.append(f"{base}: notes: {'; '.join(notes)}")
+        missing_notes = [e for e in expected if not any(e in w for w in fact["warnings"])]
+        if missing_notes:
+            problems.append(f"{base}: no note saying {'; '.join(missing_notes)!r}")
         missing = {m for words in source_lines(name, "# zoo-modules:") for m in words} - fact["modules"]
         if missing:
             problems.append(f"{base}: no module scope {', '.join(sorted(missing))} "
@@ -128,10 +137,21 @@ def without_keys(result, keys):
     return (result[0], b"\n".join(lines), *result[2:])
 
 
+# The time, process and thread stamps that glog (c10's warnings) and Kineto put before each of their lines.
+_LOG_STAMPS = [(re.compile(rb"^([IWEF])\d{8} \d\d:\d\d:\d\d\.\d+ +\d+ ", re.M), rb"\1<time> <thread> "),
+               (re.compile(rb"^([A-Z]+):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ ", re.M), rb"\1:<time> <pid>:<tid> ")]
+
+
+def unstamped(err):
+    for pattern, replacement in _LOG_STAMPS:
+        err = pattern.sub(replacement, err)
+    return err
+
+
 def differences(plain, recorded):
     out = []
     for what, a, b in (("exit", plain[0], recorded[0]), ("stdout", plain[1], recorded[1]),
-                       ("stderr", plain[2], recorded[2])):
+                       ("stderr", unstamped(plain[2]), unstamped(recorded[2]))):
         if a != b:
             out.append(f"{what} differs:\n{diff_text(a, b)}")
     return out
@@ -146,29 +166,50 @@ def diff_text(a, b):
     return f"    line {i + 1}: without memrec: {show(la)!r}\n    line {i + 1}:    with memrec: {show(lb)!r}"
 
 
+def modes(name):
+    """How a program is recorded: `memrec record` (the default), `import memrec` (a `# zoo: module-api` line: it
+    records itself into ZOO_MEMREC_OUT), or both in turn (`# zoo: both`)."""
+    marks = {word for words in source_lines(name, "# zoo:") for word in words}
+    if "both" in marks:
+        return ["record", "module-api"]
+    return ["module-api"] if "module-api" in marks else ["record"]
+
+
+def record_one(name, prog, mode, args, out):
+    """The program recorded one way: its result and the files it wrote (named NAME.api... under `import memrec`
+    when the program is recorded both ways)."""
+    label = name + ".api" if mode == "module-api" and len(modes(name)) > 1 else name
+    base = os.path.join(out, label + ".memrec")
+    for old in recordings(out, label, r"(\.[^/]*)?"):
+        os.remove(old)
+    if mode == "module-api":
+        recorded = run(prog, env=dict(os.environ, ZOO_MEMREC_OUT=base, PYTHONPATH=args.python_dir))
+    else:
+        err = os.path.join(out, label + ".err")
+        recorded = run([args.memrec, "record", "-o", base, "--", "sh", "-c", 'err=$1; shift; exec "$@" 2>"$err"',
+                        "sh", err, *prog], stderr_to=err)
+    return recorded, recordings(out, label)
+
+
 def zoo_one(name, args, out):
+    """The program once plain and once per way of recording it, each compared with the plain run. A recording's
+    notes fail it too: memrec's hooks meeting internal errors (`notes.hooks`, `notes.owners`) among them."""
     prog = [args.python, os.path.join(HERE, name + ".py"), "--device", args.device]
     plain = run(prog)
     if plain[0] == SKIP:
         return "skipped", [plain[1].decode().strip()], plain[4], 0.0
-    base = os.path.join(out, name + ".memrec")
-    for old in recordings(out, name, r"(\.[^/]*)?"):
-        os.remove(old)
-    err = os.path.join(out, name + ".err")
-    if ["module-api"] in source_lines(name, "# zoo:"):
-        env = dict(os.environ, ZOO_MEMREC_OUT=base, PYTHONPATH=args.python_dir)
-        recorded = run(prog, env=env)
-    else:
-        recorded = run([args.memrec, "record", "-o", base, "--", "sh", "-c", 'err=$1; shift; exec "$@" 2>"$err"',
-                        "sh", err, *prog], stderr_to=err)
     varies = {key for words in source_lines(name, "# zoo-varies:") for key in words}
-    problems = differences(without_keys(plain, varies), without_keys(recorded, varies))
-    if recorded[0] != SKIP:
-        files = recordings(out, name)
-        problems += check_recordings(args.memrec, files, name, recorded[1], args.device)
-    if problems and recorded[3] and recorded[3] != recorded[2]:
-        problems.append("memrec said:\n    " + recorded[3].decode(errors="replace").strip().replace("\n", "\n    "))
-    return ("differs" if problems else "identical"), problems, plain[4], recorded[4]
+    problems, t_rec = [], 0.0
+    for mode in modes(name):
+        recorded, files = record_one(name, prog, mode, args, out)
+        found = differences(without_keys(plain, varies), without_keys(recorded, varies))
+        if recorded[0] != SKIP:
+            found += check_recordings(args.memrec, files, name, recorded[1], args.device)
+        if found and recorded[3] and recorded[3] != recorded[2]:
+            found.append("memrec said:\n    " + recorded[3].decode(errors="replace").strip().replace("\n", "\n    "))
+        problems += [f"{mode}: {p}" if len(modes(name)) > 1 else p for p in found]
+        t_rec += recorded[4]
+    return ("differs" if problems else "identical"), problems, plain[4], t_rec
 
 
 def python_dir(memrec):

@@ -1,0 +1,43 @@
+"""A program that profiles its own steps with torch.profiler (CPU, and CUDA on a GPU; profile_memory=True) on a
+schedule of two wait/warmup/active cycles, printing what its profiler saw of each cycle: op events, and on CUDA the
+kernel events. memrec shares CUPTI with it: the profiler gets every event it gets alone, Kineto prints nothing new,
+and on CUDA the file names the windows memrec lent CUPTI out. Recorded under `memrec record` and `import memrec`."""
+# zoo: both
+# zoo-modules: Sequential 0 2
+# zoo-notes-cuda: not traced from
+import collections
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, schedule
+
+import _zoo
+
+device = _zoo.setup()
+activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+seen = []
+
+
+def counted(prof):
+    """Per cycle: aten op events by name, and kernel events on the device ([memory] events vary run to run)."""
+    ops = collections.Counter(e.name for e in prof.events() if e.name.startswith("aten::"))
+    kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    seen.append((sum(ops.values()), ops["aten::addmm"], kernels))
+
+
+with _zoo.recording():
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(8, 16, device=device)
+    with profile(activities=activities, profile_memory=True, on_trace_ready=counted,
+                 schedule=schedule(wait=1, warmup=1, active=2, repeat=2)) as prof:
+        for step in range(9):
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+            _zoo.loss(step, loss)
+for cycle, (ops, addmm, kernels) in enumerate(seen):
+    print(f"cycle {cycle}: {ops} op events, {addmm} addmm, {kernels} kernel events")
+_zoo.finish(device)
