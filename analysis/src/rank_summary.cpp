@@ -30,7 +30,7 @@ std::array<std::vector<Group>, kRankGroupings.size()> groups_from(const json& j)
     auto it = j.find(std::string(to_string(kRankGroupings[g])));
     if (it == j.end()) continue;  // a grouping this summary does not hold compares as empty
     for (const json& row : *it)
-      out[g].push_back(Group{.key = row.at("key"), .bytes = row.at("bytes"), .count = row.at("count")});
+      out[g].push_back(summary_group(row.at("key"), row.at("bytes"), row.at("count")));
   }
   return out;
 }

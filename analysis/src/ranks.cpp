@@ -63,9 +63,9 @@ void fill_buckets(const Replay& r, size_t buckets, RankRecording& out) {
 std::vector<Group> largest_groups(std::vector<Group> groups) {
   std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.bytes > b.bytes; });
   std::vector<Group> out;
-  Group rest{.key = std::string(kOtherGroups)};
+  Group rest = summary_group(std::string(kOtherGroups), 0, 0);
   for (size_t i = 0; i < groups.size(); ++i) {
-    if (i < kSummaryGroups) out.push_back(Group{.key = std::move(groups[i].key), .bytes = groups[i].bytes, .count = groups[i].count});
+    if (i < kSummaryGroups) out.push_back(summary_group(std::move(groups[i].key), groups[i].bytes, groups[i].count));
     else rest.bytes += groups[i].bytes, rest.count += groups[i].count;
   }
   if (rest.count) out.push_back(std::move(rest));
@@ -95,6 +95,18 @@ std::vector<StepStart> step_starts(const Snapshot& s, const Replay& r) {
     carried = t;
   });
   settle(INT64_MAX, carried);
+  return out;
+}
+
+// At most kSummarySteps of them, evenly spaced, and the one holding the allocated peak.
+std::vector<StepStart> thinned(std::vector<StepStart> steps, int64_t peak_ns) {
+  if (steps.size() <= kSummarySteps) return steps;
+  size_t stride = (steps.size() + kSummarySteps - 1) / kSummarySteps;
+  auto at_peak = std::partition_point(steps.begin(), steps.end(), [&](const StepStart& s) { return s.start_ns <= peak_ns; });
+  size_t peak_step = at_peak == steps.begin() ? 0 : size_t(at_peak - steps.begin()) - 1;
+  std::vector<StepStart> out;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (i % stride == 0 || i == peak_step) out.push_back(std::move(steps[i]));
   return out;
 }
 
@@ -422,7 +434,7 @@ RankRecording summarize_recording(const Snapshot& s, const std::string& path, co
   out.ooms = explain_ooms(s, r).size();
   out.at_peak = groups_after(s, r, out.peak_allocated.step);
   out.at_reserved_peak = groups_after(s, r, out.peak_reserved.step);
-  out.steps = step_starts(s, r);
+  out.steps = thinned(step_starts(s, r), out.peak_allocated.time_ns);
   out.collectives = collectives(s, {out.peak_allocated.time_ns, out.peak_reserved.time_ns});
   if (o.buckets) fill_buckets(r, o.buckets, out);
   return out;

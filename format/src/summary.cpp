@@ -62,7 +62,8 @@ std::optional<Footer> find_footer(const Tail& t, Decompressor& dec) {
       continue;
     try {
       In in(dec.decompress(std::string_view(h + kChunkHeaderSize, comp), raw));
-      Footer f{off};
+      Footer f;
+      f.offset = off;
       fields(in, f.totals);
       if (in.remaining()) in(f.index);
       if (in.remaining()) in(f.summary);

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
+
+#include <fmt/core.h>
 
 #include "../../bench/rank_job.h"
 #include "common/process.h"

@@ -30,6 +30,12 @@ inline constexpr std::array<GroupBy, 5> kRankGroupings = {GroupBy::layer, GroupB
 // A summary keeps the largest groups of each grouping; the others are summed in one group of this key.
 inline constexpr size_t kSummaryGroups = 50;
 inline constexpr std::string_view kOtherGroups = "(other groups)";
+// A group as a summary keeps it: key, bytes and count.
+inline Group summary_group(std::string key, uint64_t bytes, uint64_t count) {
+  Group g;
+  g.key = std::move(key), g.bytes = bytes, g.count = count;
+  return g;
+}
 
 // A training step's start (a `step N` scope) with the bytes allocated and reserved then.
 struct StepStart {
@@ -37,6 +43,9 @@ struct StepStart {
   int64_t start_ns = 0;
   uint64_t allocated = 0, reserved = 0;
 };
+
+// A summary keeps at most this many step starts: evenly spaced, and the step holding the allocated peak.
+inline constexpr size_t kSummarySteps = 256;
 
 // A collective call of the process group (a `c10d::` op scope: c10d::allreduce_, c10d::allgather_, ...), numbered
 // in call order on its rank: the n-th collective of every rank is the same call, which all ranks leave together.
@@ -70,7 +79,7 @@ struct RankRecording {
   // Live at the allocated and at the reserved peak, by each grouping: the kSummaryGroups largest and the others
   // summed under kOtherGroups (key, bytes and count only).
   std::array<std::vector<Group>, kRankGroupings.size()> at_peak, at_reserved_peak;
-  std::vector<StepStart> steps;          // in time order
+  std::vector<StepStart> steps;          // in time order; at most kSummarySteps (see there)
   std::vector<Collective> collectives;   // by seq: the first kSummaryCollectives and those around each peak
 
   // The memory curve at a fixed resolution (RankOptions::buckets): bucket i covers
