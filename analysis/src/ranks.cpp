@@ -393,12 +393,12 @@ void find_spreads(RankSet& set) {
       std::sort(held.begin(), held.end());
       if (held.front().first == held.back().first) continue;
       int min_rank = held.front().second;
-      if (min_rank < 0)  // some rank without the key: name one
-        for (const RankRecording& r : set.ranks)
-          if (std::none_of(r.at_peak[g].begin(), r.at_peak[g].end(), [&](const Group& x) { return x.key == key; })) {
-            min_rank = r.rank;
-            break;
-          }
+      if (min_rank < 0) {  // some rank without the key: the lowest one
+        std::set<int> holding;
+        for (const auto& [bytes, rank] : held) holding.insert(rank);
+        auto lacking = std::find_if(set.ranks.begin(), set.ranks.end(), [&](const RankRecording& r) { return !holding.count(r.rank); });
+        min_rank = lacking->rank;
+      }
       set.spreads.push_back({kRankGroupings[g], key, held.front().first, held[(held.size() - 1) / 2].first,
                              held.back().first, min_rank, held.back().second});
     }
