@@ -17,6 +17,7 @@
 #include "memrec/devices.h"
 #include "memrec/format.h"
 #include "memrec/load.h"
+#include "memrec/stats.h"
 
 namespace memrec {
 namespace {
@@ -139,6 +140,19 @@ RankRecording read_whole(const std::string& path, const RankOptions& o) {
   return r;
 }
 
+// The summary chunk of a .memrec file, when it has one of the device asked for.
+std::optional<RankRecording> read_file_summary(const std::string& path, const RankOptions& o) {
+  if (!is_memrec_file(path)) return std::nullopt;
+  std::optional<std::string> text = read_summary(path);
+  if (!text) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) throw Error(fmt::format("{}: its summary chunk is not JSON", path));
+  RankRecording r = rank_from_summary_json(j, path);
+  if (o.device && *o.device != r.device) return std::nullopt;
+  r.read_from = "file summary";
+  return r;
+}
+
 // A summary first (the .summary.json given, or the file's own chunk), else the whole file. A memory curve, or a
 // device other than the summary's, needs the whole file.
 RankRecording read_rank(const std::string& path, const RankOptions& o) {
@@ -153,15 +167,9 @@ RankRecording read_rank(const std::string& path, const RankOptions& o) {
     r.read_from = "summary JSON";
     return r;
   }
-  if (o.buckets || !is_memrec_file(path)) return read_whole(path, o);
-  std::optional<std::string> text = read_summary(path);
-  if (!text) return read_whole(path, o);
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded()) throw Error(fmt::format("{}: its summary chunk is not JSON", path));
-  RankRecording r = rank_from_summary_json(j, path);
-  if (o.device && *o.device != r.device) return read_whole(path, o);
-  r.read_from = "file summary";
-  return r;
+  if (o.buckets) return read_whole(path, o);
+  std::optional<RankRecording> r = read_file_summary(path, o);
+  return r ? std::move(*r) : read_whole(path, o);
 }
 
 std::vector<RankRecording> summarize_all(const std::vector<std::string>& paths, const RankOptions& o) {
@@ -475,6 +483,28 @@ std::optional<int> rank_from_file_name(const std::string& path) {
     if (whole) return std::stoi(name.substr(digits, end - digits));
   }
   return std::nullopt;
+}
+
+std::optional<DiffResult> diff_ranks(const std::string& a, const std::string& b, GroupBy by, size_t top,
+                                     std::optional<uint8_t> device) {
+  auto g = std::find(kRankGroupings.begin(), kRankGroupings.end(), by);
+  if (g == kRankGroupings.end()) return std::nullopt;
+  std::optional<RankRecording> ra = read_file_summary(a, {.device = device}), rb = read_file_summary(b, {.device = device});
+  if (!ra || !rb || ra->rank < 0 || rb->rank < 0 || ra->rank == rb->rank) return std::nullopt;
+  size_t i = static_cast<size_t>(g - kRankGroupings.begin());
+  DiffResult d;
+  d.by = by;
+  d.warnings = ra->warnings;
+  d.warnings.insert(d.warnings.end(), rb->warnings.begin(), rb->warnings.end());
+  auto side = [](const RankRecording& r) {
+    return DiffSide{r.device, r.peak_allocated.bytes, r.peak_reserved.bytes, static_cast<uint32_t>(r.events)};
+  };
+  d.a = side(*ra), d.b = side(*rb);
+  d.delta_peak_allocated = int64_t(d.b.peak_allocated) - int64_t(d.a.peak_allocated);
+  d.delta_peak_reserved = int64_t(d.b.peak_reserved) - int64_t(d.a.peak_reserved);
+  d.changes = group_changes(ra->at_peak[i], rb->at_peak[i], top);
+  d.ranks = std::pair{ra->rank, rb->rank};
+  return d;
 }
 
 RankSet load_ranks(const std::vector<std::string>& paths, const RankOptions& options) {

@@ -148,7 +148,6 @@ void attach_summary(const std::string& path, std::string_view summary) {
   bytes += chunk_bytes(ChunkType::footer, raw, c, path);
   if (::ftruncate(fd, static_cast<off_t>(at)) != 0) throw Error(fmt::format("{}: cannot truncate: {}", path, errno_text()));
   write_all(fd, path, bytes, at);
-  if (::fsync(fd) != 0) throw Error(fmt::format("{}: write failed: {}", path, errno_text()));
 }
 
 }  // namespace memrec

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memrec/analysis.h"
+#include "memrec/stats.h"
 #include "memrec/replay.h"
 
 namespace memrec {
@@ -176,6 +177,12 @@ std::optional<int> rank_from_file_name(const std::string& path);
 // The rank a recording holds and where that came from: metadata "rank" (RANK when it was recorded, "metadata"),
 // else the file name ("file name"); nullopt when neither says.
 std::optional<std::pair<int, std::string>> recording_rank(const Snapshot& s, const std::string& path);
+
+// `memrec diff A B --by G` of two ranks' files from their summaries: nullopt unless both hold a summary (of
+// `device`, when given) naming different ranks and G is one of kRankGroupings. What was live at each peak is
+// compared as the summaries keep it: the 50 largest groups, the others summed under kOtherGroups.
+std::optional<DiffResult> diff_ranks(const std::string& a, const std::string& b, GroupBy by, size_t top,
+                                     std::optional<uint8_t> device);
 
 // Reads every file. Throws Error naming the first that fails, or two files that cannot be ranks of one run: one file
 // given twice, two that claim one rank, one process's recordings, different world sizes, or recordings that did not
