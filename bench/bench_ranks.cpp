@@ -2,6 +2,10 @@
 // files of E events each (bench/synthetic.h histories with a training loop's scopes, 8 distinct seeds copied as
 // run.rank0..N-1.memrec). Targets: 64 ranks x 1M events in <= 10 s for stats on the GPU host (16 cores); 8 x 1M
 // opened for the viewer in <= 3 s (the ranks' curves, then the furthest rank's replay, timeline and lanes).
+// BM_StatsByRankSummaries: 1,024 ranks of bench/rank_job.h's job at 100k and 1M events a rank, each file with its
+// summary (8 ranks generated, the others copies whose summaries name their own rank, host and pid), compared as
+// `stats --by rank` compares them: target 5 s on the 2-core machine whatever the length. BENCH_RANKS_KEEP=DIR
+// writes them there and keeps them (for /usr/bin/time -v memrec stats --by rank DIR/*.memrec).
 // BENCH_RANKS_THREADS caps the loader's threads (default: one per hardware thread).
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -11,8 +15,10 @@
 #include <map>
 
 #include "memrec/format.h"
+#include "memrec/ranks.h"
 #include "memrec/ranks_output.h"
 #include "memrec/timeline.h"
+#include "rank_job.h"
 #include "synthetic.h"
 
 namespace memrec {
@@ -48,6 +54,35 @@ const std::vector<std::string>& rank_files(size_t ranks, size_t events) {
   return dirs[key] = paths;
 }
 
+// A job's rank files with their summaries, written once per shape.
+const std::vector<std::string>& summarized_rank_files(size_t ranks, size_t events) {
+  static std::map<std::pair<size_t, size_t>, std::vector<std::string>> made;
+  auto key = std::pair{ranks, events};
+  if (made.count(key)) return made.at(key);
+  const char* keep = std::getenv("BENCH_RANKS_KEEP");
+  fs::path dir = keep ? fs::path(keep) : fs::temp_directory_path() / ("memrec_bench_summaries_" + std::to_string(getpid()));
+  dir /= std::to_string(ranks) + "x" + std::to_string(events);
+  fs::create_directories(dir);
+  bench::RankJob job{.ranks = static_cast<int>(ranks), .events = events, .wide_rank = 3, .early_rank = 5};
+  std::vector<std::string> paths;
+  for (size_t r = 0; r < ranks; ++r) {
+    paths.push_back((dir / ("job.rank" + std::to_string(r) + ".memrec")).string());
+    if (r < 8) {
+      Snapshot s = bench::make_rank(job, static_cast<int>(r));
+      write_file(s, paths.back());
+      write_summary(s, paths.back());
+      continue;
+    }
+    fs::copy_file(paths[r % 8], paths.back(), fs::copy_options::overwrite_existing);
+    nlohmann::json summary = nlohmann::json::parse(*read_summary(paths.back()));
+    summary["rank"] = r;
+    summary["host"] = "node-" + std::to_string(job.host_of(static_cast<int>(r)));
+    attach_summary(paths.back(), summary.dump());
+  }
+  if (!keep) std::atexit([] { fs::remove_all(fs::temp_directory_path() / ("memrec_bench_summaries_" + std::to_string(getpid()))); });
+  return made[key] = paths;
+}
+
 unsigned threads() {
   const char* t = std::getenv("BENCH_RANKS_THREADS");
   return t ? static_cast<unsigned>(std::atoi(t)) : 0;
@@ -62,6 +97,16 @@ void BM_StatsByRank(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0) * state.range(1));
 }
 BENCHMARK(BM_StatsByRank)->Args({8, 1'000'000})->Args({64, 1'000'000})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_StatsByRankSummaries(benchmark::State& state) {
+  const auto& paths = summarized_rank_files(static_cast<size_t>(state.range(0)), static_cast<size_t>(state.range(1)));
+  for (auto _ : state) {
+    RankSet set = load_ranks(paths, {.threads = threads()});
+    if (set.read_whole) state.SkipWithError("a rank was read whole");
+    benchmark::DoNotOptimize(ranks_text(set, 15).size());
+  }
+}
+BENCHMARK(BM_StatsByRankSummaries)->Args({1024, 100'000})->Args({1024, 1'000'000})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // What `memrec view` does before its first frame (viewer/src/ranks_view.cpp open_ranks, Document::open).
 void BM_OpenRanksForViewer(benchmark::State& state) {

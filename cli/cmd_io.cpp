@@ -1,4 +1,5 @@
 // memrec import / export / info: moving snapshots between formats and summarizing them.
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -10,9 +11,12 @@
 #include "memrec/format.h"
 #include "memrec/load.h"
 #include "memrec/pickle.h"
+#include "memrec/ranks.h"
 
 namespace memrec::cli {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct Paths {
   std::string in, out, format;
@@ -32,6 +36,7 @@ void add_import(CLI::App& app) {
     Snapshot s = import_pickle_file(p->in);
     print_warnings(s, stderr);
     write_output(p->out, [&](const std::string& path) { write_file(s, path); });
+    if (fs::is_regular_file(p->out)) write_summary(s, p->out);
     fmt::print("imported {} events from {} into {}\n", s.events.size(), p->in, p->out);
   });
 }

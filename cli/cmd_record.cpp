@@ -22,6 +22,7 @@
 #include "memrec/replay.h"
 #include "memrec/units.h"
 #include "output.h"
+#include "memrec/ranks.h"
 #include "schedule.h"
 
 namespace fs = std::filesystem;
@@ -245,6 +246,7 @@ void finish(const fs::path& file, const fs::path& out, const Destination& d, con
     }
     if (d.staging.empty()) fs::rename(file, out, ec);
     else export_file(s, d.format, out.string());
+    if (d.staging.empty() && s.complete) write_summary(s, out.string());  // and out.summary.json beside it
     Replay replay(s, 0);
     fmt::print(stderr, "wrote {} ({}{}): {} events{}, peak allocated {}{}\n", out.string(),
                format_bytes(fs::file_size(out, ec)), cut, s.events.size(),

@@ -94,6 +94,8 @@ Answer stats_answer(const StatsQuery& q) {
 
 Answer diff_answer(const DiffQuery& q) {
   std::optional<Range> part = q.part.parsed();
+  if (!part)  // two ranks' files: their summaries, when both have one
+    if (std::optional<DiffResult> d = diff_ranks(q.a, q.b, group_by(q.by), q.top, q.device)) return {diff_json(*d), diff_text(*d)};
   Snapshot a = load_snapshot(q.a, stderr, part), b = load_snapshot(q.b, stderr, part);
   DiffResult d = diff(a, b, {.at_ns = std::nullopt, .by = group_by(q.by), .top = q.top, .device = q.device});
   d.ranks = different_ranks(a, q.a, b, q.b);

@@ -33,13 +33,13 @@ constexpr size_t kTableBytesPerChunk = 1 << 20; // the writer splits string tabl
 
 enum class ChunkType : uint32_t {
   strings = 1, frames, stacks, streams, scopes, scope_ends, events, kernels, metadata, end_state, footer,
-  event_contexts, device_memory, memory_samples, owners, index, live_state,
+  event_contexts, device_memory, memory_samples, owners, index, live_state, summary,
 };
-constexpr uint32_t kChunkTypeCount = 17;
+constexpr uint32_t kChunkTypeCount = 18;
 constexpr std::array<std::string_view, kChunkTypeCount + 1> kChunkTypeNames = {
     "?",      "strings", "frames",  "stacks",   "streams",   "scopes",
     "scope_ends", "events", "kernels", "metadata", "end_state", "footer", "event_contexts",
-    "device_memory", "memory_samples", "owners", "index", "live_state"};
+    "device_memory", "memory_samples", "owners", "index", "live_state", "summary"};
 
 // ---- Bytes on disk ----
 

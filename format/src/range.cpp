@@ -318,17 +318,19 @@ class IndexReader {
   }
 
  private:
-  // The footer is the last chunk, and its payload 64 bytes (56 in files from before the index), so its header lies
-  // in the file's last 12 + compress_bound(64) bytes. Returns the offset of the last index chunk.
+  // The footer is the last chunk, and its payload 72 bytes (64 without a summary, 56 in files from before the
+  // index), so its header lies in the file's last 12 + compress_bound(72) bytes. Returns the offset of the last
+  // index chunk.
   uint64_t footer(Totals& totals) {
     if (bytes_.size() < kFileHeaderSize || std::memcmp(bytes_.data(), kMagic.data(), kMagic.size()) != 0)
       throw NoIndex("not a .memrec file");
     constexpr uint32_t kRaw = 8 * sizeof(uint64_t);
-    size_t tail = kChunkHeaderSize + compress_bound(kRaw);
+    size_t tail = kChunkHeaderSize + compress_bound(kRaw + sizeof(uint64_t));
     for (uint64_t off = bytes_.size() > kFileHeaderSize + tail ? bytes_.size() - tail : kFileHeaderSize;
          off + kChunkHeaderSize <= bytes_.size(); ++off) {
       const char* h = bytes_.data() + off;
-      if (get_le<uint32_t>(h) != static_cast<uint32_t>(ChunkType::footer) || get_le<uint32_t>(h + 4) != kRaw ||
+      uint32_t raw = get_le<uint32_t>(h + 4);
+      if (get_le<uint32_t>(h) != static_cast<uint32_t>(ChunkType::footer) || (raw != kRaw && raw != kRaw + 8) ||
           get_le<uint32_t>(h + 8) != bytes_.size() - off - kChunkHeaderSize)
         continue;
       try {
@@ -336,6 +338,7 @@ class IndexReader {
         uint64_t last = 0;
         fields(in, totals);
         in(last);
+        if (raw != kRaw) in.blob(sizeof(uint64_t));  // the summary's offset
         in.expect_end();
         footer_ = off;
         return last;

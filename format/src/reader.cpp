@@ -214,7 +214,8 @@ void Reader::parse(ChunkType type, In& in) {
     case ChunkType::memory_samples: return parse_memory_samples(in);
     case ChunkType::owners: return parse_owners(in);
     case ChunkType::index:
-    case ChunkType::live_state: in.blob(in.remaining()); return;  // range reads' (range.cpp); a whole read needs neither
+    case ChunkType::live_state:  // range reads' (range.cpp); a whole read needs neither
+    case ChunkType::summary: in.blob(in.remaining()); return;  // read alone (summary.cpp)
   }
 }
 
@@ -422,8 +423,9 @@ Totals Reader::totals() const {
 void Reader::parse_footer(In& in) {
   Totals t;
   fields(in, t);
-  uint64_t last_index = 0;  // where range reads start; files before the index end here
-  if (in.remaining() == sizeof last_index) in(last_index);
+  uint64_t last_index = 0, summary = 0;  // where range reads start, and the summary; older files end before them
+  if (in.remaining() >= sizeof last_index) in(last_index);
+  if (in.remaining() == sizeof summary) in(summary);
   Totals have = totals();
   if (!(t == have))
     throw Error(fmt::format(

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <optional>
 #include <utility>
 #include <unordered_set>
@@ -229,9 +230,13 @@ void on_node(const at::RecordFunction& fn) {
 }
 
 // Registered only while recording; pushes unconditionally so that every end callback has its start.
+// A process group's collective (c10d::allreduce_, ...) is recorded even when it allocates nothing: ranks on
+// different hosts are put on one clock by the collectives they share (analysis/src/ranks.cpp).
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) on_node(fn);
-  push(stack(), Entry{fn.name(), stamp(), 0, 0, false});
+  Stack& s = stack();
+  push(s, Entry{fn.name(), stamp(), 0, 0, false});
+  if (std::strncmp(fn.name(), "c10d::", 6) == 0) record_pending(s);
   return nullptr;
 }
 

@@ -144,6 +144,8 @@ TEST(Ranks, SeveralHostsAlignOnTheFirstStep) {
   run.add("r.rank1.memrec", rank_run(2 * MiB, 9'000'000, "node-b"));
   RankSet set = load_ranks(run.paths, {});
   EXPECT_TRUE(set.aligned_on_steps);
+  EXPECT_EQ(set.aligned_on, "steps") << "no collectives recorded";
+  EXPECT_EQ(set.uncertainty_ns, 0) << "one shared step";
   EXPECT_EQ(set.ranks[1].offset_ns, -4'000'000);
   EXPECT_EQ(set.on_axis(0, set.ranks[0].peak_allocated.time_ns), set.on_axis(1, set.ranks[1].peak_allocated.time_ns) - 10);
   EXPECT_EQ(set.hosts, (std::vector<std::string>{"node-a", "node-b"}));

@@ -65,11 +65,11 @@ TEST(RanksOutput, RanksThatHoldTheSameAreSaidToBeTheSame) {
   run.add("r.rank0.memrec", rank_run(0, 0, ""));
   run.add("r.rank1.memrec", rank_run(0, 10, ""));
   RankSet set = load_ranks(run.paths, {});
-  for (const char* by : {"layer", "module", "category", "stack"})
+  for (const char* by : {"layer", "module", "category", "owner", "stack"})
     EXPECT_EQ(ranks_json(set, 10)["divergence"]["by"][by]["groups_changed"], 0) << by;
   std::string text = ranks_text(set, 10);
   EXPECT_TRUE(text.ends_with("\nm: the median rank (0); *: the rank furthest from it (1, +0 B allocated at its peak)\n"
-                             "what was live at their peaks is the same by layer, module, category and stack\n"))
+                             "what was live at their peaks is the same by layer, module, category, owner and stack\n"))
       << text;
 }
 
@@ -81,14 +81,20 @@ TEST(RanksOutput, TheClockNoteSaysHowTheRanksShareATimeAxis) {
   EXPECT_EQ(clock_note(set), "the ranks ran on one host (h) and share its clock");
   set.hosts = {"a", "b", "c"};
   set.aligned_on_steps = true;
+  set.aligned_on = "steps";
   set.step_reference = 1;
-  EXPECT_EQ(clock_note(set), "the ranks ran on 3 hosts, whose clocks differ: aligned so that each rank's first "
-                             "training step starts with rank 1's");
-  EXPECT_EQ(ranks_json(set, 1)["clock"]["aligned_on"], "first step");
+  EXPECT_EQ(clock_note(set), "the ranks ran on 3 hosts, whose clocks differ: aligned on rank 1's clock by the "
+                             "training steps (their starts) they share with it");
+  EXPECT_EQ(ranks_json(set, 1)["clock"]["aligned_on"], "steps");
+  set.aligned_on = "collectives";
+  set.uncertainty_ns = 19'873;
+  EXPECT_EQ(clock_note(set), "the ranks ran on 3 hosts, whose clocks differ: aligned on rank 1's clock by the "
+                             "collectives (their ends) they share with it, to within 19.9 us");
+  EXPECT_EQ(ranks_json(set, 1)["clock"]["uncertainty_ns"], 19'873);
   set.unaligned = {0};
-  EXPECT_TRUE(clock_note(set).ends_with("rank 1's; rank 0 recorded no step and keep their own clock"));
+  EXPECT_TRUE(clock_note(set).ends_with("19.9 us; rank 0 shared none and keep their own clock"));
   set.unaligned = {0, 2};
-  EXPECT_TRUE(clock_note(set).ends_with("rank 1's; ranks 0, 2 recorded no step and keep their own clock"));
+  EXPECT_TRUE(clock_note(set).ends_with("19.9 us; ranks 0, 2 shared none and keep their own clock"));
 }
 
 TEST(RanksOutput, PeakStepAndPhase) {

@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "memrec/snapshot.h"
 
@@ -70,6 +72,15 @@ struct ReadOptions {
 Snapshot read_file(const std::string& path, const ReadOptions& options = {});
 // The same reader over a file's bytes already in memory; errors name ".memrec buffer" instead of a path.
 Snapshot read_buffer(std::span<const uint8_t> bytes, const ReadOptions& options = {});
+
+// The summary chunk (docs/format.md, The summary): a small text (analysis's JSON of the recording) that
+// attach_summary() puts before the footer of a closed file, read back with one read of the file's end.
+// nullopt when the file has none: written before summaries, cut short (no footer), or never summarized. Throws
+// Error when the file cannot be read or its summary chunk is damaged.
+std::optional<std::string> read_summary(const std::string& path);
+// Puts `summary` before the footer of the closed file at `path`, replacing the summary it had. Throws Error when
+// the file has no footer (cut short) or cannot be written.
+void attach_summary(const std::string& path, std::string_view summary);
 
 // True when the file starts with the .memrec magic.
 bool is_memrec_file(const std::string& path);
