@@ -22,7 +22,7 @@ out, and a step is timed by the process's CPU time (memrec's drain thread includ
 work leaves alone, where wall time would not.
 --only KEY,KEY: those modes alone (the keys of modes(); "none" is always run).
 Usage: python3 bench/step_modes.py [--rounds 8] [--steps 10] [--settle 3] [--out /tmp/step-modes] [--breakdown]
-                                   [--only KEY,...] [--model gpt2|encoder|chain --batch 8 --seq 1024]
+                                   [--only KEY,...] [--model gpt2|encoder|chain --batch 8 --seq 1024 --ff 512]
                                    [--device cuda|cpu]"""
 import argparse
 import os
@@ -35,7 +35,7 @@ import torch
 import memrec
 
 
-def gpt2(batch, seq, device):
+def gpt2(batch, seq, device, ff):
     import transformers
     config = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=seq)
     model = transformers.GPT2LMHeadModel(config).to(device).train()
@@ -43,15 +43,16 @@ def gpt2(batch, seq, device):
     return model, lambda: model(input_ids=ids, labels=ids).loss
 
 
-def encoder(batch, seq, device):
-    """A CPU-bound step: a small nn.TransformerEncoder (4 layers, d 128), many small kernels and allocations."""
-    layer = torch.nn.TransformerEncoderLayer(128, 4, 512, batch_first=True)
+def encoder(batch, seq, device, ff):
+    """A CPU-bound step: a small nn.TransformerEncoder (4 layers, d 128, 4 heads, feed-forward ff), many small kernels
+    and allocations."""
+    layer = torch.nn.TransformerEncoderLayer(128, 4, ff, batch_first=True)
     model = torch.nn.TransformerEncoder(layer, 4).to(device).train()
     x = torch.randn(batch, seq, 128, device=device)
     return model, lambda: model(x).pow(2).mean()
 
 
-def chain(batch, seq, device):
+def chain(batch, seq, device, ff):
     """A step of module calls and little else: 100 nn.Linear(4, 4) in a row (seq unused)."""
     model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(100)]).to(device).train()
     x = torch.randn(batch, 4, device=device)
@@ -217,6 +218,7 @@ def main():
     p.add_argument("--breakdown", action="store_true")
     p.add_argument("--only", default="")
     p.add_argument("--model", choices=MODELS, default="gpt2")
+    p.add_argument("--ff", type=int, default=512, help="the encoder's feed-forward width")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     a = p.parse_args()
     cuda = a.device == "cuda"
@@ -224,7 +226,7 @@ def main():
         sys.exit("step_modes.py: no CUDA device here; --device cpu runs on the CPU")
     table = chosen(modes(a.out, a.breakdown, cuda), a.only)
     os.makedirs(a.out, exist_ok=True)
-    model, loss_of = MODELS[a.model](a.batch, a.seq, a.device)
+    model, loss_of = MODELS[a.model](a.batch, a.seq, a.device, a.ff)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     clock = time.perf_counter if cuda else time.process_time
     first = FirstMatmul(model, loss_of, clock)

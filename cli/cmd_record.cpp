@@ -18,6 +18,7 @@
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "memrec/info.h"
 #include "memrec/load.h"
 #include "memrec/replay.h"
 #include "memrec/units.h"
@@ -37,6 +38,7 @@ struct RecordArgs {
   uint64_t max_events = 0;
   std::string window;  // wait=W,warmup=N,active=A
   bool force = false;
+  bool cost = false;
 };
 
 // What goes on the program's PYTHONPATH so that its Python loads memrec's bootstrap and package. Layouts: pip's
@@ -230,7 +232,7 @@ void say_nothing_recorded(const std::vector<std::string>& program) {
 
 // Reports one process's recording and writes what the user asked for from it. A recording with no allocations
 // leaves no file; one cut short (os._exit, a signal) says so and how much it kept.
-void finish(const fs::path& file, const fs::path& out, const Destination& d, const std::string& pickle) {
+void finish(const fs::path& file, const fs::path& out, const Destination& d, const std::string& pickle, bool cost) {
   std::error_code ec;
   if (!fs::exists(file, ec)) {
     fmt::print(stderr, "{}: not written (the process ended before it recorded anything?)\n", out.string());
@@ -253,6 +255,7 @@ void finish(const fs::path& file, const fs::path& out, const Destination& d, con
                s.complete ? "" : " kept (the process ended before memrec finished its file)",
                format_bytes(replay.peak_allocated().bytes),
                s.metadata.count("device.0.type") ? " on " + s.metadata.at("device.0.type") : "");
+    if (std::optional<RecordingCost> c = recording_cost(s); cost && c) fmt::print(stderr, "{}", cost_text(*c));
     for (const auto& [key, note] : s.metadata)  // what the recorder repaired in the process (metadata notes.*)
       if (key.starts_with("notes.")) fmt::print(stderr, "memrec: note: {}: {}\n", out.string(), note);
     if (auto kernels = s.metadata.find("recorder.kernels"); kernels != s.metadata.end() && kernels->second.starts_with("off: "))
@@ -320,7 +323,7 @@ int record(const RecordArgs& a, const std::vector<std::string>& program) {
   for (const std::string& f : files) {
     fs::path out = d.final_name(f, files.size());
     std::string pickle = a.pickle.empty() ? "" : tagged(a.pickle, files.size() == 1 ? "" : tag_of(f, d.recorded())).string();
-    finish(f, out, d, pickle);
+    finish(f, out, d, pickle, a.cost);
   }
   std::error_code ec;
   if (!d.staging.empty()) fs::remove_all(d.staging, ec);
@@ -340,6 +343,8 @@ void add_record_command(CLI::App& app) {
                   "the recording: .memrec, or .pickle/.pkl (memory_viz) or .json (Perfetto) converted at the end")
       ->capture_default_str();
   cmd->add_flag("--force", args->force, "replace outputs that exist");
+  cmd->add_flag("--cost", args->cost, "say what recording cost the program: its events, memrec's time a step and "
+                "that time's share of the step");
   cmd->add_option("--pickle", args->pickle, "also write PyTorch's snapshot pickle (memory_viz)");
   cmd->add_option("--stacks", args->stacks, "frames per allocation: all (Python and C++), python, cpp, off")
       ->capture_default_str()->check(CLI::IsMember({"all", "python", "cpp", "off"}));

@@ -366,6 +366,18 @@ step_modes() {
   "${sm[@]}" "${small[@]}" --breakdown | tee -a "$OUT/summary.txt"
 }
 
+# Issue 42: memrec against PyTorch's recorder where the CPU bounds the step, every mode interleaved in one process:
+# the small encoder (4 layers, d 128, 4 heads, feed-forward 256, batch 8 x 64, AdamW), 15 rounds of 40 steps, then
+# GPT-2 (7 rounds of 8 steps); then what `memrec info` says the encoder's default recording cost (its last round's file).
+cpu_bound_cost() {
+  local sm=(env PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py
+            --only again,torch-python,torch-all,all,python,no-kernels,no-ops)
+  "${sm[@]}" --model encoder --ff 256 --batch 8 --seq 64 --rounds 15 --steps 40 --out /tmp/cpu-bound-cost |
+    tee -a "$OUT/summary.txt"
+  "$MEMREC" info /tmp/cpu-bound-cost/all.memrec | grep "^recording cost" | tee -a "$OUT/summary.txt"
+  "${sm[@]}" --rounds 7 --steps 8 | tee -a "$OUT/summary.txt"
+}
+
 # Where memrec's cost reaches a GPU-bound step: the GPU's idle time before and between the first kernels of each step,
 # from recordings with every step's kernels (bench/gpu_idle.py); GPU_IDLE="--modes bare,hooks,ops,cpp,python,full"
 # adds memrec's parts one by one.
@@ -546,7 +558,7 @@ long_run() {
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
               ranks ranks_bench advise owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example
-              benchmarks analysis_bench bench_compare long_run pip_install growth layers guest)
+              benchmarks analysis_bench bench_compare long_run pip_install growth layers guest cpu_bound_cost)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"

@@ -8,7 +8,7 @@ packages=(
   libcereal-dev libzstd-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libncurses-dev tmux
   libgtest-dev libbenchmark-dev libboost-stacktrace-dev libunwind-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev
-  xvfb xauth x11-apps imagemagick chromium
+  xvfb xauth x11-apps imagemagick chromium valgrind
 )
 missing=()
 for p in "${packages[@]}"; do

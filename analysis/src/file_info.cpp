@@ -102,6 +102,7 @@ FileInfo file_info(const Snapshot& s) {
   FileInfo out;
   out.metadata = s.metadata;
   out.kernel_steps = kernel_steps_note(s);
+  out.cost = recording_cost(s);
   out.events = s.events.size(), out.kernels = s.kernels.size(), out.scopes = s.scopes.size() - 1;
   out.stacks = s.stacks.size() - 1, out.frames = s.frames.size(), out.dropped_events = s.dropped_events;
   out.complete = s.complete;

@@ -6,9 +6,19 @@
 #include <sstream>
 #include <string>
 
+#include "hook_time.h"
+
 namespace memrec::detail {
 
 constinit std::atomic<bool> g_tsc_stamps{false};
+constinit HookTimes g_hook_times;
+
+void hook_times_reset() {
+  for (int i = 0; i < kHookKinds; ++i) {
+    g_hook_times.stamps[i].store(0, std::memory_order_relaxed);
+    g_hook_times.timed[i].store(0, std::memory_order_relaxed);
+  }
+}
 
 namespace {
 
@@ -56,6 +66,14 @@ void TickClock::read_pair() {
     if (after - before < width) width = after - before, ticks = t, ns = before + (after - before) / 2;
   }
   line_.add_pair(ticks, ns);
+}
+
+int64_t TickClock::duration_ns(int64_t stamps) const { return tsc_ ? line_.duration_ns(stamps) : stamps; }
+
+int64_t TickLine::duration_ns(int64_t ticks) const {
+  if (pairs_.size() < 2) return 0;
+  const Pair &a = pairs_.front(), &b = pairs_.back();
+  return std::llround(double(ticks) * double(b.ns - a.ns) / double(b.ticks - a.ticks));
 }
 
 void TickLine::add_pair(int64_t ticks, int64_t ns) {

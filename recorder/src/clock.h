@@ -49,6 +49,7 @@ class TickLine {
   void clear() { pairs_.clear(); }
   void add_pair(int64_t ticks, int64_t ns);  // ignored unless its ticks come after the last pair's
   int64_t to_ns(int64_t ticks) const;        // 0 without a pair; with one, its ns
+  int64_t duration_ns(int64_t ticks) const;  // by the slope from the first pair to the last; 0 without two
 
  private:
   struct Pair {
@@ -66,6 +67,7 @@ class TickClock {
   bool tsc() const { return tsc_; }
   void read_pair();  // after the stamps it will convert were taken
   int64_t to_ns(int64_t stamp) const { return tsc_ ? line_.to_ns(stamp) : stamp; }
+  int64_t duration_ns(int64_t stamps) const;  // a length of time in stamps, by the line's latest slope
 
  private:
   bool tsc_ = false;

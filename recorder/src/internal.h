@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "hook_time.h"
 #include "memrec/recorder.h"
 
 namespace memrec::detail {
@@ -227,6 +228,7 @@ inline bool wants_stack(const HookConfig& cfg, Action a) {
 // `script` (when given) holds the interpreter's frames already gathered for it, outside the allocator's lock.
 // Inlined into each hook, so that a C++ stack's walk starts in the hook's frame: a frame costs the walk 11-20 ns.
 [[gnu::always_inline]] inline void record_event(Record r, const std::span<const uint64_t>* script = nullptr) {
+  HookTimer timer(HookKind::event, t_event_calls);
   const HookConfig& cfg = hook_config();
   if (!wants_stack(cfg, r.action)) {
     r.scope = current_scope();

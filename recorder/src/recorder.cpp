@@ -95,6 +95,7 @@ struct Recorder::Impl {
   void start_cupti();
   void start_nvml();
   void note_kernel_steps();
+  void note_hook_times();
   void stop();
   void drain_loop();
   void drain_once();
@@ -125,6 +126,7 @@ void Recorder::Impl::start() {
     snap.metadata["torch_version"] = TORCH_VERSION;
     snap.metadata["clock"] = "CLOCK_REALTIME ns";
     stamps.start();
+    detail::hook_times_reset();
     snap.metadata["recorder.stamps"] = stamps.tsc() ? "tsc" : "clock_gettime";
     snap.metadata["pid"] = std::to_string(getpid());
     note_process(snap.metadata);
@@ -191,6 +193,18 @@ void Recorder::Impl::note_kernel_steps() {
   snap.metadata["recorder.kernel_steps_traced"] = fmt::format("{} of {}", n.traced, n.begun);
 }
 
+// The hooks' own time on the program's threads (hook_time.h), each kind's estimate for all its calls, and how many
+// calls that is: what `memrec info` reports as the recording's cost.
+void Recorder::Impl::note_hook_times() {
+  static constexpr const char* kNames[detail::kHookKinds] = {"events", "ops", "scopes"};
+  for (int i = 0; i < detail::kHookKinds; ++i) {
+    uint64_t timed = detail::g_hook_times.timed[i].load(std::memory_order_relaxed);
+    int64_t time = stamps.duration_ns(detail::g_hook_times.stamps[i].load(std::memory_order_relaxed));
+    snap.metadata[fmt::format("recorder.hook_ns.{}", kNames[i])] = std::to_string(time * detail::kTimedEvery);
+    snap.metadata[fmt::format("recorder.hook_calls.{}", kNames[i])] = std::to_string(timed * detail::kTimedEvery);
+  }
+}
+
 // Without NVML (no driver library, a container without it) the recording says why, and stats repeats it.
 void Recorder::Impl::start_nvml() {
   snap.metadata["recorder.nvml"] = nvml.open(detail::cuda_pci_bus_ids());
@@ -230,6 +244,7 @@ void Recorder::Impl::stop() {
   snap.metadata["recorder.kernels_dropped"] = std::to_string(d.kernels_dropped);
   if (capped_at_ns >= 0) snap.metadata["recorder.capped_at_ns"] = std::to_string(capped_at_ns);
   snap.metadata["recorder.unique_pcs"] = std::to_string(symbolizer.unique_pcs());
+  note_hook_times();
   g_running = false;
   if (drain_error) std::rethrow_exception(std::exchange(drain_error, nullptr));  // the cause, not its echo in close()
   if (writer) writer->close(snap);

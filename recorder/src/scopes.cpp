@@ -40,6 +40,7 @@ struct Stack {
   int depth = 0;         // may exceed kMaxDepth: deeper entries are not kept
   int recorded = 0;      // entries [0, recorded) carry ids of the current generation
   uint32_t generation = 0;
+  uint32_t op_calls = 0, scope_calls = 0;  // for HookTimer
 };
 constinit thread_local Stack t_stack;
 thread_local int t_closed_for_program = 0;  // scopes the program opened that the recorder closed (a stopped recompute)
@@ -223,24 +224,46 @@ void enter_node(const at::RecordFunction& fn) {
 
 void on_node(const at::RecordFunction& fn) {
   if (!g_modules.load(std::memory_order_relaxed) || !g_active.load(std::memory_order_relaxed)) return;
+  HookTimer timer(HookKind::scope, t_stack.scope_calls);
   try {
     enter_node(fn);
   } catch (...) {  // a lock that failed: the node keeps the scopes it found
   }
 }
 
-// Registered only while recording; pushes unconditionally so that every end callback has its start.
-// A process group's collective (c10d::allreduce_, ...) is recorded even when it allocates nothing: ranks on
-// different hosts are put on one clock by the collectives they share (analysis/src/ranks.cpp).
+// Registered only while recording; pushes unconditionally so that every end callback has its start. Runs on every
+// aten op: writes only the fields an op's entry is read for (its name, start, id, sort). A process group's collective
+// (c10d::allreduce_, ...) is recorded even when it allocates nothing: ranks on different hosts are put on one clock
+// by the collectives they share (analysis/src/ranks.cpp).
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) on_node(fn);
   Stack& s = stack();
-  push(s, Entry{fn.name(), stamp(), 0, 0, false});
+  HookTimer timer(HookKind::op, s.op_calls);
+  if (s.depth < kMaxDepth) {
+    Entry& e = s.entries[s.depth];
+    e.op_name = fn.name();
+    e.start = stamp();
+    e.id = 0;
+    e.user = false;
+  }
+  ++s.depth;
   if (std::strncmp(fn.name(), "c10d::", 6) == 0) record_pending(s);
   return nullptr;
 }
 
-void on_op_end(const at::RecordFunction&, at::ObserverContext*) { remove_innermost(stack(), false); }
+// The op ending is the innermost entry but where a user scope opened inside it is still open.
+void on_op_end(const at::RecordFunction&, at::ObserverContext*) {
+  Stack& s = stack();
+  HookTimer timer(HookKind::op, s.op_calls);
+  int top = s.depth - 1;
+  if (top < 0 || top >= kMaxDepth || s.entries[top].user) {
+    remove_innermost(s, false);
+    return;
+  }
+  s.depth = top;
+  s.recorded = std::min(s.recorded, top);
+  if (s.entries[top].id != 0) EventBuffer::get().push_scope_close(s.entries[top].id, stamp());
+}
 
 // Without op scopes: backward nodes only, for their module scopes.
 std::unique_ptr<at::ObserverContext> on_node_start(const at::RecordFunction& fn) {
@@ -302,6 +325,7 @@ namespace {
 bool open(std::string_view name, const std::string* interned, ScopeKind kind) {
   using namespace detail;
   if (!g_active.load(std::memory_order_relaxed)) return false;
+  HookTimer timer(HookKind::scope, t_stack.scope_calls);
   if (kind == ScopeKind::step) cupti_step_begins();
   Stack& s = stack();
   Entry e{};
@@ -322,7 +346,11 @@ ScopeName intern_scope_name(std::string_view name) { return ScopeName{detail::in
 
 bool open_scope(ScopeName name, ScopeKind kind) { return open(*name.text, name.text, kind); }
 
-void close_scope() { detail::close_program_scope(detail::stack()); }
+void close_scope() {
+  detail::Stack& s = detail::stack();
+  detail::HookTimer timer(detail::HookKind::scope, s.scope_calls);
+  detail::close_program_scope(s);
+}
 
 int take_scopes_closed() { return std::exchange(detail::t_closed_for_program, 0); }
 

@@ -1,5 +1,6 @@
 #include "memrec/info.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -72,6 +73,13 @@ void append_device(std::string& out, const DeviceInfo& d) {
   append_largest_live(out, d);
 }
 
+json cost_json(const std::optional<RecordingCost>& c) {
+  if (!c) return nullptr;
+  return {{"events", c->events},       {"steps", c->steps},         {"span_ns", c->span_ns},
+          {"hooks_ns", c->hooks_ns()}, {"events_ns", c->events_ns}, {"ops_ns", c->ops_ns},
+          {"scopes_ns", c->scopes_ns}, {"op_calls", c->op_calls},   {"scope_calls", c->scope_calls}};
+}
+
 json peak_json(const InfoPeak& p) { return {{"bytes", p.bytes}, {"event", p.at.event}, {"time_ns", p.at.time_ns}}; }
 
 json owners_json(const std::optional<InfoOwners>& o) {
@@ -109,12 +117,26 @@ json device_json(const DeviceInfo& d) {
 
 }  // namespace
 
+std::string cost_text(const RecordingCost& c) {
+  int64_t per = int64_t(std::max<uint64_t>(c.steps, 1));
+  std::string share = c.span_ns > 0 ? fmt::format("{:.1f}%", 100.0 * double(c.hooks_ns()) / double(c.span_ns)) : "?";
+  std::string of = c.steps ? fmt::format("of the {} steps' time", c.steps) : "of the recording's time";
+  return fmt::format(
+      "recording cost: {} events; memrec's hooks {} {} ({} {}): allocator hooks {}, op callbacks {} ({} calls), "
+      "scope hooks {} ({} calls); not counted: torch's RecordFunction around each op callback, the scope hooks' "
+      "Python\n",
+      c.events, format_duration(c.hooks_ns() / per), c.steps ? "a step" : "in all", share, of,
+      format_duration(c.events_ns / per), format_duration(c.ops_ns / per), c.op_calls / uint64_t(per),
+      format_duration(c.scopes_ns / per), c.scope_calls / uint64_t(per));
+}
+
 std::string info_text(const FileInfo& info) {
   std::string out;
   append_metadata(out, info);
   out += fmt::format("{} events, {} kernels, {} scopes, {} stacks, {} frames, {} dropped events\n", info.events,
                      info.kernels, info.scopes, info.stacks, info.frames, info.dropped_events);
   if (!info.kernel_steps.empty()) out += info.kernel_steps + "\n";
+  if (info.cost) out += cost_text(*info.cost);
   append_action_counts(out, info);
   for (const DeviceInfo& d : info.devices) append_device(out, d);
   return out;
@@ -128,7 +150,8 @@ json info_json(const FileInfo& info) {
   return {{"metadata", info.metadata},   {"complete", info.complete},     {"warnings", info.warnings},
           {"events", info.events},       {"kernels", info.kernels},       {"kernel_steps", info.kernel_steps},
           {"scopes", info.scopes},       {"stacks", info.stacks},         {"frames", info.frames},
-          {"dropped_events", info.dropped_events}, {"actions", std::move(actions)}, {"devices", std::move(devices)}};
+          {"dropped_events", info.dropped_events}, {"cost", cost_json(info.cost)},
+          {"actions", std::move(actions)}, {"devices", std::move(devices)}};
 }
 
 }  // namespace memrec

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "memrec/recording_cost.h"
 #include "memrec/snapshot.h"
 
 namespace memrec {
@@ -65,6 +66,7 @@ struct FileInfo {
   std::vector<std::string> warnings;
   std::vector<DeviceInfo> devices;
   std::string kernel_steps;  // kernel_steps_note(s)
+  std::optional<RecordingCost> cost;
 };
 
 // Where the recorder traced kernels on some steps only: "kernels traced on 5 of 42 steps (first 3, then every

@@ -10,6 +10,8 @@
 namespace memrec {
 
 std::string info_text(const FileInfo& info);
+// "recording cost: ..." (one line): the recorder's hooks per step and their share of the steps' time.
+std::string cost_text(const RecordingCost& c);
 // The field names are a contract with scripts and agents (`memrec info --json`, the MCP tool `info`): keep them.
 nlohmann::json info_json(const FileInfo& info);
 

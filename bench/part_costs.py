@@ -1,0 +1,234 @@
+"""Instructions each part of memrec's recording costs the program's thread, per unit of work, counted by callgrind
+on small fixed CPU loops in one process (figures a machine's other work leaves alone):
+  event        an allocation and its free recorded with no stack (torch.empty(64), 3 events), over no recording
+  python_walk  the Python frames of one allocation, 20 frames deep (stacks="python" over stacks="off")
+  cpp_walk     the C++ frames of one allocation (stacks="cpp" over stacks="off")
+  op_scope     one RecordFunction call (aten op) with op scopes on (x.t(): 3 calls, no allocation), over ops=False
+  op_idle      one RecordFunction call with op scopes off and the scope hooks on (their callback is on backward
+               nodes only), over no recording: what memrec does per op when ops are off
+  module_scope one module call, forward and backward (the scope hooks: a chain of 20 one-op modules), over
+               scopes=False
+  owner_scan   one tensor named by the owner scans (parameters, gradients, AdamW state of a 4-layer MLP, a
+               training step), over owners=False
+Each loop runs twice uninstrumented, then 3 times with instrumentation on (tests/programs/callgrind_marks.cpp dumps
+each run), and the fewest instructions of the 3 outside glibc's malloc count (see dumps()).
+--check compares with bench/part_costs.json and fails when a part costs more than 10% over it (plus 20
+instructions, for parts near zero); --write puts this run's counts there. Update the file with --write when a
+change is meant to cost more (or less), and say so in the commit.
+Usage: python3 bench/part_costs.py --marks build/tests/libmemrec_callgrind_marks.so [--check | --write]
+                                   [--out /tmp/part-costs]   (needs valgrind; PYTHONPATH with memrec)"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+BASELINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "part_costs.json")
+ALLOCS, T_CALLS, STEPS, CHAIN, DEPTH, REPEATS = 1000, 500, 5, 20, 20, 3
+TOLERANCE, SLACK = 0.10, 20
+BARE = dict(stacks="off", kernels=False, ops=False, device_memory=False, scopes=False, owners=False)
+# part -> (measured loop, mode, mode it is counted over, unit)
+PARTS = {
+    "event": ("alloc", "bare", "none", "allocation and free"),
+    "python_walk": ("alloc", "python", "bare", "allocation"),
+    "cpp_walk": ("alloc", "cpp", "bare", "allocation"),
+    "op_scope": ("ops", "ops", "bare", "RecordFunction call"),
+    "op_idle": ("ops", "hooks", "none", "RecordFunction call"),
+    "module_scope": ("modules", "hooks", "bare", "module call (forward and backward)"),
+    "owner_scan": ("step", "owners", "hooks", "tensor scanned"),
+}
+MODES = {  # mode -> (start options or None, loops measured in it)
+    "none": (None, ("alloc", "ops", "modules", "step")),
+    "bare": (BARE, ("alloc", "ops", "modules")),
+    "python": ({**BARE, "stacks": "python"}, ("alloc",)),
+    "cpp": ({**BARE, "stacks": "cpp"}, ("alloc",)),
+    "ops": ({**BARE, "ops": True}, ("ops",)),
+    "hooks": ({**BARE, "scopes": True}, ("ops", "modules", "step")),
+    "owners": ({**BARE, "scopes": True, "owners": True}, ("step",)),
+}
+
+
+def workloads():
+    """loop name -> (run once, units in one run)."""
+    import torch
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+
+    def deep(n):
+        return deep(n - 1) if n else torch.empty(64)
+
+    def allocs():
+        for _ in range(ALLOCS):
+            deep(DEPTH - 2)
+
+    x = torch.randn(4, 4)
+
+    def ops():
+        for _ in range(T_CALLS):
+            x.t()
+
+    class One(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(4))
+
+        def forward(self, v):
+            return v * self.w
+
+    chain = torch.nn.Sequential(*[One() for _ in range(CHAIN - 1)])
+    v = torch.randn(2, 4)
+
+    def modules():
+        for _ in range(STEPS):
+            chain(v).sum().backward()
+            chain.zero_grad(set_to_none=True)
+
+    mlp = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(4)])
+    opt = torch.optim.AdamW(mlp.parameters(), lr=1e-3)
+    u = torch.randn(8, 16)
+
+    def step():
+        mlp(u).sum().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    params = len(list(mlp.parameters()))
+    with torch.autograd.profiler.profile() as prof:
+        ops()
+    return {"alloc": (allocs, ALLOCS), "ops": (ops, len(prof.function_events)),
+            "modules": (modules, STEPS * CHAIN), "step": (step, params * 4)}  # parameter, gradient, 2 states
+
+
+def child(out, marks_path):
+    import ctypes
+    import gc
+    import memrec
+    marks = ctypes.CDLL(marks_path)
+    loops = workloads()
+    gc.disable()
+    for mode, (options, measured) in MODES.items():
+        if options is not None:
+            memrec.start(os.path.join(out, f"{mode}.memrec"), **options)
+        for loop in measured:
+            run = loops[loop][0]
+            run()
+            run()
+            for i in range(REPEATS):
+                gc.collect()
+                marks.memrec_marks_on()
+                run()
+                marks.memrec_marks_off(f"{loop}.{mode}.{i}".encode())
+        if options is not None:
+            memrec.stop()
+    with open(os.path.join(out, "units.json"), "w") as f:
+        json.dump({k: n for k, (_, n) in loops.items()}, f)
+
+
+def malloc_instructions(text):
+    """Instructions in the functions of glibc's malloc.c, from a callgrind profile (their own, not their callees')."""
+    names, current, after_call, total = {}, "", False, 0
+    for line in text.splitlines():
+        if after_call:  # a call's line: its inclusive cost, which the callee's own lines hold already
+            after_call = False
+            continue
+        name = re.match(r"(c?f[lie])=\((\d+)\)(?: (.*))?", line)
+        if name:
+            if name.group(3):
+                names[name.group(2)] = name.group(3)
+            if name.group(1) == "fl":
+                current = names.get(name.group(2), "")
+        elif line.startswith("calls="):
+            after_call = True
+        elif current.endswith("malloc/malloc.c") and (line[:1].isdigit() or line[:1] in "+-*"):
+            cost = line.split()
+            total += int(cost[1]) if len(cost) > 1 else 0
+    return total
+
+
+def dumps(profile):
+    """loop.mode -> instructions on the program's thread (thread 1's file of each dump) outside glibc's malloc, the
+    fewest of its runs. malloc now and then consolidates its free chunks, which moves a loop by up to 700
+    instructions an iteration from one run to the next; the recorder's hooks allocate nothing."""
+    counts = {}
+    for path in glob.glob(profile + ".*-01"):
+        with open(path) as f:
+            text = f.read()
+        label = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M)
+        total = re.search(r"^totals: (\d+)", text, re.M)
+        if label and total:
+            key, count = label.group(1).rsplit(".", 1)[0], int(total.group(1)) - malloc_instructions(text)
+            counts[key] = min(counts.get(key, count), count)
+    return counts
+
+
+def measure(out, marks):
+    profile = os.path.join(out, "callgrind")
+    for old in glob.glob(profile + "*"):
+        os.remove(old)
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+           f"--callgrind-out-file={profile}", sys.executable, os.path.abspath(__file__), "--child", "--marks",
+           os.path.abspath(marks), "--out", out]
+    env = {**os.environ, "LD_PRELOAD": os.path.abspath(marks)}  # its libhwy stand-in: callgrind_marks.cpp
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if run.returncode != 0:
+        sys.exit(f"part_costs.py: the run under callgrind failed ({run.returncode}):\n{run.stdout[-3000:]}")
+    with open(os.path.join(out, "units.json")) as f:
+        units = json.load(f)
+    counts = dumps(profile)
+    parts = {}
+    for part, (loop, mode, over, _) in PARTS.items():
+        parts[part] = (counts[f"{loop}.{mode}"] - counts[f"{loop}.{over}"]) / units[loop]
+    return parts, units
+
+
+def compare(parts, baseline):
+    """Parts that cost more than the baseline allows, as lines."""
+    worse = []
+    for part, base in baseline.items():
+        now = parts.get(part)
+        if now is None:
+            worse.append(f"{part}: not measured")
+        elif now > base * (1 + TOLERANCE) + SLACK:
+            worse.append(f"{part}: {now:,.0f} instructions per {PARTS[part][3]}, baseline {base:,.0f} "
+                         f"({100 * (now / base - 1) if base else 0:+.1f}%)")
+    return worse
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--marks", required=True, help="libmemrec_callgrind_marks.so (tests/programs/callgrind_marks.cpp)")
+    p.add_argument("--out", default="/tmp/part-costs")
+    p.add_argument("--check", action="store_true", help="fail when a part costs over 10%% more than the baseline")
+    p.add_argument("--write", action="store_true", help="write this run's counts as the baseline")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    if a.child:
+        return child(a.out, a.marks)
+    if not shutil.which("valgrind"):
+        print("part_costs.py: valgrind is not installed (apt-get install valgrind)")
+        sys.exit(77)  # ctest's SKIP_RETURN_CODE
+    parts, units = measure(a.out, a.marks)
+    print(f"units a loop: {units}")
+    print("| part | instructions per unit | unit |")
+    print("|---|---:|---|")
+    for part, v in parts.items():
+        print(f"| {part} | {v:,.0f} | {PARTS[part][3]} |")
+    print(json.dumps(parts))
+    if a.write:
+        with open(BASELINE, "w") as f:
+            json.dump({k: round(v) for k, v in parts.items()}, f, indent=1)
+            f.write("\n")
+    if a.check:
+        with open(BASELINE) as f:
+            worse = compare(parts, json.load(f))
+        for line in worse:
+            print(f"part_costs.py: {line}")
+        sys.exit(1 if worse else 0)
+
+
+if __name__ == "__main__":
+    main()
