@@ -17,6 +17,9 @@ std::string signed_bytes(double bytes) {
   return (bytes < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(std::llround(std::abs(bytes))));
 }
 
+// "+1.2 ms", "-503.2 us": a step may start before the device's first event.
+std::string signed_duration(int64_t ns) { return (ns < 0 ? "-" : "+") + format_duration(ns < 0 ? -ns : ns); }
+
 nlohmann::json or_null(const std::optional<uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
 nlohmann::json or_null(const std::string& v) { return v.empty() ? nlohmann::json() : nlohmann::json(v); }
@@ -53,9 +56,9 @@ std::string projection(const GrowthResult& g) {
 
 // The verdict and the slope after the warm-up, in one line.
 std::string headline(const GrowthResult& g) {
-  return fmt::format("{} steps{} on device {}, settled from step {}: {}; after the warm-up {} allocated and {} "
+  return fmt::format("{} step{}{} on device {}, settled from step {}: {}; after the warm-up {} allocated and {} "
                      "reserved a step",
-                     g.steps.size(), g.inferred_steps ? " (inferred from the phases)" : "", g.device, *g.settled_from,
+                     g.steps.size(), g.steps.size() == 1 ? "" : "s", g.inferred_steps ? " (inferred from the phases)" : "", g.device, *g.settled_from,
                      to_string(g.verdict), signed_bytes(g.allocated_per_step), signed_bytes(g.reserved_per_step));
 }
 
@@ -106,7 +109,7 @@ void render_steps(std::string& out, const GrowthResult& g) {
     if (g.steps.size() > 4 * kEnds && i == kEnds)
       out += fmt::format("  {:>8} ({} more)\n", "...", g.steps.size() - 2 * kEnds), i = g.steps.size() - kEnds;
     const GrowthStep& s = g.steps[i];
-    out += fmt::format("  {:>8} {:>12} {:>12} {:>12}{}\n", s.step, "+" + format_duration(s.start_ns),
+    out += fmt::format("  {:>8} {:>12} {:>12} {:>12}{}\n", s.step, signed_duration(s.start_ns),
                        format_bytes(s.allocated), format_bytes(s.reserved),
                        g.settled_from && s.step == *g.settled_from && i > 0 ? "  settled" : "");
   }
