@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <span>
 #include <unordered_map>
 
@@ -85,21 +86,19 @@ double slope(std::span<const double> v) {
   return (low_b - low_a) / static_cast<double>(v.size() - h);
 }
 
-// The first settled index: after the last step whose start lies below every later one by more than the slope of the
-// second half explains (optimizer state, a cache filling, the allocator's first segments).
+// The first settled index: after the last step of the first half whose start lies below the second half's lowest
+// start by more than the second half's slope explains (optimizer state, a cache filling, the allocator's first
+// segments). Against the lowest, not a mean, so that a cycle (gradient accumulation) or a later jump is no warm-up.
 size_t settled_index(std::span<const double> v) {
-  size_t n = v.size();
+  size_t n = v.size(), half = n / 2;
   if (n < 2) return 0;
-  double m = slope(v.subspan(n / 2));
-  double floor = *std::min_element(v.begin() + static_cast<ptrdiff_t>(n / 2), v.end());
-  double tolerance = std::max(4096.0, floor / 100);
+  double m = slope(v.subspan(half));
+  double floor = INFINITY, lowest = INFINITY;
+  for (size_t j = half; j < n; ++j) floor = std::min(floor, v[j] - m * double(j)), lowest = std::min(lowest, v[j]);
+  double tolerance = std::max(4096.0, lowest / 100);
   size_t settled = 0;
-  double later = v[n - 1] - m * static_cast<double>(n - 1);  // min over j > k of v[j] - m * j
-  for (size_t k = n - 1; k-- > 0;) {
-    double here = v[k] - m * static_cast<double>(k);
-    if (settled == 0 && here < later - tolerance) settled = k + 1;
-    later = std::min(later, here);
-  }
+  for (size_t k = 0; k < half; ++k)
+    if (v[k] - m * double(k) < floor - tolerance) settled = k + 1;
   return settled;
 }
 
@@ -112,14 +111,17 @@ double median(std::vector<int64_t> v) {
 
 // One site's blocks that stay live across a step start.
 struct SiteSpans {
-  std::vector<std::pair<uint32_t, int64_t>> changes;  // (step index, bytes): live bytes change at that step's start
-  uint64_t outlived = 0;                              // blocks of settled steps live at the next step's start
-  uint32_t first = UINT32_MAX;                        // the first step index one of its blocks outlived
+  struct Change {
+    uint32_t step;          // an index into the steps: live bytes and blocks change at its start
+    int64_t bytes, blocks;
+  };
+  std::vector<Change> changes;
+  uint32_t first = UINT32_MAX;  // the first step index one of its blocks outlived
   uint32_t example = kNoEvent;                        // the largest such block
-  uint64_t example_size = 0, live_at_end = 0;
+  uint64_t example_size = 0;
 };
 
-// Files each block that is live at some step start (or at the end) under its site, as `stats --by stack` names it.
+// Files each block that is live at some settled step start under its site, as `stats --by stack` names it.
 class SiteTable {
  public:
   SiteTable(const Snapshot& s, const Replay& r) : s_(s), r_(r) {}
@@ -158,50 +160,53 @@ void file_blocks(const Replay& r, const Window& w, SiteTable& sites) {
   const auto& allocs = r.alloc_steps();
   const auto& frees = r.free_steps();
   auto n = static_cast<uint32_t>(w.starts.size());
+  uint32_t next = 0;  // the first step starting after the block's allocation: blocks come in allocation order
   for (uint32_t id = 0; id < allocs.size(); ++id) {
     uint32_t a = allocs[id], f = frees[id];
     if (f == kBeforeStart) continue;
     // live at start k when a < starts[k] <= f (a block older than the recording is born before every step)
-    auto k0 = static_cast<uint32_t>(a == kNoEvent ? 0 : std::upper_bound(w.starts.begin(), w.starts.end(), a) - w.starts.begin());
+    if (a != kNoEvent)
+      while (next < n && w.starts[next] <= a) ++next;
+    uint32_t k0 = a == kNoEvent ? 0 : next;
+    if (k0 < n && f != kNoEvent && f < w.starts[k0]) continue;  // freed within its step: most blocks
     auto k1 = static_cast<uint32_t>(f == kNoEvent ? n : std::upper_bound(w.starts.begin(), w.starts.end(), f) - w.starts.begin());
-    bool at_end = (a == kNoEvent || a < w.end) && (f == kNoEvent || f >= w.end);
-    if (k1 <= std::max<uint32_t>(k0, static_cast<uint32_t>(w.settled)) && !at_end) continue;
+    if (k1 <= std::max<uint32_t>(k0, static_cast<uint32_t>(w.settled))) continue;
     SiteSpans& site = sites.of(id);
     uint64_t size = r.size_of(id);
-    if (at_end) site.live_at_end += size;
-    if (k1 <= k0) continue;
-    site.changes.emplace_back(k0, static_cast<int64_t>(size));
-    if (k1 < n) site.changes.emplace_back(k1, -static_cast<int64_t>(size));
+    site.changes.push_back({k0, static_cast<int64_t>(size), 1});
+    if (k1 < n) site.changes.push_back({k1, -static_cast<int64_t>(size), -1});
     if (a == kNoEvent || k0 == 0) continue;  // allocated before the first step
     site.first = std::min(site.first, k0 - 1);
-    if (k0 - 1 >= w.settled) ++site.outlived;
     if (size > site.example_size) site.example = id, site.example_size = size;
   }
 }
 
-// The site's bytes live at each settled step start.
-std::vector<double> site_series(const SiteSpans& site, const Window& w) {
+// The site's bytes and blocks live at each settled step start.
+struct SiteSeries {
+  std::vector<double> bytes, blocks;
+};
+
+SiteSeries site_series(const SiteSpans& site, const Window& w) {
   size_t n = w.starts.size();
-  std::vector<int64_t> delta(n + 1, 0);
-  for (const auto& [k, bytes] : site.changes) delta[k] += bytes;
-  std::vector<double> out;
-  int64_t live = 0;
+  std::vector<std::pair<int64_t, int64_t>> delta(n + 1, {0, 0});
+  for (const SiteSpans::Change& c : site.changes) delta[c.step].first += c.bytes, delta[c.step].second += c.blocks;
+  SiteSeries out;
+  int64_t bytes = 0, blocks = 0;
   for (size_t k = 0; k < n; ++k) {
-    live += delta[k];
-    if (k >= w.settled) out.push_back(static_cast<double>(live));
+    bytes += delta[k].first, blocks += delta[k].second;
+    if (k >= w.settled) out.bytes.push_back(static_cast<double>(bytes)), out.blocks.push_back(static_cast<double>(blocks));
   }
   return out;
 }
 
 GrowingGroup growing_group(const Snapshot& s, const Replay& r, const SiteSpans& site, const std::string& key,
-                           double per_step, const Window& w, const std::vector<GrowthStep>& steps) {
-  size_t settled_steps = w.starts.size() - w.settled;
+                           const SiteSeries& series, const Window& w, const std::vector<GrowthStep>& steps) {
   GrowingGroup g;
   g.site = key;
-  g.bytes_per_step = per_step;
-  g.blocks_per_step = settled_steps > 1 ? double(site.outlived) / double(settled_steps - 1) : 0;
+  g.bytes_per_step = slope(series.bytes);
+  g.blocks_per_step = slope(series.blocks);
   g.first_step = site.first == UINT32_MAX ? steps[w.settled].step : steps[site.first].step;
-  g.live_at_end = site.live_at_end;
+  g.live_at_end = static_cast<uint64_t>(series.bytes.back());
   if (site.example == kNoEvent) return g;
   Allocation a = r.allocation(site.example);
   uint32_t row = r.has_owners() ? r.owner_of(site.example) : kNoOwner;
@@ -221,9 +226,9 @@ std::vector<GrowingGroup> growing_groups(const Snapshot& s, const Replay& r, con
   for (size_t i = 0; i < sites.size(); ++i) {
     const SiteSpans& site = sites.at(i);
     if (site.changes.empty()) continue;
-    std::vector<double> series = site_series(site, w);
-    double per_step = slope(series);
-    if (per_step > 0 && per_step >= total / 100) out.push_back(growing_group(s, r, site, sites.key(i), per_step, w, steps));
+    SiteSeries series = site_series(site, w);
+    double per_step = slope(series.bytes);
+    if (per_step > 0 && per_step >= total / 100) out.push_back(growing_group(s, r, site, sites.key(i), series, w, steps));
   }
   std::sort(out.begin(), out.end(), [](const GrowingGroup& a, const GrowingGroup& b) {
     return a.bytes_per_step != b.bytes_per_step ? a.bytes_per_step > b.bytes_per_step : a.site < b.site;

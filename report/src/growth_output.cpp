@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,9 @@ namespace {
 std::string signed_bytes(double bytes) {
   return (bytes < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(std::llround(std::abs(bytes))));
 }
+
+// "+1.2 ms", "-503.2 us": a step may start before the device's first event.
+std::string signed_duration(int64_t ns) { return (ns < 0 ? "-" : "+") + format_duration(ns < 0 ? -ns : ns); }
 
 nlohmann::json or_null(const std::optional<uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
@@ -41,7 +45,8 @@ std::string memory_source(const GrowthResult& g) {
 // The projection in one sentence; "" without one.
 std::string projection(const GrowthResult& g) {
   if (!g.device_memory)
-    return "the recording does not say how much memory the device has: give it with --device-memory to project";
+    return "none: the recording does not say how much memory the device has (give it to memrec growth with "
+           "--device-memory)";
   if (!g.projected_full_step) return "";
   std::string out = fmt::format("{} full at step {}", memory_source(g), grouped(*g.projected_full_step));
   if (g.projected_full_in_s && *g.projected_full_in_s > 0)
@@ -53,9 +58,9 @@ std::string projection(const GrowthResult& g) {
 
 // The verdict and the slope after the warm-up, in one line.
 std::string headline(const GrowthResult& g) {
-  return fmt::format("{} steps{} on device {}, settled from step {}: {}; after the warm-up {} allocated and {} "
+  return fmt::format("{} step{}{} on device {}, settled from step {}: {}; after the warm-up {} allocated and {} "
                      "reserved a step",
-                     g.steps.size(), g.inferred_steps ? " (inferred from the phases)" : "", g.device, *g.settled_from,
+                     g.steps.size(), g.steps.size() == 1 ? "" : "s", g.inferred_steps ? " (inferred from the phases)" : "", g.device, *g.settled_from,
                      to_string(g.verdict), signed_bytes(g.allocated_per_step), signed_bytes(g.reserved_per_step));
 }
 
@@ -63,33 +68,38 @@ std::string too_few_note() {
   return fmt::format("fewer than {} settled steps: too few to tell growth from noise", kGrowthMinSteps);
 }
 
-// Allocated (solid) and reserved (dashed) at each step start, the warm-up shaded.
-std::string chart_svg(const GrowthResult& g) {
+// A line through each step start's value, `style` its stroke.
+std::string polyline(const GrowthResult& g, uint64_t GrowthStep::*value, uint64_t top, std::string_view style) {
   constexpr double kW = 480, kH = 120;
-  uint64_t top = 1;
-  for (const GrowthStep& s : g.steps) top = std::max({top, s.allocated, s.reserved});
   size_t n = g.steps.size();
-  auto x = [&](size_t i) { return n > 1 ? kW * double(i) / double(n - 1) : kW / 2; };
-  auto y = [&](uint64_t v) { return kH - kH * double(v) / double(top); };
-  std::string allocated, reserved;
+  std::string points;
+  for (size_t i = 0; i < n; ++i)
+    points += fmt::format("{:.1f},{:.1f} ", n > 1 ? kW * double(i) / double(n - 1) : kW / 2,
+                          kH - kH * double(g.steps[i].*value) / double(top));
+  return fmt::format("<polyline points=\"{}\" fill=\"none\" {}/>", points, style);
+}
+
+// Allocated (solid) and, where there is any, reserved (dashed) at each step start; the warm-up shaded.
+std::string chart_svg(const GrowthResult& g) {
+  uint64_t top = 1, reserved = 0;
   size_t settled = 0;
-  for (size_t i = 0; i < n; ++i) {
-    allocated += fmt::format("{:.1f},{:.1f} ", x(i), y(g.steps[i].allocated));
-    reserved += fmt::format("{:.1f},{:.1f} ", x(i), y(g.steps[i].reserved));
+  for (size_t i = 0; i < g.steps.size(); ++i) {
+    top = std::max({top, g.steps[i].allocated, g.steps[i].reserved});
+    reserved = std::max(reserved, g.steps[i].reserved);
     if (g.steps[i].step == *g.settled_from) settled = i;
   }
-  return fmt::format(
-      "<svg class=\"growth\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" role=\"img\" "
-      "aria-label=\"allocated and reserved at each step's start\">"
-      "<rect x=\"0\" y=\"0\" width=\"{2:.1f}\" height=\"{1}\" fill=\"#f6f8fa\"/>"
-      "<polyline points=\"{3}\" fill=\"none\" stroke=\"#8c959f\" stroke-dasharray=\"4 3\"/>"
-      "<polyline points=\"{4}\" fill=\"none\" stroke=\"#0969da\" stroke-width=\"2\"/></svg>"
-      "<p class=\"note\">At each step's start: allocated (solid), reserved (dashed), up to {5}; the warm-up shaded.</p>",
-      kW, kH, x(settled), reserved, allocated, format_bytes(top));
+  double warm_up = g.steps.size() > 1 ? 480.0 * double(settled) / double(g.steps.size() - 1) : 0;
+  std::string lines = polyline(g, &GrowthStep::allocated, top, "stroke=\"#0969da\" stroke-width=\"2\"");
+  if (reserved) lines = polyline(g, &GrowthStep::reserved, top, "stroke=\"#8c959f\" stroke-dasharray=\"4 3\"") + lines;
+  return fmt::format("<svg class=\"growth\" viewBox=\"0 0 480 120\" width=\"480\" height=\"120\" role=\"img\" "
+                     "aria-label=\"memory at each step's start\"><rect x=\"0\" y=\"0\" width=\"{:.1f}\" height=\"120\" "
+                     "fill=\"#f6f8fa\"/>{}</svg><p class=\"note\">At each step's start: allocated (solid){}, up to {}; "
+                     "the warm-up shaded.</p>",
+                     warm_up, lines, reserved ? ", reserved (dashed)" : "", format_bytes(top));
 }
 
 void render_group(std::string& out, const GrowingGroup& g) {
-  out += fmt::format("  {:>12} a step  {:>5.2f} blocks a step  since step {:<6} {:>12} live at the end  {}\n",
+  out += fmt::format("  {:>12} a step  {:>5.2f} blocks a step  since step {:<6} {:>12} live at the last step  {}\n",
                      signed_bytes(g.bytes_per_step), g.blocks_per_step, g.first_step, format_bytes(g.live_at_end),
                      g.site);
   if (!g.module.empty() || !g.owner.empty())
@@ -106,7 +116,7 @@ void render_steps(std::string& out, const GrowthResult& g) {
     if (g.steps.size() > 4 * kEnds && i == kEnds)
       out += fmt::format("  {:>8} ({} more)\n", "...", g.steps.size() - 2 * kEnds), i = g.steps.size() - kEnds;
     const GrowthStep& s = g.steps[i];
-    out += fmt::format("  {:>8} {:>12} {:>12} {:>12}{}\n", s.step, "+" + format_duration(s.start_ns),
+    out += fmt::format("  {:>8} {:>12} {:>12} {:>12}{}\n", s.step, signed_duration(s.start_ns),
                        format_bytes(s.allocated), format_bytes(s.reserved),
                        g.settled_from && s.step == *g.settled_from && i > 0 ? "  settled" : "");
   }
@@ -170,7 +180,7 @@ std::string growth_html(const GrowthResult& g) {
   if (g.verdict == GrowthVerdict::too_few_steps) out += "<p class=\"note\">" + too_few_note() + ".</p>";
   if (!g.growing.empty()) {
     out += "<table><thead><tr><th class=\"num\">A step</th><th class=\"num\">Blocks a step</th>"
-           "<th class=\"num\">Since step</th><th class=\"num\">Live at the end</th><th>Site</th></tr></thead><tbody>";
+           "<th class=\"num\">Since step</th><th class=\"num\">Live at the last step</th><th>Site</th></tr></thead><tbody>";
     for (const GrowingGroup& gr : g.growing)
       out += fmt::format("<tr><td class=\"num\">{}</td><td class=\"num\">{:.2f}</td><td class=\"num\">{}</td>{}"
                          "<td><code>{}</code>{}</td></tr>",

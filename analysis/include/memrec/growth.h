@@ -32,9 +32,9 @@ struct GrowingGroup {
   std::string site;
   std::string module, owner;  // of its largest block that outlives its step; "" where unknown
   double bytes_per_step = 0;  // the slope of the site's bytes live at the settled step starts
-  double blocks_per_step = 0; // its blocks per settled step that are still live at the next step's start
+  double blocks_per_step = 0; // the same slope of its blocks live then (0 for a buffer replaced by a larger one)
   uint64_t first_step = 0;    // the first step one of its blocks outlived
-  uint64_t live_at_end = 0;   // its bytes live at the end of the last step
+  uint64_t live_at_end = 0;   // its bytes live at the last step's start (the last step runs to the program's exit)
   std::vector<std::string> stack;  // the frames the user reads of that block's stack (user_frames), innermost first
 };
 
