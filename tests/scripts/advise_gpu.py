@@ -59,9 +59,13 @@ def hf_model(torch):
 
 
 def checkpointed(torch, model, layers):
-    """Each named layer's forward run under torch.utils.checkpoint (non-reentrant: keyword arguments pass)."""
+    """Each named layer's forward run under torch.utils.checkpoint (non-reentrant: keyword arguments pass). memrec
+    names the root module by its class ("GPT"): its own activations (outside every child) are left as they are."""
     from torch.utils.checkpoint import checkpoint
     for name in layers:
+        if name == type(model).__name__:
+            print(f"not checkpointed: {name}, the root module", file=sys.stderr)
+            continue
         module = model.get_submodule(name)
         forward = module.forward
         module.forward = lambda *a, _f=forward, **k: checkpoint(_f, *a, use_reentrant=False, **k)
