@@ -74,7 +74,7 @@ template <class Keep> uint64_t live_by_site(const Run& run, Keep keep, std::vect
 }
 
 // The optimizer the run steps, from PyTorch's "Optimizer.step#Adam.step" annotations: "torch.optim.Adam", or a
-// plain name where the run does not say.
+// "" where the run does not say.
 std::string optimizer_name(const Snapshot& s, uint8_t device) {
   constexpr std::string_view kPrefix = "Optimizer.step#";
   for (uint32_t i = 1; i < s.scopes.size(); ++i) {
@@ -84,7 +84,13 @@ std::string optimizer_name(const Snapshot& s, uint8_t device) {
     name.remove_prefix(kPrefix.size());
     return fmt::format("torch.optim.{}", name.substr(0, name.find('.')));
   }
-  return "the optimizer";
+  return "";
+}
+
+// "torch.optim.SGD", or `unknown` where the run does not name its optimizer.
+std::string optimizer_or(const Snapshot& s, uint8_t device, std::string unknown) {
+  std::string name = optimizer_name(s, device);
+  return name.empty() ? unknown : name;
 }
 
 // ---- checkpointing ----
@@ -158,9 +164,11 @@ class CheckpointLever {
   Snapshot all_layers() const { return cp_.history({}); }
 
  private:
-  // "layers.0 … layers.11", or the one layer.
+  // "layers.0, layers.1, layers.2", or "layers.0, layers.1, … layers.11 (12 layers)" for many.
   static std::string span_of(const std::vector<std::string>& layers) {
-    return layers.size() == 1 ? layers.front() : fmt::format("{} … {}", layers.front(), layers.back());
+    constexpr size_t kNamed = 4;
+    if (layers.size() <= kNamed) return fmt::format("{}", fmt::join(layers, ", "));
+    return fmt::format("{}, {}, … {} ({} layers)", layers[0], layers[1], layers.back(), layers.size());
   }
 
   // The shortest run of layers, in order of saving per cost, with the best saving per cost among those saving at
@@ -212,6 +220,12 @@ class CheckpointLever {
 
 // ---- allocator settings ----
 
+// Settings as PYTORCH_CUDA_ALLOC_CONF spells them, "the defaults" for none.
+std::string settings_name(const AllocConf& c) {
+  std::string name = to_string(c);
+  return name.empty() ? "the defaults" : name;
+}
+
 // The best common setting that fits and saves reserved memory, with the fragmentation it removes.
 std::optional<Advice> allocator_advice(const Run& run, const AllocatorBase& base, std::optional<uint64_t> memory,
                                        AllocConf* best_conf) {
@@ -225,13 +239,13 @@ std::optional<Advice> allocator_advice(const Run& run, const AllocatorBase& base
     }
   if (!best) return std::nullopt;
   Advice a = made(AdviceKind::allocator,
-                  fmt::format("set PYTORCH_CUDA_ALLOC_CONF={} (the run used {})", best->settings, to_string(base.own)),
+                  fmt::format("set PYTORCH_CUDA_ALLOC_CONF={} (the run used {})", best->settings, settings_name(base.own)),
                   AdviceMethod::replayed);
   a.saves.reserved = *best->saving;
   a.saves.allocated = static_cast<int64_t>(run.peak.allocated) - static_cast<int64_t>(best->allocated_peak);
   a.peak_after = {best->allocated_peak, static_cast<uint64_t>(static_cast<int64_t>(*run.peak.reserved) - *best->saving)};
   AllocatorPrediction own = predict_allocator(run.s, run.r, base.own, base.memory);
-  a.evidence.push_back({fmt::format("free in segments at the reserved peak under {}", to_string(base.own)),
+  a.evidence.push_back({fmt::format("free in segments at the reserved peak under {}", settings_name(base.own)),
                         own.free_at_peak});
   a.evidence.push_back({fmt::format("free in segments at the reserved peak under {}", best->settings),
                         best->free_at_peak});
@@ -319,7 +333,7 @@ void grads_outside_backward(const Run& run, Advise& out) {
   std::string change =
       stepped ? fmt::format("call {}.zero_grad(set_to_none=True) (torch before 2.0 keeps the gradients allocated, "
                             "zeroed): the gradients are held {}",
-                            optimizer_name(run.s, run.r.device()), where)
+                            optimizer_or(run.s, run.r.device(), "optimizer"), where)
               : fmt::format("the gradients accumulated over micro-batches are held {}: fewer accumulation steps, "
                             "or gradients kept in lower precision or sharded, free them",
                             where);
@@ -340,7 +354,7 @@ void optimizer_temporaries(const Run& run, Advise& out) {
            run.r.time_of(run.r.alloc_steps()[id]) >= start;
   }, evidence);
   if (bytes == 0) return;
-  std::string opt = optimizer_name(run.s, run.r.device());
+  std::string opt = optimizer_or(run.s, run.r.device(), "the optimizer");
   std::string fix = run.cpu ? "foreach=False" : "fused=True (or foreach=False)";
   Advice a = counted(AdviceKind::optimizer_temporaries,
                      fmt::format("construct {} with {}: the peak is inside its step, on its temporaries", opt, fix),

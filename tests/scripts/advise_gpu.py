@@ -59,9 +59,15 @@ def hf_model(torch):
 
 
 def checkpointed(torch, model, layers):
-    """Each named layer's forward run under torch.utils.checkpoint (non-reentrant: keyword arguments pass)."""
+    """Each named layer's forward run under torch.utils.checkpoint (non-reentrant: keyword arguments pass). memrec
+    names the root module by its class ("GPT"); it and modules holding other named layers ("transformer" around
+    "transformer.h.0") keep their own few activations (outside every child), as wrapping them recomputes the rest."""
     from torch.utils.checkpoint import checkpoint
     for name in layers:
+        if name == type(model).__name__ or any(other.startswith(name + ".") for other in layers):
+            # Wrapping a module that holds other named layers would recompute them too: not what was predicted.
+            print(f"not checkpointed: {name}, which holds other layers", file=sys.stderr)
+            continue
         module = model.get_submodule(name)
         forward = module.forward
         module.forward = lambda *a, _f=forward, **k: checkpoint(_f, *a, use_reentrant=False, **k)
