@@ -169,7 +169,11 @@ def install():
             except Exception as e:  # noqa: BLE001  no map then; the program's compile goes on as without memrec
                 _failed(e)
         compiled = compile_(*args, **kwargs)
-        module = _module_compiled_in_place(args[0] if args else kwargs.get("model"), compiled)
+        try:
+            module = _module_compiled_in_place(args[0] if args else kwargs.get("model"), compiled)
+        except Exception as e:  # noqa: BLE001  the program gets its compiled call as without memrec
+            _failed(e)
+            return compiled
         return compiled if module is None else _in_module_scope(module, compiled)
 
     compile_and_map._memrec = True
