@@ -305,7 +305,7 @@ class IndexReader {
       after = at[k], ++number;  // the index chunk itself
       index.steps.insert(index.steps.end(), steps[k].begin(), steps[k].end());
     }
-    index.chunks = number + 1;  // and the footer
+    index.chunks = number + 1 + summary_;  // and the footer, and the summary chunk no index lists
     for (auto [type, total] : {std::pair{ChunkType::events, index.totals.events},
                                {ChunkType::kernels, index.totals.kernels}, {ChunkType::scopes, index.totals.scopes}})
       if (uint64_t rows = rows_of(index, type); rows != total)
@@ -338,7 +338,8 @@ class IndexReader {
         uint64_t last = 0;
         fields(in, totals);
         in(last);
-        if (raw != kRaw) in.blob(sizeof(uint64_t));  // the summary's offset
+        summary_ = raw != kRaw;
+        if (summary_) in.blob(sizeof(uint64_t));  // the summary's offset
         in.expect_end();
         footer_ = off;
         return last;
@@ -362,6 +363,7 @@ class IndexReader {
   std::string_view bytes_;
   Decompressor dec_;
   uint64_t footer_ = 0;
+  bool summary_ = false;  // the footer gives a summary chunk
   size_t read_ = 0;
 };
 

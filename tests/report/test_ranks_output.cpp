@@ -56,8 +56,8 @@ TEST(RanksOutput, OneRankHasNoDivergence) {
   EXPECT_TRUE(j["furthest_rank"].is_null());
   EXPECT_TRUE(j["divergence"].is_null());
   std::string text = ranks_text(set, 10);
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4) << "the note, a blank line, the header and the rank:\n"
-                                                           << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5)
+      << "the note, that the file had no summary, a blank line, the header and the rank:\n" << text;
 }
 
 TEST(RanksOutput, RanksThatHoldTheSameAreSaidToBeTheSame) {
