@@ -29,6 +29,8 @@ import sys
 BASELINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "part_costs.json")
 ALLOCS, T_CALLS, STEPS, CHAIN, DEPTH, REPEATS = 1000, 500, 5, 20, 20, 3
 TOLERANCE, SLACK = 0.10, 20
+UPDATE = ("on Debian 12 with Debian's PyTorch 1.13 and Python 3.11: PYTHONPATH=build/python python3 "
+          "bench/part_costs.py --marks build/tests/libmemrec_callgrind_marks.so --write")
 BARE = dict(stacks="off", kernels=False, ops=False, device_memory=False, scopes=False, owners=False)
 # part -> (measured loop, mode, mode it is counted over, unit)
 PARTS = {
@@ -192,8 +194,8 @@ def compare(parts, baseline):
         if now is None:
             worse.append(f"{part}: not measured")
         elif now > base * (1 + TOLERANCE) + SLACK:
-            worse.append(f"{part}: {now:,.0f} instructions per {PARTS[part][3]}, baseline {base:,.0f} "
-                         f"({100 * (now / base - 1) if base else 0:+.1f}%)")
+            over = f" ({100 * (now / base - 1):+.1f}%)" if base > 0 else ""
+            worse.append(f"{part}: {now:,.0f} instructions per {PARTS[part][3]}, baseline {base:,.0f}{over}")
     return worse
 
 
@@ -220,11 +222,11 @@ def main():
     print(json.dumps(parts))
     if a.write:
         with open(BASELINE, "w") as f:
-            json.dump({k: round(v) for k, v in parts.items()}, f, indent=1)
+            json.dump({"update": UPDATE, "parts": {k: round(v) for k, v in parts.items()}}, f, indent=1)
             f.write("\n")
     if a.check:
         with open(BASELINE) as f:
-            worse = compare(parts, json.load(f))
+            worse = compare(parts, json.load(f)["parts"])
         for line in worse:
             print(f"part_costs.py: {line}")
         sys.exit(1 if worse else 0)

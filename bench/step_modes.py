@@ -2,7 +2,8 @@
 recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
 scopes), with kernels on every step (kernels="all": by default a recording traces kernels on its first 3 steps, then
 on every 10th), without its scope hooks (scopes=False), without owner scans, stacks python, stacks all without
-kernels, and stacks all without op scopes (ops=False). Each round runs every mode in turn (every other round in
+kernels, stacks all without op scopes (ops=False), and stacks all and python with op scopes on the kernels' steps
+only (ops="steps"). Each round runs every mode in turn (every other round in
 reverse order, so that a slow drift of the GPU's speed cancels out), each mode a new recording: SETTLE steps untimed (a recording's first steps, which trace
 kernels by default), then STEPS timed ones, so the table is a long run's steady state. It gives each mode's median
 step over all rounds, its cost against no recording in the same round (the median over rounds) and the range of
@@ -104,6 +105,9 @@ def modes(out, breakdown, cuda):
         "python": memrec_on("python", "memrec stacks=python", stacks="python"),
         "no-kernels": memrec_on("no-kernels", "memrec stacks=all, kernels=False", stacks="all", kernels=False),
         "no-ops": memrec_on("no-ops", "memrec stacks=all, ops=False", stacks="all", ops=False),
+        "ops-steps": memrec_on("ops-steps", 'memrec stacks=all, ops="steps"', stacks="all", ops="steps"),
+        "python-ops-steps": memrec_on("python-ops-steps", 'memrec stacks=python, ops="steps"', stacks="python",
+                                      ops="steps"),
     }
 
 

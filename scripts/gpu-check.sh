@@ -371,7 +371,7 @@ step_modes() {
 # GPT-2 (7 rounds of 8 steps); then what `memrec info` says the encoder's default recording cost (its last round's file).
 cpu_bound_cost() {
   local sm=(env PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py
-            --only again,torch-python,torch-all,all,python,no-kernels,no-ops)
+            --only again,torch-python,torch-all,all,python,no-kernels,no-ops,ops-steps,python-ops-steps)
   "${sm[@]}" --model encoder --ff 256 --batch 8 --seq 64 --rounds 15 --steps 40 --out /tmp/cpu-bound-cost |
     tee -a "$OUT/summary.txt"
   "$MEMREC" info /tmp/cpu-bound-cost/all.memrec | grep "^recording cost" | tee -a "$OUT/summary.txt"

@@ -21,7 +21,8 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     stacks: "all" (Python and C++ frames), "python", "cpp" or "off". kernels: True traces CUDA kernels on the
     first 3 steps, then on every 10th; "all" on every step; False on none. scopes: module, phase and step scopes from
     global hooks. owners: name the blocks of parameters, gradients and optimizer state (scanned at forward, backward
-    and step ends). ops: aten op and record_function scopes (a RecordFunction callback on every op).
+    and step ends). ops: aten op and record_function scopes (a RecordFunction callback on every op); "steps" on the
+    kernels' steps only (the first 3, then every 10th), where a CPU-bound step pays torch's per-op cost on those alone.
     device_memory: device memory outside the caching allocator (CUPTI memory calls, NVML). A program that
     initializes CUDA is recorded on the CUDA caching allocator from then on (the file restarts there); one that
     never does is recorded on the CPU allocator.
@@ -29,12 +30,14 @@ def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes
     global _options
     if kernels not in (True, False, "all"):
         raise ValueError(f'kernels must be True, False or "all", not {kernels!r}')
+    if isinstance(ops, str) and ops != "steps":
+        raise ValueError(f'ops must be True, False or "steps", not {ops!r}')
     _profiler.install()
     cuda = _C.cuda_built() and torch.cuda.is_initialized()
     meta = {"python.torch_version": torch.__version__}
     meta.update(metadata or {})
     options = dict(path=os.fspath(path), stacks=stacks, kernels=kernels, max_events=int(max_events),
-                   metadata=meta, cuda=cuda, quiet=under_memrec_record(), ops=bool(ops),
+                   metadata=meta, cuda=cuda, quiet=under_memrec_record(), ops=bool(ops), op_steps=ops == "steps",
                    device_memory=bool(device_memory), modules=bool(scopes))
     _start_c(options)
     _owners.reset(cuda, owners)
@@ -52,7 +55,7 @@ def _start_c(o):
     every = {"kernel_every": 1} if o["kernels"] == "all" else {}
     _C.start(o["path"], o["stacks"], bool(o["kernels"]), o["max_events"], o["cuda"], o["metadata"], _HIDE,
              _profiler.busy(), o["quiet"], o["ops"], o["device_memory"], o["modules"], cupti_kineto=_profiler.kineto(),
-             **every)
+             op_steps=o["op_steps"], **every)
 
 
 def stop():

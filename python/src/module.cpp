@@ -34,18 +34,18 @@ bool parse_stacks(const std::string& stacks, memrec::RecorderOptions& opt) {
 PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* names[] = {"path",  "stacks",     "kernels", "max_events", "cuda",          "metadata",
                                 "hide",  "cupti_busy", "quiet",   "ops",        "device_memory", "modules",
-                                "kernel_every", "cupti_kineto", nullptr};
+                                "kernel_every", "cupti_kineto", "op_steps", nullptr};
   const char* path = nullptr;
   const char* stacks = "all";
-  int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1, modules = 0, cupti_kineto = 0;
+  int kernels = 1, cuda = 0, quiet = 0, ops = 1, device_memory = 1, modules = 0, cupti_kineto = 0, op_steps = 0;
   unsigned long long max_events = 0;
   unsigned int kernel_every = memrec::RecorderOptions{}.kernel_every;
   PyObject* metadata = nullptr;
   const char* hide = "";
   const char* cupti_busy = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssppppIp", const_cast<char**>(names), &path, &stacks,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|spKpO!ssppppIpp", const_cast<char**>(names), &path, &stacks,
                                    &kernels, &max_events, &cuda, &PyDict_Type, &metadata, &hide, &cupti_busy, &quiet,
-                                   &ops, &device_memory, &modules, &kernel_every, &cupti_kineto))
+                                   &ops, &device_memory, &modules, &kernel_every, &cupti_kineto, &op_steps))
     return nullptr;
   if (g_recorder && g_recorder->running()) {
     PyErr_SetString(PyExc_RuntimeError, "memrec is already recording in this process");
@@ -63,6 +63,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
   opt.max_events = max_events;
   opt.ops = ops;
   opt.user_ops = ops;  // torch.compile's regions, DDP's and the optimizer's record_function blocks
+  opt.ops_on_chosen_steps = op_steps;
   opt.device_memory = device_memory;
   opt.module_scopes = modules;  // the scope hooks' module scopes, in backward too
   if (!parse_stacks(stacks, opt)) {
@@ -160,10 +161,11 @@ PyObject* cuda_built(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(start)), METH_VARARGS | METH_KEYWORDS,
      "start(path, stacks='all', kernels=True, max_events=0, cuda=False, metadata=None, hide='', cupti_busy='', "
-     "quiet=False, ops=True, device_memory=True, modules=False, kernel_every=10, cupti_kineto=False): hide leaves out "
-     "the frames of files under that prefix; quiet prints nothing; modules: module scopes in backward, from the nodes "
-     "each module call made; kernel_every: kernels traced on every Nth step after the first ones; cupti_busy: why "
-     "CUPTI starts lent; cupti_kineto: torch.profiler's Kineto holds CUPTI's callback subscription"},
+     "quiet=False, ops=True, device_memory=True, modules=False, kernel_every=10, cupti_kineto=False, op_steps=False): "
+     "hide leaves out the frames of files under that prefix; quiet prints nothing; modules: module scopes in "
+     "backward, from the nodes each module call made; kernel_every: kernels traced on every Nth step after the first "
+     "ones; cupti_busy: why CUPTI starts lent; cupti_kineto: torch.profiler's Kineto holds CUPTI's callback "
+     "subscription; op_steps: op scopes on the kernels' steps only"},
     {"stop", stop, METH_NOARGS, "stop() -> (events, dropped) or None: writes the file"},
     {"running", running, METH_NOARGS, "whether this process records"},
     {"set_metadata", set_metadata, METH_VARARGS, "set_metadata(key, value): a metadata entry of the running recording"},

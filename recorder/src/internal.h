@@ -208,7 +208,17 @@ int script_frames(const HookConfig& cfg, const Record& r, const std::span<const 
 uint32_t current_scope();
 // Starts a new scope generation (on Recorder::start) and registers/unregisters the aten op callbacks (with
 // `modules`, also for backward nodes' module scopes).
-void scopes_begin(bool ops, bool user_ops, bool modules);
+// Op scopes on some steps only: the first `first`, then every `every`-th (as the kernels' rule).
+struct OpStepRule {
+  bool chosen = false;
+  uint32_t first = 0, every = 1;
+};
+struct OpStepCount {
+  uint32_t traced = 0, begun = 0;
+};
+void scopes_begin(bool ops, bool user_ops, bool modules, OpStepRule op_steps);
+void op_step_begins();     // a step scope opens
+OpStepCount op_steps();    // steps begun, and those with op scopes
 void scopes_end();
 void scopes_forget();  // after fork: stop recording scopes, touching no lock
 

@@ -142,7 +142,8 @@ void Recorder::Impl::start() {
     cpu_unmatched_frees = 0;
     cpu_live.clear();  // blocks of an earlier recording are not this one's
     if (opt.max_events) snap.metadata["recorder.max_events"] = std::to_string(opt.max_events);
-    detail::scopes_begin(opt.ops, opt.user_ops, opt.module_scopes);
+    detail::scopes_begin(opt.ops, opt.user_ops, opt.module_scopes,
+                         {opt.ops_on_chosen_steps, opt.kernel_first_steps, opt.kernel_every});
     cuda = opt.cuda && detail::cuda_recordable();
     if (cuda) {
       detail::cuda_start(snap, opt.script.get());
@@ -245,6 +246,12 @@ void Recorder::Impl::stop() {
   if (capped_at_ns >= 0) snap.metadata["recorder.capped_at_ns"] = std::to_string(capped_at_ns);
   snap.metadata["recorder.unique_pcs"] = std::to_string(symbolizer.unique_pcs());
   note_hook_times();
+  if (opt.ops && opt.ops_on_chosen_steps) {
+    detail::OpStepCount n = detail::op_steps();
+    snap.metadata["recorder.op_steps"] = fmt::format("first {}, then every {}", opt.kernel_first_steps,
+                                                     ordinal(opt.kernel_every));
+    snap.metadata["recorder.op_steps_traced"] = fmt::format("{} of {}", n.traced, n.begun);
+  }
   g_running = false;
   if (drain_error) std::rethrow_exception(std::exchange(drain_error, nullptr));  // the cause, not its echo in close()
   if (writer) writer->close(snap);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <unordered_set>
@@ -53,6 +54,16 @@ std::atomic<bool> g_active{false};
 std::atomic<bool> g_modules{false};     // module scopes keep their calls and backward nodes open them
 std::atomic<uint32_t> g_backward{0};    // "backward" phases opened so far
 std::optional<at::CallbackHandle> g_callback;
+// With op scopes on chosen steps only: the backward nodes' callback, enabled while op scopes wait for a chosen step,
+// and the step rule (RecordFunction's machinery costs every aten op once a callback wants it, about 600 instructions).
+std::optional<at::CallbackHandle> g_node_callback;
+struct OpSteps {
+  std::mutex mu;
+  OpStepRule rule;
+  OpStepCount count;
+  bool on = true;
+};
+OpSteps g_op_steps;
 constexpr int kMaxChain = 32;           // module scopes a backward node opens at most (the innermost ones)
 
 Stack& stack() {
@@ -282,21 +293,49 @@ uint32_t current_scope() {
   return g_ambient.load(std::memory_order_relaxed);
 }
 
-void scopes_begin(bool ops, bool user_ops, bool modules) {
+void scopes_begin(bool ops, bool user_ops, bool modules, OpStepRule op_steps) {
   g_generation.fetch_add(1);
   g_ambient = 0;
   g_active = true;
   g_modules = modules;
-  if (g_callback) return;
+  {
+    std::lock_guard lock(g_op_steps.mu);
+    g_op_steps.rule = ops ? op_steps : OpStepRule{};
+    g_op_steps.count = {};
+    g_op_steps.on = true;
+  }
+  if (g_callback || g_node_callback) return;
   // USER_SCOPE: record_function() blocks, torch.compile's "Torch-Compiled Region: 0/0" among them.
   std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes{at::RecordScope::FUNCTION,
                                                                          at::RecordScope::BACKWARD_FUNCTION};
   if (user_ops) scopes.insert(at::RecordScope::USER_SCOPE);
   if (ops)
     g_callback = at::addGlobalCallback(at::RecordFunctionCallback(&on_op_start, &on_op_end).scopes(scopes));
-  else if (modules)
-    g_callback = at::addGlobalCallback(
+  if (modules && (!ops || op_steps.chosen)) {
+    g_node_callback = at::addGlobalCallback(
         at::RecordFunctionCallback(&on_node_start).scopes({at::RecordScope::BACKWARD_FUNCTION}));
+    if (ops) at::disableCallback(*g_node_callback);  // the op callback opens the nodes' scopes while it runs
+  }
+}
+
+// A step begins: op scopes on it or not, as the rule says; while they are off, the node callback keeps backward's
+// module scopes.
+void op_step_begins() {
+  std::lock_guard lock(g_op_steps.mu);
+  OpSteps& o = g_op_steps;
+  if (!o.rule.chosen || !g_callback) return;
+  uint32_t n = ++o.count.begun;
+  bool want = n <= o.rule.first || o.rule.every <= 1 || n % o.rule.every == 0;
+  o.count.traced += want;
+  if (want == o.on) return;
+  want ? at::reenableCallback(*g_callback) : at::disableCallback(*g_callback);
+  if (g_node_callback) want ? at::disableCallback(*g_node_callback) : at::reenableCallback(*g_node_callback);
+  o.on = want;
+}
+
+OpStepCount op_steps() {
+  std::lock_guard lock(g_op_steps.mu);
+  return g_op_steps.count;
 }
 
 void scopes_forget() {
@@ -306,9 +345,10 @@ void scopes_forget() {
 
 void scopes_end() {
   scopes_forget();
-  if (g_callback) {
-    at::removeCallback(*g_callback);
-    g_callback.reset();
+  for (auto* handle : {&g_callback, &g_node_callback}) {
+    if (!*handle) continue;
+    at::removeCallback(**handle);
+    handle->reset();
   }
   g_ambient = 0;
 }
@@ -326,7 +366,7 @@ bool open(std::string_view name, const std::string* interned, ScopeKind kind) {
   using namespace detail;
   if (!g_active.load(std::memory_order_relaxed)) return false;
   HookTimer timer(HookKind::scope, t_stack.scope_calls);
-  if (kind == ScopeKind::step) cupti_step_begins();
+  if (kind == ScopeKind::step) cupti_step_begins(), op_step_begins();
   Stack& s = stack();
   Entry e{};
   e.phase = kind == ScopeKind::phase;

@@ -75,9 +75,10 @@ void append_device(std::string& out, const DeviceInfo& d) {
 
 json cost_json(const std::optional<RecordingCost>& c) {
   if (!c) return nullptr;
-  return {{"events", c->events},       {"steps", c->steps},         {"span_ns", c->span_ns},
-          {"hooks_ns", c->hooks_ns()}, {"events_ns", c->events_ns}, {"ops_ns", c->ops_ns},
-          {"scopes_ns", c->scopes_ns}, {"op_calls", c->op_calls},   {"scope_calls", c->scope_calls}};
+  return {{"events", c->events},       {"steps", c->steps},         {"step_ns", c->step_ns},
+          {"span_ns", c->span_ns},     {"hooks_ns", c->hooks_ns()}, {"share", c->share()},
+          {"events_ns", c->events_ns}, {"ops_ns", c->ops_ns},       {"scopes_ns", c->scopes_ns},
+          {"op_calls", c->op_calls},   {"scope_calls", c->scope_calls}};
 }
 
 json peak_json(const InfoPeak& p) { return {{"bytes", p.bytes}, {"event", p.at.event}, {"time_ns", p.at.time_ns}}; }
@@ -119,13 +120,13 @@ json device_json(const DeviceInfo& d) {
 
 std::string cost_text(const RecordingCost& c) {
   int64_t per = int64_t(std::max<uint64_t>(c.steps, 1));
-  std::string share = c.span_ns > 0 ? fmt::format("{:.1f}%", 100.0 * double(c.hooks_ns()) / double(c.span_ns)) : "?";
-  std::string of = c.steps ? fmt::format("of the {} steps' time", c.steps) : "of the recording's time";
+  std::string of = c.steps ? fmt::format("of the median step, {}", format_duration(c.step_ns))
+                           : fmt::format("of the recording, {}", format_duration(c.span_ns));
   return fmt::format(
-      "recording cost: {} events; memrec's hooks {} {} ({} {}): allocator hooks {}, op callbacks {} ({} calls), "
+      "recording cost: {} events; memrec's hooks {} {} ({:.1f}% {}): allocator hooks {}, op callbacks {} ({} calls), "
       "scope hooks {} ({} calls); not counted: torch's RecordFunction around each op callback, the scope hooks' "
       "Python\n",
-      c.events, format_duration(c.hooks_ns() / per), c.steps ? "a step" : "in all", share, of,
+      c.events, format_duration(c.hooks_per_step_ns()), c.steps ? "a step" : "in all", 100.0 * c.share(), of,
       format_duration(c.events_ns / per), format_duration(c.ops_ns / per), c.op_calls / uint64_t(per),
       format_duration(c.scopes_ns / per), c.scope_calls / uint64_t(per));
 }

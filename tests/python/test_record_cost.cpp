@@ -46,7 +46,10 @@ TEST(RecordCost, RecordAndInfoSayWhatTheHooksCostAStep) {
   EXPECT_EQ(c->events, s.events.size());
   EXPECT_EQ(c->steps, 4u);  // the program's 3 optimizer steps and the one that runs until it exits
   EXPECT_GT(c->hooks_ns(), 0);
-  EXPECT_LT(c->hooks_ns(), c->span_ns);  // the hooks run inside the steps
+  EXPECT_LT(c->hooks_ns(), c->span_ns);  // the hooks run inside the recording
+  EXPECT_GT(c->step_ns, 0);
+  EXPECT_GT(c->share(), 0.0);
+  EXPECT_LT(c->share(), 1.0);
 
   // The same line after the run and in `memrec info`.
   std::string line = cost_text(*c);

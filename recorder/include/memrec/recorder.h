@@ -65,6 +65,8 @@ struct RecorderOptions {
   bool cuda = true;            // hook the CUDA caching allocator (CUDA builds, when a GPU is present)
   bool ops = true;             // aten op scopes through at::RecordFunction
   bool user_ops = false;       // ... and record_function() blocks (torch.compile's "Torch-Compiled Region: 0/0")
+  bool ops_on_chosen_steps = false;  // op scopes on the kernels' steps only (kernel_first_steps, then every
+                                     // kernel_every-th): RecordFunction's machinery costs every aten op while on
   bool module_scopes = false;  // module scopes (open_scope, ScopeKind::module) keep the autograd nodes their call
                                // makes, and backward runs each node inside the module scopes of its call
   StackCapture capture = StackCapture::automatic;
