@@ -112,12 +112,12 @@ double median(std::vector<int64_t> v) {
 // One site's blocks that stay live across a step start.
 struct SiteSpans {
   struct Change {
-    uint32_t step;          // an index into the steps: live bytes and blocks change at its start
+    uint32_t step;  // an index into the steps: live bytes and blocks change at its start
     int64_t bytes, blocks;
   };
   std::vector<Change> changes;
   uint32_t first = UINT32_MAX;  // the first step index one of its blocks outlived
-  uint32_t example = kNoEvent;                        // the largest such block
+  uint32_t example = kNoEvent;  // the largest such block
   uint64_t example_size = 0;
 };
 
@@ -169,7 +169,8 @@ void file_blocks(const Replay& r, const Window& w, SiteTable& sites) {
       while (next < n && w.starts[next] <= a) ++next;
     uint32_t k0 = a == kNoEvent ? 0 : next;
     if (k0 < n && f != kNoEvent && f < w.starts[k0]) continue;  // freed within its step: most blocks
-    auto k1 = static_cast<uint32_t>(f == kNoEvent ? n : std::upper_bound(w.starts.begin(), w.starts.end(), f) - w.starts.begin());
+    auto k1 = f == kNoEvent ? n
+                            : static_cast<uint32_t>(std::upper_bound(w.starts.begin(), w.starts.end(), f) - w.starts.begin());
     if (k1 <= std::max<uint32_t>(k0, static_cast<uint32_t>(w.settled))) continue;
     SiteSpans& site = sites.of(id);
     uint64_t size = r.size_of(id);

@@ -51,7 +51,6 @@ std::string header_line(const TopDocument& doc, const Header& header) {
   std::string line = fmt::format("memrec top  {}  device {}  {} events over {}", header.file, r.device(), r.steps(),
                                  format_duration(doc.duration_ns));
   if (header.follow) line += doc.snapshot->complete ? "  following (the file is complete)" : "  following";
-  if (!doc.growth.empty()) line += "  " + doc.growth;
   return line;
 }
 
@@ -119,6 +118,7 @@ std::vector<std::string> top_lines(const TopDocument& doc, const Series& series,
   std::vector<std::string> lines = {header_line(doc, header)};
   for (std::string& l : chart_lines(doc, series, axis, step, screen)) lines.push_back(std::move(l));
   lines.push_back(instant_line(doc, step));
+  if (!doc.growth.empty()) lines.push_back("growth across steps: " + doc.growth);
   lines.push_back("");
   size_t rows = std::max(screen.height - static_cast<int>(lines.size()) - 2, 0);
   for (std::string& l : group_lines(doc, step, kGroupings[state.grouping], rows)) lines.push_back(std::move(l));

@@ -100,6 +100,28 @@ TEST(Growth, AConcatenatedBufferGrowsByWhatEachStepAdds) {
       EXPECT_NEAR(group["live_at_end"].get<double>(), kKept * (kSteps - 1), kKept * 0.05) << group.dump(1);
 }
 
+// PyTorch's own snapshots have no step scopes: the same run exported to a pickle without its step and phase
+// annotations has its steps inferred from the frames' phases, one a forward after an optimizer step.
+TEST(Growth, APickleWithoutStepsHasThemInferredFromItsPhases) {
+  TempDir dir;
+  record("list", dir / "list.memrec");
+  auto exported = test::memrec("export " + quote(dir / "list.memrec") + " -o " + quote(dir / "list.pickle"));
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  auto strip = run_command(std::string(MEMREC_TEST_PYTHON) + " -c " + quote(
+      "import pickle, sys; d = pickle.load(open(sys.argv[1], \"rb\")); "
+      "d[\"external_annotations\"] = [a for a in d[\"external_annotations\"] "
+      "if a.get(\"memrec_kind\") not in (\"step\", \"phase\")]; "
+      "pickle.dump(d, open(sys.argv[2], \"wb\"), protocol=4)") + " " + quote(dir / "list.pickle") + " " + quote(dir / "bare.pickle"));
+  ASSERT_EQ(strip.exit_code, 0) << strip.output;
+  auto r = test::memrec("growth --json " + quote(dir / "bare.pickle"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json g = json::parse(r.output);
+  EXPECT_TRUE(g["inferred_steps"].get<bool>()) << g.dump(1);
+  EXPECT_EQ(g["steps"].size(), kSteps) << "one forward after each optimizer step, the first after none";
+  EXPECT_EQ(g["verdict"], "grows") << g.dump(1);
+  EXPECT_NEAR(bytes_per_step_at(g, line_of("# grows: list")), kKept, kKept * 0.05) << g.dump(1);
+}
+
 TEST(Growth, TheProjectionFillsTheGivenMemoryAtTheSlope) {
   constexpr uint64_t kMemory = 64ull << 20;
   json g = growth_of("list", "--device-memory " + std::to_string(kMemory));

@@ -142,6 +142,31 @@ TEST(Top, FollowShowsTheFileAsItGrows) {
   t.wait_for("EXITED 0");
 }
 
+// Eight steps of 1 MiB kept for ever, each beside a 1 MiB temporary, on a device of 100 MiB: step k starts with k MiB
+// and peaks at k + 2 MiB, so at the slope the first step past 100 MiB is step 99.
+TEST(Top, FollowShowsTheSlopeAcrossSteps) {
+  test::TempDir dir;
+  constexpr uint64_t kMiB = 1 << 20;
+  Snapshot s;
+  s.metadata["device.0.total_memory"] = std::to_string(100 * kMiB);
+  std::vector<Scope> scopes{Scope{}};
+  for (int64_t k = 0; k < 8; ++k) {
+    int64_t t0 = 1000 + k * 1000;
+    scopes.push_back(Scope{t0, t0 + 1000, s.strings.intern("step " + std::to_string(k)), 0, ScopeKind::step, 0});
+    uint64_t temporary = 0x100000000ull + uint64_t(k) * 4 * kMiB, kept = temporary + 2 * kMiB;
+    s.events.push_back(Event{.time_ns = t0 + 100, .addr = temporary, .size = kMiB, .action = Action::alloc});
+    s.events.push_back(Event{.time_ns = t0 + 200, .addr = kept, .size = kMiB, .action = Action::alloc});
+    s.events.push_back(Event{.time_ns = t0 + 300, .addr = temporary, .size = kMiB, .action = Action::free_requested});
+  }
+  s.scopes.assign(scopes);
+  write_file(s, dir / "leak.memrec");
+  Tmux t(top_command("--follow " + quote(dir / "leak.memrec")));
+  std::string pane = t.wait_for("following (the file is complete)");
+  EXPECT_EQ(line_of(pane, "growth across steps: "), "growth across steps: +1.00 MiB a step, full at step 99") << pane;
+  t.keys("q");
+  t.wait_for("EXITED 0");
+}
+
 TEST(Top, RefusesToRunWithoutATerminal) {
   auto r = test::memrec("top " + quote(kRun) + " < /dev/null");
   EXPECT_EQ(r.exit_code, 1) << r.output;
