@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -272,12 +273,11 @@ void growth_advice(const Run& run, std::optional<uint64_t> memory, Advise& out) 
     return;
   }
   if (g.verdict == GrowthVerdict::too_few_steps) {
-    out.not_assessed.push_back(fmt::format("growth: {} steps after the warm-up, fewer than the {} that tell growth "
+    auto settled = std::count_if(g.steps.begin(), g.steps.end(),
+                                 [&](const GrowthStep& st) { return st.step >= g.settled_from.value_or(0); });
+    out.not_assessed.push_back(fmt::format("growth: {} step{} after the warm-up, fewer than the {} that tell growth "
                                            "from noise",
-                                           std::count_if(g.steps.begin(), g.steps.end(), [&](const GrowthStep& st) {
-                                             return st.step >= g.settled_from.value_or(0);
-                                           }),
-                                           kGrowthMinSteps));
+                                           settled, settled == 1 ? "" : "s", kGrowthMinSteps));
     return;
   }
   int64_t origin = run.r.time_of(kNoEvent), step_start = INT64_MIN;
@@ -342,8 +342,8 @@ void grads_outside_backward(const Run& run, Advise& out) {
   out.advice.push_back(std::move(a));
 }
 
-// The optimizer step's own temporaries where the peak is inside it: foreach implementations hold a copy per
-// parameter group at once.
+// The optimizer step's own temporaries where the peak is inside it and the step is a multi-tensor (foreach) one,
+// which holds a temporary per parameter at once.
 void optimizer_temporaries(const Run& run, Advise& out) {
   uint32_t phase = run.phases.at(run.peak_ns());
   if (!phase || run.phases.kind(phase) != PhaseKind::optimizer) return;
@@ -353,7 +353,11 @@ void optimizer_temporaries(const Run& run, Advise& out) {
     return run.categories[id] == Category::temporary && run.r.alloc_steps()[id] != kNoEvent &&
            run.r.time_of(run.r.alloc_steps()[id]) >= start;
   }, evidence);
-  if (bytes == 0) return;
+  // Only a multi-tensor (foreach) step holds a temporary per parameter at once; a per-parameter loop is the fix.
+  bool foreach = std::any_of(evidence.begin(), evidence.end(), [](const Evidence& e) {
+    return e.what.find("_multi_tensor") != std::string::npos || e.what.find("foreach") != std::string::npos;
+  });
+  if (bytes == 0 || !foreach) return;
   std::string opt = optimizer_or(run.s, run.r.device(), "the optimizer");
   std::string fix = run.cpu ? "foreach=False" : "fused=True (or foreach=False)";
   Advice a = counted(AdviceKind::optimizer_temporaries,
@@ -391,7 +395,11 @@ void duplicate_parameters(const Run& run, Advise& out) {
     if (row == kNoOwner || run.s.owners[row].kind != OwnerKind::parameter) continue;
     std::string name = run.s.strings[run.s.owners[row].name];
     size_t dot = name.find('.');
-    if (dot == std::string::npos) continue;
+    // A model's own children ("0.weight", "2.weight" of an nn.Sequential) are no copies: the first part must be a
+    // name, the rest a module path with its parameter.
+    if (dot == std::string::npos || std::isdigit(static_cast<unsigned char>(name[0])) ||
+        name.find('.', dot + 1) == std::string::npos)
+      continue;
     auto [it, fresh] = first.try_emplace({name.substr(dot + 1), run.r.size_of(id)}, name);
     if (fresh || it->second.substr(0, it->second.find('.')) == name.substr(0, dot)) continue;
     copies[fmt::format("{} copies {}", name.substr(0, dot), it->second.substr(0, it->second.find('.')))] +=

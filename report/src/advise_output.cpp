@@ -80,7 +80,7 @@ std::string advise_html(const Advise& a) {
                        "<td>{}</td></tr>",
                        html_escape(x.change), saves, after, to_string(x.method));
     for (const Evidence& e : x.evidence)
-      out += fmt::format("<tr class=\"single\"><td class=\"key\">&nbsp;&nbsp;{}</td><td class=\"num\">{}</td>"
+      out += fmt::format("<tr class=\"evidence\"><td class=\"key\">&nbsp;&nbsp;{}</td><td class=\"num\">{}</td>"
                          "<td></td><td></td></tr>",
                          html_escape(e.what), format_bytes(e.bytes));
   }
