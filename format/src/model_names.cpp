@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace memrec {
@@ -41,29 +42,34 @@ std::string model_path(std::string_view name, bool data_parallel) {
 }
 
 void name_modules_by_model_path(Snapshot& s) {
-  // Per scope, in id order (a parent's id is lower): its new name id and its outermost module scope's raw name.
+  std::unordered_map<uint64_t, uint32_t> renamed;  // (name id, under data parallel) -> the model path's id
+  auto path_of = [&](uint32_t raw, bool data_parallel) {
+    auto [it, fresh] = renamed.try_emplace(uint64_t{raw} << 1 | data_parallel, 0);
+    if (fresh) it->second = s.strings.intern(model_path(std::string(s.strings[raw]), data_parallel));
+    return it->second;
+  };
+  // Per module scope, in id order (a parent's id is lower): its new name id and its outermost module scope's id.
   std::vector<uint32_t> name(s.scopes.size(), 0), root(s.scopes.size(), 0);
   bool data_parallel = false;
   for (uint32_t id = 1; id < s.scopes.size(); ++id) {
     Scope sc = s.scopes[id];
     if (sc.kind != ScopeKind::module) continue;
     uint32_t parent = sc.parent < id ? enclosing_scope_id(s, sc.parent, ScopeKind::module) : 0;
-    const std::string raw = s.strings[sc.name];
     if (parent == 0) {  // a root: its class name, or the wrapper's around the whole model
       name[id] = sc.name, root[id] = id;
-      data_parallel |= is_data_parallel(raw);
+      data_parallel |= is_data_parallel(s.strings[sc.name]);
       continue;
     }
     root[id] = root[parent];
-    std::string path = raw == kGraphPiece ? std::string{} : model_path(raw, is_data_parallel(s.strings[s.scopes[root[id]].name]));
-    name[id] = path.empty() ? (raw == kGraphPiece ? name[parent] : name[root[id]]) : s.strings.intern(path);
+    bool piece = s.strings[sc.name] == kGraphPiece;
+    uint32_t path = piece ? 0 : path_of(sc.name, is_data_parallel(s.strings[s.scopes[root[id]].name]));
+    name[id] = path != 0 ? path : piece ? name[parent] : name[root[id]];  // id 0: the empty string
     if (name[id] != sc.name) s.scopes.update(id, [&](Scope& x) { x.name = name[id]; });
   }
   for (size_t i = 0; i < s.owners.size(); ++i) {
-    Owner o = s.owners[i];
-    Owner renamed = o;
-    renamed.name = s.strings.intern(model_path(s.strings[o.name], data_parallel));
-    if (o.module) renamed.module = s.strings.intern(model_path(s.strings[o.module], data_parallel));
+    Owner o = s.owners[i], renamed = o;
+    renamed.name = path_of(o.name, data_parallel);
+    if (o.module) renamed.module = path_of(o.module, data_parallel);
     if (!(renamed == o)) s.owners.set(i, renamed);
   }
 }
