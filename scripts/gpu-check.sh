@@ -195,7 +195,7 @@ python_record() {
     { tail -30 /tmp/prof.log; return 1; }
   grep -E "memrec|profiler kernels|CUPTI" /tmp/prof.log
   "$MEMREC" info /tmp/prof.memrec 2>&1 | grep -E "events|kernels"
-  "$MEMREC" info /tmp/prof.memrec 2>&1 | grep -q "kernels not traced from .*: the program's profiler held CUPTI"
+  "$MEMREC" info /tmp/prof.memrec 2>&1 | grep "kernels not traced from .*: the program's profiler held CUPTI" > /dev/null
   if grep -q "CUPTI_ERROR\|activities will be missing" /tmp/prof.log; then return 1; fi
   grep -q "profiler kernels [1-9]" /tmp/prof.log
   "$MEMREC" record --force -o /tmp/ranks.memrec -- torchrun --nproc-per-node 2 examples/train.py --steps 2 --device cpu \

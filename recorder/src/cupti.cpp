@@ -455,8 +455,9 @@ void cupti_start(bool kernels, bool memory, uint32_t kernel_first_steps, uint32_
   if (subscribed && !memory) stop_calls();  // only asked whether CUPTI was free
   try {
     take_activity(s);
-  } catch (...) {  // leave nothing half-enabled
+  } catch (...) {  // leave nothing half-enabled, and the subscription free for the program's profiler
     give_activity(s);
+    stop_calls();
     s.active = false;
     throw;
   }
