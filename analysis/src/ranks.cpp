@@ -351,6 +351,7 @@ void find_divergence(RankSet& set, size_t k) {
   set.delta_peak_allocated = int64_t(f.peak_allocated.bytes) - int64_t(m.peak_allocated.bytes);
   set.delta_peak_reserved = int64_t(f.peak_reserved.bytes) - int64_t(m.peak_reserved.bytes);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return distance(a) > distance(b); });
+  std::stable_partition(order.begin(), order.end(), [&](size_t i) { return i == furthest; });  // first among ties
   for (size_t i : order) {
     if (i == median || set.outliers.size() == k) continue;
     set.outliers.push_back({i, int64_t(peak(i)) - int64_t(peak(median)), against_collective(set, i)});

@@ -19,7 +19,7 @@ using namespace format_detail;
 namespace {
 
 // The end of a file, where the footer and (usually) the summary lie: read at once.
-constexpr size_t kTailBytes = 64 << 10;
+constexpr size_t kTailBytes = 16 << 10;
 constexpr uint32_t kFooterRaw = 9 * sizeof(uint64_t);  // totals, the last index, the summary
 
 struct Footer {

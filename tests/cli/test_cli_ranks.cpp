@@ -55,6 +55,7 @@ TEST(CliRanks, StatsByRankText) {
   for (size_t at; (at = r.output.find(dir)) != std::string::npos;) r.output.replace(at, dir.size(), "DIR/");
   EXPECT_EQ(r.output,
             "3 ranks on one time axis: the ranks ran on one host (h) and share its clock\n"
+            "3 of them read whole: their files hold no summary (written before memrec kept one, or cut short)\n"
             "\n"
             "  rank  peak allocated          at   peak reserved          at  step / phase            OOMs  file\n"
             "   0         20.00 MiB     +240 ns       64.00 MiB       +0 ns  step 0 / forward           0  DIR/r.rank0.memrec\n"
@@ -71,6 +72,9 @@ TEST(CliRanks, StatsByRankText) {
             "\n"
             "rank 2 against rank 1 at their peaks, by category (1 groups changed):\n"
             "      +3.00 MiB    16.00 MiB -> 19.00 MiB    activation\n"
+            "\n"
+            "rank 2 against rank 1 at their peaks, by owner (1 groups changed):\n"
+            "      +3.00 MiB    20.00 MiB -> 23.00 MiB    <none>\n"
             "\n"
             "rank 2 against rank 1 at their peaks, by stack (1 groups changed):\n"
             "      +3.00 MiB    20.00 MiB -> 23.00 MiB    <no stack>\n");
