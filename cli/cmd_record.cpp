@@ -255,7 +255,8 @@ void finish(const fs::path& file, const fs::path& out, const Destination& d, con
                s.complete ? "" : " kept (the process ended before memrec finished its file)",
                format_bytes(replay.peak_allocated().bytes),
                s.metadata.count("device.0.type") ? " on " + s.metadata.at("device.0.type") : "");
-    if (std::optional<RecordingCost> c = recording_cost(s); cost && c) fmt::print(stderr, "{}", cost_text(*c));
+    if (std::optional<RecordingCost> c = cost ? recording_cost(s) : std::nullopt)
+      fmt::print(stderr, "{}", cost_text(*c));
     for (const auto& [key, note] : s.metadata)  // what the recorder repaired in the process (metadata notes.*)
       if (key.starts_with("notes.")) fmt::print(stderr, "memrec: note: {}: {}\n", out.string(), note);
     if (auto kernels = s.metadata.find("recorder.kernels"); kernels != s.metadata.end() && kernels->second.starts_with("off: "))

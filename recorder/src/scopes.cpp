@@ -262,7 +262,7 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   return nullptr;
 }
 
-// The op ending is the innermost entry but where a user scope opened inside it is still open.
+// The op ending is the innermost entry, unless a user scope opened inside it is still open.
 void on_op_end(const at::RecordFunction&, at::ObserverContext*) {
   Stack& s = stack();
   HookTimer timer(HookKind::op, s.op_calls);
