@@ -270,9 +270,12 @@ void check_at_once(const std::vector<RankRecording>& ranks) {
 // Points two ranks both recorded: each collective's end (all ranks leave it together), else each step's start.
 using Points = std::map<std::pair<std::string, uint64_t>, int64_t>;
 
+// Those inside the training loop when it recorded one: the set-up's (DDP's first broadcast) follow each process's
+// start, which ranks reach seconds apart.
 Points collective_points(const RankRecording& r) {
   Points out;
-  for (const Collective& c : r.collectives) out[{c.name, c.seq}] = c.end_ns >= 0 ? c.end_ns : c.start_ns;
+  for (const Collective& c : r.collectives)
+    if (!r.first_step_ns || c.start_ns >= *r.first_step_ns) out[{c.name, c.seq}] = c.end_ns >= 0 ? c.end_ns : c.start_ns;
   return out;
 }
 
