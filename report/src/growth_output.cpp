@@ -68,15 +68,20 @@ std::string too_few_note() {
   return fmt::format("fewer than {} settled steps: too few to tell growth from noise", kGrowthMinSteps);
 }
 
-// A line through each step start's value, `style` its stroke.
+// A line through the step starts' values, `style` its stroke: one point per step, or with many steps the highest of
+// each of 240 runs of them, so that the page does not grow with the run.
 std::string polyline(const GrowthResult& g, uint64_t GrowthStep::*value, uint64_t top, std::string_view style) {
   constexpr double kW = 480, kH = 120;
-  size_t n = g.steps.size();
-  std::string points;
-  for (size_t i = 0; i < n; ++i)
-    points += fmt::format("{:.1f},{:.1f} ", n > 1 ? kW * double(i) / double(n - 1) : kW / 2,
-                          kH - kH * double(g.steps[i].*value) / double(top));
-  return fmt::format("<polyline points=\"{}\" fill=\"none\" {}/>", points, style);
+  constexpr size_t kPoints = 240;
+  size_t n = g.steps.size(), points = std::min(n, kPoints);
+  std::string out;
+  for (size_t c = 0; c < points; ++c) {
+    uint64_t v = 0;
+    for (size_t i = c * n / points; i < (c + 1) * n / points; ++i) v = std::max(v, g.steps[i].*value);
+    out += fmt::format("{:.1f},{:.1f} ", points > 1 ? kW * double(c) / double(points - 1) : kW / 2,
+                       kH - kH * double(v) / double(top));
+  }
+  return fmt::format("<polyline points=\"{}\" fill=\"none\" {}/>", out, style);
 }
 
 // Allocated (solid) and, where there is any, reserved (dashed) at each step start; the warm-up shaded.
