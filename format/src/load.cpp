@@ -45,15 +45,17 @@ Snapshot read_any(const std::string& path, const std::optional<Range>& range) {
 
 // The windows the recorder did not trace CUPTI's records in (recorder.cupti_gaps, written by recorder/src/cupti.cpp:
 // [{"what", "from_ns", "to_ns" or null while open at the end, "why"}]), as notes timed from the first event:
-// "kernels not traced from +2.1 s to +3.4 s: the program's profiler held CUPTI".
+// "kernels not traced from +2.1 s to +3.4 s: the program's profiler held CUPTI" ("from the start" when the window
+// opened before the first event).
 void add_gap_notes(Snapshot& s) {
   auto it = s.metadata.find("recorder.cupti_gaps");
   if (it == s.metadata.end()) return;
   nlohmann::json gaps = nlohmann::json::parse(it->second, nullptr, false);
   if (!gaps.is_array()) return s.warnings.push_back("recorder.cupti_gaps is not a list: " + it->second);
   int64_t origin = s.events.empty() ? 0 : s.events.front().time_ns;
-  auto at = [&](const nlohmann::json& ns) {
-    return fmt::format("+{:.1f} s", double(ns.get<int64_t>() - origin) / 1e9);
+  auto at = [&](const nlohmann::json& ns) {  // a window opened before the first event began with the recording
+    int64_t t = ns.get<int64_t>();
+    return t <= origin ? std::string("the start") : fmt::format("+{:.1f} s", double(t - origin) / 1e9);
   };
   auto field = [](const nlohmann::json& g, const char* key) { return g.value(key, nlohmann::json()); };
   for (const nlohmann::json& g : gaps) {

@@ -38,6 +38,12 @@ TEST(CuptiGaps, EachWindowIsANoteFromTheFirstEvent) {
   EXPECT_EQ(notes[1], "device memory calls not traced from +2.1 s to the end: the program's profiler held CUPTI");
 }
 
+TEST(CuptiGaps, AWindowOpenedBeforeTheFirstEventIsFromTheStart) {
+  auto notes = notes_of(R"([{"what":"kernels","from_ns":900000000,"to_ns":1200000000,"why":"held"}])");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "kernels not traced from the start to +0.2 s: held");
+}
+
 TEST(CuptiGaps, AMalformedListIsSaidNotThrown) {
   auto notes = notes_of("{not json");
   ASSERT_EQ(notes.size(), 1u);
