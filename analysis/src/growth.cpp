@@ -117,6 +117,7 @@ struct SiteSpans {
   };
   std::vector<Change> changes;
   uint32_t first = UINT32_MAX;  // the first step index one of its blocks outlived
+  std::vector<uint32_t> ids;    // the blocks that outlived their step
   uint32_t example = kNoEvent;  // the largest such block
   uint64_t example_size = 0;
 };
@@ -178,6 +179,7 @@ void file_blocks(const Replay& r, const Window& w, SiteTable& sites) {
     if (k1 < n) site.changes.push_back({k1, -static_cast<int64_t>(size), -1});
     if (a == kNoEvent || k0 == 0) continue;  // allocated before the first step
     site.first = std::min(site.first, k0 - 1);
+    site.ids.push_back(id);
     if (size > site.example_size) site.example = id, site.example_size = size;
   }
 }
@@ -208,6 +210,7 @@ GrowingGroup growing_group(const Snapshot& s, const Replay& r, const SiteSpans& 
   g.blocks_per_step = slope(series.blocks);
   g.first_step = site.first == UINT32_MAX ? steps[w.settled].step : steps[site.first].step;
   g.live_at_end = static_cast<uint64_t>(series.bytes.back());
+  g.blocks = site.ids;
   if (site.example == kNoEvent) return g;
   Allocation a = r.allocation(site.example);
   uint32_t row = r.has_owners() ? r.owner_of(site.example) : kNoOwner;

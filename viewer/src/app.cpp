@@ -298,6 +298,11 @@ void App::draw_panels(float height) {
       ImGui::EndChild();
       ImGui::EndTabItem();
     }
+    if (tab("growth", Focus::growth)) {
+      if (content("growth")) growth_.draw(doc, state_);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
     ImGui::EndTabBar();
   }
   ImGui::TableNextColumn();
@@ -364,7 +369,7 @@ nlohmann::json attribution_layout(const Document& doc, ViewState& st) {
 void print_layout(App& app, const std::string& png, int height) {
   const ColumnGrid& g = app.timeline().grid();
   ViewState& st = app.state();
-  static constexpr const char* kFocus[] = {"timeline", "flame", "segments", "modules"};
+  static constexpr const char* kFocus[] = {"timeline", "flame", "segments", "modules", "growth"};
   nlohmann::json out = {
       {"png", png},
       {"view", kFocus[static_cast<int>(st.focus)]},
@@ -383,6 +388,7 @@ void print_layout(App& app, const std::string& png, int height) {
   if (st.focus == Focus::flame) out["flame"] = flame_layout(app.flame());
   if (st.focus == Focus::modules) out["modules"] = flame_layout(app.modules());
   if (st.focus == Focus::segments) out["segments"] = segments_layout(app);
+  if (st.focus == Focus::growth) out["growth"] = app.growth().layout();
   if (app.doc().ranks) out["ranks"] = app.ranks().layout(*app.doc().ranks);
   if (app.doc().ghost) out["ghost"] = app.timeline().ghost_layout(app.doc());
   fmt::print("{}\n", out.dump());
@@ -404,8 +410,9 @@ Aim parse_aim(const Options& o) {
   if (o.view == "flame") aim.focus = Focus::flame;
   else if (o.view == "segments") aim.focus = Focus::segments;
   else if (o.view == "modules") aim.focus = Focus::modules;
+  else if (o.view == "growth") aim.focus = Focus::growth;
   else if (!o.view.empty() && o.view != "timeline")
-    throw Error("--view wants timeline, flame, segments or modules, got '" + o.view + "'");
+    throw Error("--view wants timeline, flame, segments, modules or growth, got '" + o.view + "'");
   static const std::pair<const char*, Grouping> kTrees[] = {
       {"stack", Grouping::stack_top_down}, {"stack-bottom-up", Grouping::stack_bottom_up},
       {"op", Grouping::op}, {"module", Grouping::module}, {"phase", Grouping::phase}};

@@ -35,6 +35,12 @@ uint32_t category_color(Category c) {
                                                                    0xFF8A6BD9u, 0xFF3FC1C9u, 0xFF707070u};
   return kColors[static_cast<size_t>(c)];
 }
+uint32_t growth_color(size_t site) {
+  // Saturated hues (ABGR) that stand out from the dimmed bands and differ from the line and marker colors.
+  static constexpr std::array<uint32_t, kGrowthColors> kColors = {0xFF30FF30u, 0xFFFF30FFu, 0xFFFFFF30u,
+                                                                  0xFF80FFFFu, 0xFF3080FFu, 0xFFFF8030u};
+  return kColors[site % kGrowthColors];
+}
 uint32_t name_color(uint32_t string_id) { return kPalette[2 * (spread(string_id * 2654435761u + 1) % (kPalette.size() / 2))]; }
 
 }  // namespace memrec::viewer

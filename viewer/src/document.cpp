@@ -157,8 +157,9 @@ void ViewState::regroup(const Document& doc) {
   ++attribution_version;
 }
 
-void ViewState::set_highlight(std::vector<uint8_t> marks, std::string reason) {
+void ViewState::set_highlight(std::vector<uint8_t> marks, std::string reason, std::vector<uint32_t> palette) {
   highlight = std::move(marks);
+  highlight_palette = std::move(palette);
   highlight_reason = std::move(reason);
   ++highlight_version;
 }

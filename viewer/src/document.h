@@ -66,7 +66,7 @@ struct Document {
 
 // The view the bottom panel shows (and a screenshot aims at): the attribution table, the flame graph of the same
 // memory, the segment history, or the module view.
-enum class Focus : uint8_t { timeline, flame, segments, modules };
+enum class Focus : uint8_t { timeline, flame, segments, modules, growth };
 
 struct ViewState {
   // Visible time range in nanoseconds after the first event (doubles of absolute clock values would round to
@@ -92,6 +92,8 @@ struct ViewState {
   uint32_t selected_node = 0;              // in attribution; 0 = none
   // Per allocation: drawn bright when set, the rest dimmed. Empty: nothing highlighted.
   std::vector<uint8_t> highlight;
+  // Set: a mark k draws its block in highlight_palette[k - 1] instead of the block's own color.
+  std::vector<uint32_t> highlight_palette;
   std::string highlight_reason;
   uint64_t highlight_version = 0;  // changes whenever `highlight` does, so cached pixels are redrawn
 
@@ -108,7 +110,7 @@ struct ViewState {
   void group(const Document& doc);
   // Regroups the memory live at the instant after `grouping` or `flat` changed.
   void regroup(const Document& doc);
-  void set_highlight(std::vector<uint8_t> marks, std::string reason);
+  void set_highlight(std::vector<uint8_t> marks, std::string reason, std::vector<uint32_t> palette = {});
   void clear_highlight();
 };
 

@@ -189,7 +189,8 @@ void TimelineView::paint_column(const Document& doc, const ViewState& state, int
       c = kPlotBackground;
       if (id != kNone) {
         c = band_color(doc.replay->stack_of(id), id);
-        if (highlighting && !state.highlight[id]) c = dim(c);
+        if (uint8_t mark = highlighting ? state.highlight[id] : 1; !mark) c = dim(c);
+        else if (highlighting && !state.highlight_palette.empty()) c = state.highlight_palette[mark - 1];
       }
     }
     image_.at(i, rows - 1 - r) = c;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "document.h"
+#include "memrec/growth.h"
 
 namespace memrec::viewer {
 
@@ -279,11 +280,39 @@ class RanksView {
 // Loads the ranks (memrec/ranks.h) and opens the one furthest from the median as the document.
 std::unique_ptr<Document> open_ranks(const std::vector<std::string>& paths, std::optional<uint8_t> device);
 
+// The growth tab (growth_view.cpp): `memrec growth`'s baseline at each step's start, its slope and its growing
+// sites; while it is shown, each growing site's blocks that outlived their step are drawn on the timeline in the
+// site's color, the rest dimmed.
+class GrowthView {
+ public:
+  void draw(const Document& doc, ViewState& state);
+  // {"verdict", "steps", "marked" (blocks), "chart": {"x", "y", "w", "h"}, "legend": [{"site", "bytes_per_step",
+  // "blocks", "color" (ABGR), "x", "y", "size" (the swatch)}]}; null before the tab was drawn.
+  nlohmann::json layout() const;
+
+ private:
+  void update(const Document& doc);
+  void mark(const Document& doc, ViewState& state);
+  void draw_chart(const GrowthResult& g);
+  void draw_legend(const GrowthResult& g);
+
+  std::optional<GrowthResult> result_;
+  uint64_t doc_id_ = 0;  // what the result was made of: Document::id and device
+  uint8_t device_ = 0;
+  uint64_t marked_version_ = ~0ull;  // the highlight_version our marks were set at
+  size_t marked_ = 0;
+  ImVec4 chart_{};  // x, y, w, h
+  std::vector<ImVec2> swatches_;  // per legend row
+};
+
 void draw_status_bar(const Document& doc, const ViewState& state, float frame_ms);
 
 // Hash-based color for names (kernels, scopes) so one name keeps one color.
 uint32_t name_color(uint32_t string_id);
 // One color per category (the module view's boxes and legend).
 uint32_t category_color(Category c);
+// One color per growing site, in the growth tab's order; they repeat after kGrowthColors sites.
+inline constexpr size_t kGrowthColors = 6;
+uint32_t growth_color(size_t site);
 
 }  // namespace memrec::viewer

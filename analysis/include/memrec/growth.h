@@ -36,6 +36,7 @@ struct GrowingGroup {
   uint64_t first_step = 0;    // the first step one of its blocks outlived
   uint64_t live_at_end = 0;   // its bytes live at the last step's start (the last step runs to the program's exit)
   std::vector<std::string> stack;  // the frames the user reads of that block's stack (user_frames), innermost first
+  std::vector<uint32_t> blocks;    // its blocks that outlived their step: ids in Replay(s, device).allocations()
 };
 
 enum class GrowthVerdict : uint8_t { grows, steady, too_few_steps };
