@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -132,16 +133,32 @@ struct AllocatorBase {
   uint64_t reserved = 0;
 };
 
+// The layers a program can wrap: all but those whose forward holds another layer's (the root module, "transformer"
+// around "transformer.h.0"), as wrapping one of those recomputes the layers inside it too.
+std::vector<std::string> wrappable_layers(const CheckpointPredictor& cp) {
+  std::vector<CheckpointPredictor::Forward> f = cp.forwards();
+  std::sort(f.begin(), f.end(), [](const auto& a, const auto& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  std::set<std::string> containers;  // passes nest: the one starting next inside a pass lies in it
+  for (size_t i = 0; i + 1 < f.size(); ++i)
+    if (f[i + 1].start_ns <= f[i].end_ns && f[i + 1].layer != f[i].layer) containers.insert(f[i].layer);
+  std::vector<std::string> out;
+  for (const std::string& layer : cp.layers())
+    if (!containers.contains(layer)) out.push_back(layer);
+  return out;
+}
+
 class CheckpointLever {
  public:
   CheckpointLever(const Run& run, const CheckpointPredictor& cp, const std::optional<AllocatorBase>& base)
-      : run_(run), cp_(cp), base_(base) {}
+      : run_(run), cp_(cp), base_(base), all_(wrappable_layers(cp)) {}
 
   // Every layer, and the layers with the best saving per recompute cost.
   void add(Advise& out) {
     bool traced = false;
     std::map<std::string, int64_t> cost = recompute_costs(run_.s, run_.r.device(), cp_, traced);
-    std::vector<std::string> all = cp_.layers();
+    const std::vector<std::string>& all = all_;
     std::map<std::string, uint64_t> alone;
     for (const std::string& layer : all) alone[layer] = cp_.predict({layer}).saving;
     auto ratio = [&](const std::string& l) { return double(alone[l]) / double(std::max<int64_t>(cost[l], 1)); };
@@ -161,8 +178,9 @@ class CheckpointLever {
                                 cost, traced, alone));
   }
 
-  // Every layer's history, for the combined prediction.
-  Snapshot all_layers() const { return cp_.history({}); }
+  // Every wrappable layer, and their history for the combined prediction.
+  const std::vector<std::string>& every_layer() const { return all_; }
+  Snapshot all_layers() const { return cp_.history(all_); }
 
  private:
   // "layers.0, layers.1, layers.2", or "layers.0, layers.1, … layers.11 (12 layers)" for many.
@@ -217,6 +235,7 @@ class CheckpointLever {
   const Run& run_;
   const CheckpointPredictor& cp_;
   const std::optional<AllocatorBase>& base_;
+  std::vector<std::string> all_;
 };
 
 // ---- allocator settings ----
@@ -242,9 +261,11 @@ std::optional<Advice> allocator_advice(const Run& run, const AllocatorBase& base
   Advice a = made(AdviceKind::allocator,
                   fmt::format("set PYTORCH_CUDA_ALLOC_CONF={} (the run used {})", best->settings, settings_name(base.own)),
                   AdviceMethod::replayed);
+  // Settings move no tensor, so the allocated peak stays the recorded one (the model's counts block bytes, each
+  // request rounded up to 512 B, a little above the recorded requested bytes).
   a.saves.reserved = *best->saving;
-  a.saves.allocated = static_cast<int64_t>(run.peak.allocated) - static_cast<int64_t>(best->allocated_peak);
-  a.peak_after = {best->allocated_peak, static_cast<uint64_t>(static_cast<int64_t>(*run.peak.reserved) - *best->saving)};
+  a.peak_after = {run.peak.allocated,
+                  static_cast<uint64_t>(static_cast<int64_t>(*run.peak.reserved) - *best->saving)};
   AllocatorPrediction own = predict_allocator(run.s, run.r, base.own, base.memory);
   a.evidence.push_back({fmt::format("free in segments at the reserved peak under {}", settings_name(base.own)),
                         own.free_at_peak});
@@ -305,6 +326,30 @@ void growth_advice(const Run& run, std::optional<uint64_t> memory, Advise& out) 
 
 // ---- blocks live at the peak ----
 
+// When the pass holding `t` began: the start of the last forward phase at or before it (every gradient its
+// backward makes comes after, however the backward's phases nest or split), else of the phase holding it, else `t`.
+int64_t current_pass_start(const PhaseIndex& phases, int64_t t) {
+  std::optional<int64_t> forward;
+  for (uint32_t p = 1; p <= phases.size() && phases.start(p) <= t; ++p)
+    if (phases.kind(p) == PhaseKind::forward) forward = phases.start(p);
+  uint32_t phase = phases.at(t);
+  return forward.value_or(phase ? phases.start(phase) : t);
+}
+
+// What zero_grad() does in the recorded torch: "torch 1.13.1's zero_grad()" where the run says its version and it
+// keeps the gradients (before 2.0), else the setting that keeps them.
+std::string zero_grad_default(const Snapshot& s) {
+  for (const char* key : {"python.torch_version", "torch_version"}) {
+    auto it = s.metadata.find(key);
+    if (it == s.metadata.end() || it->second.empty()) continue;
+    const std::string& v = it->second;
+    if (v.size() > 1 && v[1] == '.' && (v[0] == '0' || v[0] == '1'))
+      return fmt::format("torch {}'s zero_grad()", v);
+    break;
+  }
+  return "zero_grad(set_to_none=False)";
+}
+
 // Gradients live at the peak that an earlier backward made: zero_grad() keeps them (set_to_none=False, the default
 // before torch 2.0), or gradient accumulation holds them, through the forward pass. None when the peak is in the
 // optimizer's step, which needs them.
@@ -312,17 +357,15 @@ void grads_outside_backward(const Run& run, Advise& out) {
   uint32_t phase = run.phases.at(run.peak_ns());
   PhaseKind kind = phase ? run.phases.kind(phase) : PhaseKind::none;
   if (kind == PhaseKind::optimizer) return;
-  // Made before this backward began (where the peak is in one), else before the peak.
-  int64_t made_before = kind == PhaseKind::backward || kind == PhaseKind::recompute ? run.phases.start(phase)
-                                                                                     : run.peak_ns();
+  int64_t made_before = current_pass_start(run.phases, run.peak_ns());
   bool stepped = false;  // an optimizer step ran between the oldest held gradient and the peak
   int64_t oldest = INT64_MAX;
   std::vector<Evidence> evidence;
   uint64_t bytes = live_by_site(run, [&](uint32_t id) {
-    if (run.categories[id] != Category::gradient) return false;
-    int64_t t = run.r.time_of(run.r.alloc_steps()[id]);
-    if (run.r.alloc_steps()[id] != kNoEvent && t >= made_before) return false;
-    oldest = std::min(oldest, t);
+    uint32_t made = run.r.alloc_steps()[id];
+    if (run.categories[id] != Category::gradient || made == kNoEvent || run.r.time_of(made) >= made_before)
+      return false;
+    oldest = std::min(oldest, run.r.time_of(made));
     return true;
   }, evidence);
   if (bytes == 0) return;
@@ -331,9 +374,9 @@ void grads_outside_backward(const Run& run, Advise& out) {
                run.phases.end(p) < made_before;
   std::string where = kind == PhaseKind::none ? "at the peak" : fmt::format("at the peak, in {}", to_string(kind));
   std::string change =
-      stepped ? fmt::format("call {}.zero_grad(set_to_none=True) (torch before 2.0 keeps the gradients allocated, "
-                            "zeroed): the gradients are held {}",
-                            optimizer_or(run.s, run.r.device(), "optimizer"), where)
+      stepped ? fmt::format("call {}.zero_grad(set_to_none=True) ({} keeps the gradients allocated, zeroed): the "
+                            "gradients are held {}",
+                            optimizer_or(run.s, run.r.device(), "optimizer"), zero_grad_default(run.s), where)
               : fmt::format("the gradients accumulated over micro-batches are held {}: fewer accumulation steps, "
                             "or gradients kept in lower precision or sharded, free them",
                             where);
@@ -547,7 +590,7 @@ Advise advise(const Snapshot& s, uint8_t device, const AdviseOptions& o) {
   rank(out);
 
   auto every = std::find_if(out.advice.begin(), out.advice.end(), [&](const Advice& a) {
-    return a.kind == AdviceKind::checkpoint && a.layers.size() == cp->layers().size();
+    return a.kind == AdviceKind::checkpoint && a.layers == checkpoint->every_layer();
   });
   bool allocator = std::any_of(out.advice.begin(), out.advice.end(),
                                [](const Advice& a) { return a.kind == AdviceKind::allocator; });

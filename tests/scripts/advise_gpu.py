@@ -59,15 +59,10 @@ def hf_model(torch):
 
 
 def checkpointed(torch, model, layers):
-    """Each named layer's forward run under torch.utils.checkpoint (non-reentrant: keyword arguments pass). memrec
-    names the root module by its class ("GPT"); it and modules holding other named layers ("transformer" around
-    "transformer.h.0") keep their own few activations (outside every child), as wrapping them recomputes the rest."""
+    """Each named layer's forward run under torch.utils.checkpoint (non-reentrant: keyword arguments pass). advise
+    names no module that holds another named layer, so no layer is recomputed twice."""
     from torch.utils.checkpoint import checkpoint
     for name in layers:
-        if name == type(model).__name__ or any(other.startswith(name + ".") for other in layers):
-            # Wrapping a module that holds other named layers would recompute them too: not what was predicted.
-            print(f"not checkpointed: {name}, which holds other layers", file=sys.stderr)
-            continue
         module = model.get_submodule(name)
         forward = module.forward
         module.forward = lambda *a, _f=forward, **k: checkpoint(_f, *a, use_reentrant=False, **k)
@@ -121,12 +116,12 @@ def check(args):
         got = measure(args.python, args.model, layers, conf)
         for key, field in (("allocated", "max_allocated"), ("reserved", "max_reserved")):
             predicted_saving = a["saves"][key]
-            if predicted_saving is None:
-                continue
+            if predicted_saving is None or a["kind"] == "allocator" and key == "allocated":
+                continue  # allocator settings move no tensor: compared on reserved only
             measured_saving = plain[field] - got[field]
             error = (measured_saving - predicted_saving) / max(abs(predicted_saving), 1)
             bad = predicted_saving > 0 and abs(error) >= 0.05
-            failed |= bad and not (a["kind"] == "allocator" and key == "allocated")
+            failed |= bad
             print(f"{a['change'][:60]:<60} {key:>9} {a['peak_after'][key]:>14} {got[field]:>14} "
                   f"{predicted_saving:>14} {measured_saving:>14} {100 * error:6.1f}%{'  OFF' if bad else ''}")
     sys.exit(1 if failed else 0)
