@@ -26,15 +26,7 @@ constexpr uint64_t kSteps = 16, kBatch = 256, kWidth = 512;
 // What each growing pattern keeps a step: one float32 tensor of batch x width.
 constexpr double kKept = kBatch * kWidth * 4;
 
-// The 1-based line of the program holding `marker`.
-uint32_t line_of(const std::string& marker) {
-  std::ifstream in(kProgram);
-  std::string line;
-  for (uint32_t n = 1; std::getline(in, line); ++n)
-    if (line.find(marker) != std::string::npos) return n;
-  ADD_FAILURE() << "no line with " << marker;
-  return 0;
-}
+uint32_t line_of(const std::string& marker) { return test::line_holding(kProgram, marker); }
 
 // The program recorded into `file`.
 void record(const std::string& pattern, const std::string& file) {

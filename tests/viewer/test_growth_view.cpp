@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "common/fixtures.h"
 #include "common/process.h"
 #include "viewer/shot.h"
 
@@ -20,14 +21,7 @@ using test::quote;
 const std::string kProgram = test::source("tests/python/growth_programs.py");
 constexpr double kKept = 256 * 512 * 4;  // a batch x width float32 tensor a step
 
-uint32_t line_of(const std::string& marker) {
-  std::ifstream in(kProgram);
-  std::string line;
-  for (uint32_t n = 1; std::getline(in, line); ++n)
-    if (line.find(marker) != std::string::npos) return n;
-  ADD_FAILURE() << "no line with " << marker;
-  return 0;
-}
+uint32_t line_of(const std::string& marker) { return test::line_holding(kProgram, marker); }
 
 TEST(GrowthShot, LegendNamesTheGrowingLineAndTheTimelineDrawsItsBlocksInItsColor) {
   test::TempDir dir;
