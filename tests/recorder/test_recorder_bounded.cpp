@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 
 #include "../../bench/recorder/cpu_training_loop.h"
@@ -78,8 +79,12 @@ TEST(RecorderToFile, HoldsAboutOneDrainOfRowsAndTheFileReadsBackWhole) {
   uint64_t allocs = 0;
   for (const Event& e : s.events) allocs += e.action == Action::alloc;
   EXPECT_EQ(allocs + st.dropped_by_action[static_cast<size_t>(Action::alloc)], st.cpu_allocs);
+  std::set<std::string> step_scopes;  // a drain thread that a loaded machine starves drops scopes too, counted
+  for (const Scope& sc : s.scopes)
+    if (sc.kind == ScopeKind::step) step_scopes.insert(std::string(s.strings[sc.name]));
+  EXPECT_GE(step_scopes.size() + st.scopes_dropped, steps) << st.scopes_dropped << " scopes dropped";
   for (uint64_t step : {uint64_t{0}, steps / 2, steps - 1})
-    EXPECT_TRUE(test::has_scope(s, ScopeKind::step, "step " + std::to_string(step))) << step;
+    EXPECT_TRUE(st.scopes_dropped > 0 || step_scopes.count("step " + std::to_string(step))) << step;
   for (uint32_t id = 1; id < s.scopes.size() && st.scopes_dropped == 0; ++id)  // a dropped close leaves one open
     EXPECT_GE(s.scopes[id].end_ns, s.scopes[id].start_ns) << "scope " << id << " left open";
   if (st.dropped == 0) {  // a dropped alloc leaves its block unknown: the owner rows that name it cannot be checked
