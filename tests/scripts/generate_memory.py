@@ -1,14 +1,21 @@
 """Does recording move the program's own memory numbers? Hugging Face GPT-2 (6 layers, d 512, random weights from a
 config) generates 48 tokens greedily with its KV cache under torch.inference_mode(), and prints one JSON line of
-memory_stats(): the reserved peak, the segment counts (all, small and large pools) and allocation counts.
+memory_stats(): the reserved peak, the segment counts (all, small and large pools) and allocation counts, and where
+the segments lie (MiB from the lowest, size in MiB, pool).
 
     generate_memory.py [--memrec none|start|record] [--option KEY=VALUE ...] [--late] [--gc normal|disable|freeze]
+                       [--batch N] [--prompt N] [--prompt-rng cpu|cuda] [--pad ID]
+                       [--probe none|device_alloc|pinned|profiler|snapshot]
 
 --memrec start records in-process with memrec.start(**options) (options as memrec.start takes them: device_memory=0,
 stacks=off, kernels=0), before CUDA is used (--late: once the model is on the GPU); `record` is for a run under `memrec record` (nothing done here). --gc disable turns the cycle
 collector off before torch is imported, freeze moves everything alive then to the permanent generation: a difference
-that goes away with them comes from when the collector runs (memrec's own objects move its thresholds). Run by
-scripts/gpu-check.sh (guest).
+that goes away with them comes from when the collector runs (memrec's own objects move its thresholds).
+--probe does, without memrec, one thing a recorder may do to the device just before generate: device_alloc takes
+2 MiB with cuMemAlloc outside the caching allocator, pinned 8 MiB of pinned host memory (both take virtual addresses
+that cudaMalloc would hand out), profiler runs torch.profiler's CUDA activity over one kernel (Kineto sets CUPTI up),
+snapshot reads the caching allocator's snapshot. The caching allocator picks among free blocks of one size by address,
+so whatever moves the addresses cudaMalloc returns can move its layout. Run by scripts/gpu-check.sh (guest, kv_layout).
 """
 import argparse
 import gc
@@ -22,6 +29,12 @@ def parse():
     p.add_argument("--gc", default="normal", choices=["normal", "disable", "freeze"])
     p.add_argument("--late", action="store_true", help="memrec.start once the model is on the GPU, not before")
     p.add_argument("--out", default="/tmp/generate.memrec")
+    p.add_argument("--batch", type=int, default=1, help="prompts")
+    p.add_argument("--prompt", type=int, default=16, help="tokens a prompt")
+    p.add_argument("--prompt-rng", default="cpu", choices=["cpu", "cuda"],
+                   help="prompt tokens from a CPU generator seeded 1, or from the CUDA generator seeded 0")
+    p.add_argument("--pad", type=int, default=None, help="pad_token_id (default: the end-of-text token)")
+    p.add_argument("--probe", default="none", choices=["none", "device_alloc", "pinned", "profiler", "snapshot"])
     return p.parse_args()
 
 
@@ -31,6 +44,33 @@ def start_options(pairs):
         key, value = pair.split("=", 1)
         options[key] = {"0": False, "1": True}.get(value, value)
     return options
+
+
+def probe(name, torch, prompt):
+    """One thing done to the device outside the program's own work; returns what must stay alive."""
+    if name == "device_alloc":
+        import ctypes
+        ptr = ctypes.c_uint64()
+        status = ctypes.CDLL("libcuda.so.1").cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(2 << 20))
+        assert status == 0, f"cuMemAlloc: {status}"
+        return ptr
+    if name == "pinned":
+        return torch.empty(8 << 20, dtype=torch.uint8, pin_memory=True)
+    if name == "profiler":
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+            prompt.add_(0)  # a kernel, no allocation
+            torch.cuda.synchronize()
+    if name == "snapshot":
+        torch.cuda.memory._snapshot()
+    return None
+
+
+def layout(torch):
+    """The segments by address: [MiB from the lowest, MiB, "s" small pool or "l" large]."""
+    segments = torch.cuda.memory._snapshot()["segments"]
+    base = min(s["address"] for s in segments)
+    return [[(s["address"] - base) >> 20, s["total_size"] >> 20, s.get("segment_type", "?")[0]]
+            for s in sorted(segments, key=lambda s: s["address"])]
 
 
 def main():
@@ -50,10 +90,15 @@ def main():
     if args.memrec == "start" and args.late:
         import memrec
         memrec.start(args.out, **start_options(args.option))
-    prompt = torch.randint(0, config.vocab_size, (1, 16), generator=torch.Generator().manual_seed(1)).to("cuda")
+    shape = (args.batch, args.prompt)
+    if args.prompt_rng == "cuda":
+        prompt = torch.randint(0, config.vocab_size, shape, device="cuda")
+    else:
+        prompt = torch.randint(0, config.vocab_size, shape, generator=torch.Generator().manual_seed(1)).to("cuda")
+    kept = probe(args.probe, torch, prompt)
     with torch.inference_mode():
         out = model.generate(prompt, max_new_tokens=48, do_sample=False, use_cache=True,
-                             pad_token_id=config.eos_token_id)
+                             pad_token_id=config.eos_token_id if args.pad is None else args.pad)
     torch.cuda.synchronize()
     s = torch.cuda.memory_stats()
     keys = ["reserved_bytes.all.peak", "segment.all.peak", "segment.all.allocated", "segment.small_pool.allocated",
@@ -65,6 +110,8 @@ def main():
     if args.memrec == "start":
         import memrec
         memrec.stop()
+    facts["layout"] = layout(torch)
+    del kept
     print(json.dumps(facts, sort_keys=True), flush=True)
 
 
