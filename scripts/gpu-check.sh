@@ -570,6 +570,7 @@ kv_layout() {
     row "plain again" "${gen[@]}"
     row record "$MEMREC" record --force -o /tmp/kv.memrec -- "${gen[@]}" --memrec record
     row start "${start[@]}"
+    row "start before CUDA" env PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" "${gen[@]}" --memrec start
     row "start, all off" "${start[@]}" "${off[@]}"
     row "start, no CUPTI" "${start[@]}" --option kernels=0 --option device_memory=0
     row "only kernels (CUPTI)" "${start[@]}" "${off[@]}" --option kernels=1
@@ -582,7 +583,7 @@ kv_layout() {
     row "probe torch.profiler" "${gen[@]}" --probe profiler
     row "probe snapshot" "${gen[@]}" --probe snapshot
   } | tee "$OUT/kv_layout.txt" | tee -a "$OUT/summary.txt"
-  python3 - "$OUT/kv_layout.txt" <<'PY'
+  { python3 - "$OUT/kv_layout.txt" <<'PY'
 import json, sys
 rows = {line[:24].strip(): json.loads(line[25:]) for line in open(sys.argv[1]) if line[25:].startswith("{")}
 keys = ["reserved_bytes.all.peak", "segment.all.allocated", "allocation.all.allocated"]
@@ -591,6 +592,7 @@ moved = [name for name in ("plain again", "record", "start") if {k: rows.get(nam
 print(f"plain {plain}; differs: {', '.join(moved) or 'none'}")
 sys.exit(1 if moved else 0)
 PY
+  } | tee -a "$OUT/summary.txt"
 }
 
 # A real training run recorded for LONG_RUN_SECONDS (default 150), then opened by every command (bench/long_run.py).
