@@ -34,7 +34,7 @@ namespace {
 struct RecordArgs {
   std::string output = "run.memrec";
   std::string pickle;
-  std::string stacks = "all", kernels = "on";
+  std::string stacks = "all", kernels = "on", device_memory = "on";
   uint64_t max_events = 0;
   std::string window;  // wait=W,warmup=N,active=A
   bool force = false;
@@ -288,6 +288,7 @@ void set_environment(const RecordArgs& a, const fs::path& recorded, const std::s
   setenv("MEMREC_RECORD_SESSION", session.c_str(), 1);
   setenv("MEMREC_RECORD_STACKS", a.stacks.c_str(), 1);
   setenv("MEMREC_RECORD_KERNELS", a.kernels.c_str(), 1);
+  setenv("MEMREC_RECORD_DEVICE_MEMORY", a.device_memory.c_str(), 1);
   setenv("MEMREC_RECORD_MAX_EVENTS", std::to_string(a.max_events).c_str(), 1);
   setenv("MEMREC_RECORD_COMMAND", command.c_str(), 1);
   if (a.window.empty()) unsetenv("MEMREC_RECORD_WINDOW");  // not one an outer memrec record left behind
@@ -352,6 +353,10 @@ void add_record_command(CLI::App& app) {
   cmd->add_option("--kernels", args->kernels,
                   "CUPTI kernel timeline (CUDA): on = the first 3 steps, then every 10th; all = every step")
       ->capture_default_str()->check(CLI::IsMember({"on", "all", "off"}));
+  cmd->add_option("--device-memory", args->device_memory,
+                  "device memory outside the caching allocator (CUDA: CUPTI memory calls, NVML); with --kernels off, "
+                  "off starts no CUPTI in the program")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--max-events", args->max_events, "keep at most this many allocator events per process (0 = no cap)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--record", args->window,

@@ -569,6 +569,8 @@ kv_layout() {
     row plain "${gen[@]}"
     row "plain again" "${gen[@]}"
     row record "$MEMREC" record --force -o /tmp/kv.memrec -- "${gen[@]}" --memrec record
+    row "record, no CUPTI" "$MEMREC" record --force -o /tmp/kv.memrec --kernels off --device-memory off -- \
+      "${gen[@]}" --memrec record
     row start "${start[@]}"
     row "start before CUDA" env PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" "${gen[@]}" --memrec start
     row "start, all off" "${start[@]}" "${off[@]}"

@@ -41,7 +41,10 @@ struct AutoRecord {
     options.output = output_path(base);
     std::string stacks = env("MEMREC_RECORD_STACKS", "all");
     options.stacks = stacks == "all" || stacks == "cpp";
-    options.kernels = env("MEMREC_RECORD_KERNELS", "on") == "on";
+    std::string kernels = env("MEMREC_RECORD_KERNELS", "on");
+    options.kernels = kernels != "off";
+    if (kernels == "all") options.kernel_every = 1;
+    options.device_memory = env("MEMREC_RECORD_DEVICE_MEMORY", "on") == "on";
     options.max_events = std::strtoull(env("MEMREC_RECORD_MAX_EVENTS", "0").c_str(), nullptr, 10);
     options.cuda = env("MEMREC_RECORD_CUDA", "1") != "0";  // the preload library's finding, for this process only
     unsetenv("MEMREC_RECORD_CUDA");

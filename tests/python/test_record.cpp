@@ -407,7 +407,7 @@ TEST(Record, RecordWindowCountsTheProgramsOptimizerSteps) {
 
 // kernels: True, False or "all" (every step); anything else is refused before recording starts. On a CUDA machine
 // the file says which steps were traced.
-TEST(Record, KernelsOptionIsTrueFalseOrAll) {
+TEST(Record, KernelsAndDeviceMemoryOptionsReachTheProgram) {
   TempDir dir;
   std::ofstream(dir / "k.py") << R"(
 import sys, torch, memrec
@@ -440,6 +440,17 @@ print("running:", memrec.running())
   auto bad = run_command(record("--kernels sometimes", kPython + " -c pass"));
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--kernels"), std::string::npos) << bad.output;
+
+  auto quiet = run_command(record("-o " + dir / "quiet.memrec --kernels off --device-memory off",
+                                  kPython + " " + kTrain + " --steps 2 --layers 1"));
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  s = load_snapshot(dir / "quiet.memrec");
+  EXPECT_GT(s.events.size(), 0u);
+  EXPECT_EQ(s.metadata.count("recorder.device_memory"), 0u);  // no CUPTI started, on any device
+  EXPECT_EQ(s.kernels.size(), 0u);
+  bad = run_command(record("--device-memory sometimes", kPython + " -c pass"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--device-memory"), std::string::npos) << bad.output;
 }
 
 // SIGINT sent to memrec reaches the program (KeyboardInterrupt), whose file is then complete; SIGTERM kills it,
