@@ -166,7 +166,7 @@ def on_step(opt):
     unnamed = False
     for g, group in enumerate(opt.param_groups):
         for i, p in enumerate(group["params"]):
-            if isinstance(p, _Tensor):
+            if type(p) is _Parameter or isinstance(p, _Tensor):  # `is` first: the common case, cheaper
                 named = _named(p)
                 unnamed |= named is None
                 params.append((p, named, named or (f"{type(opt).__name__}.param_groups.{g}.{i}", "", "parameter")))
