@@ -168,15 +168,19 @@ bool g_scopes = false;
 // KeyboardInterrupt) stays set for the program (false).
 bool repaired() {
   if (!PyErr_ExceptionMatches(PyExc_Exception)) return false;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* value = PyErr_GetRaisedException();  // with its traceback
+#else
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
   PyErr_NormalizeException(&type, &value, &traceback);
   if (value && traceback) PyException_SetTraceback(value, traceback);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+#endif
   PyObject* done = g_repair && value ? PyObject_CallOneArg(g_repair, value) : nullptr;
   Py_XDECREF(done);
-  Py_XDECREF(type);
   Py_XDECREF(value);
-  Py_XDECREF(traceback);
   PyErr_Clear();
   return true;
 }
