@@ -8,6 +8,8 @@ on small fixed CPU loops in one process (figures a machine's other work leaves a
                nodes only), over no recording: what memrec does per op when ops are off
   module_scope one module call, forward and backward (the scope hooks: a chain of 20 one-op modules), over
                scopes=False
+  module_floor the same call with two global module hooks that do nothing (memrec's own, nothing recording), over
+               none: torch's cost once any global module hook exists, which module_scope includes
   owner_scan   one tensor named by the owner scans (parameters, gradients, AdamW state of a 4-layer MLP, a
                training step), over owners=False
 Each loop runs twice uninstrumented, then 3 times with instrumentation on (tests/programs/callgrind_marks.cpp dumps
@@ -40,10 +42,12 @@ PARTS = {
     "op_scope": ("ops", "ops", "bare", "RecordFunction call"),
     "op_idle": ("ops", "hooks", "none", "RecordFunction call"),
     "module_scope": ("modules", "hooks", "bare", "module call (forward and backward)"),
+    "module_floor": ("modules", "idle_hooks", "none", "module call (forward and backward)"),
     "owner_scan": ("step", "owners", "hooks", "tensor scanned"),
 }
 MODES = {  # mode -> (start options or None, loops measured in it)
     "none": (None, ("alloc", "ops", "modules", "step")),
+    "idle_hooks": (None, ("modules",)),  # before any start(): memrec's hooks return at once
     "bare": (BARE, ("alloc", "ops", "modules")),
     "python": ({**BARE, "stacks": "python"}, ("alloc",)),
     "cpp": ({**BARE, "stacks": "cpp"}, ("alloc",)),
@@ -104,6 +108,15 @@ def workloads():
             "modules": (modules, STEPS * CHAIN), "step": (step, params * 4)}  # parameter, gradient, 2 states
 
 
+def idle_hooks():
+    """memrec's global forward hooks registered with nothing recording: each returns at once."""
+    import torch
+    from memrec import _C
+    modules = torch.nn.modules.module
+    return [modules.register_module_forward_pre_hook(_C.module_pre_hook),
+            modules.register_module_forward_hook(_C.module_post_hook)]
+
+
 def child(out, marks_path):
     import ctypes
     import gc
@@ -114,6 +127,7 @@ def child(out, marks_path):
     for mode, (options, measured) in MODES.items():
         if options is not None:
             memrec.start(os.path.join(out, f"{mode}.memrec"), **options)
+        idle = idle_hooks() if mode == "idle_hooks" else []
         for loop in measured:
             run = loops[loop][0]
             run()
@@ -125,6 +139,8 @@ def child(out, marks_path):
                 marks.memrec_marks_off(f"{loop}.{mode}.{i}".encode())
         if options is not None:
             memrec.stop()
+        for handle in idle:
+            handle.remove()
     with open(os.path.join(out, "units.json"), "w") as f:
         json.dump({k: n for k, (_, n) in loops.items()}, f)
 

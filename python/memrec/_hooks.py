@@ -1,10 +1,10 @@
 """Scopes that come by themselves: module scopes (qualified names, forward and backward), the forward/backward/
 optimizer phases and optimizer steps, from global hooks that work on torch 1.13 and 2.x.
 
-- forward: global module forward pre/post hooks, each one call into memrec._C, which keeps the thread's open module
-  calls and opens and closes their scopes; Python's part is the rare one: the outermost module call opens the
-  "forward" phase, or inside backward the "recompute" phase (activation checkpointing runs the forward again there),
-  and a module called the first time is named.
+- forward: global module forward pre/post hooks, memrec._C's own (module_pre_hook, module_post_hook), which keep
+  the thread's open module calls and open and close their scopes; Python's part is the rare one: the outermost
+  module call opens the "forward" phase, or inside backward the "recompute" phase (activation checkpointing runs the
+  forward again there), and a module called the first time is named.
 - backward: `torch.autograd.backward` (which Tensor.backward calls) and `torch.autograd.grad` open the "backward"
   phase. Module scopes in backward come from the recorder (start(modules=True)): each module scope the forward
   hooks open keeps the range of autograd nodes its call makes, and each backward node runs inside the module scopes
@@ -79,6 +79,7 @@ def enable(scopes):
     """A recording starts: the hooks open scopes in it, or do nothing (scopes=False)."""
     global _on
     _on = bool(scopes)
+    _C.set_module_hooks(_on, _module_begins, _repair)
 
 
 def _repair(error):
@@ -147,30 +148,23 @@ def _in_backward():
     return _scopes.innermost("phase") in ("backward", "recompute")  # torch 1.13: CPU backward runs on this thread
 
 
-def _forward_pre(module, inputs):
+def _compiled_pre(module, inputs):
     if _compiling():  # Dynamo inlines global hooks: this check, folded to True, is all it traces
         return None
-    if _on:
-        try:
-            if not _enter(module):
-                _module_begins(module)
-        except Exception as e:  # noqa: BLE001  any error of memrec's own
-            _repair(e)
-    return None
+    return _pre(module, inputs)
 
 
-def _forward_post(module, inputs, output):
+def _compiled_post(module, inputs, output):
     if _compiling():
         return None
-    if _on:
-        try:
-            _exit(module)
-        except Exception as e:  # noqa: BLE001  any error of memrec's own
-            _repair(e)
-    return None
+    return _post(module, inputs, output)
 
 
-_enter, _exit = _C.module_enter, _C.module_exit
+# The global forward hooks are memrec._C's, with no Python frame of their own, where no compiler traces them (a
+# torch without torch.compiler); else Python hooks that check for Dynamo first call them.
+_pre, _post = _C.module_pre_hook, _C.module_post_hook
+_traced = hasattr(getattr(torch, "compiler", None), "is_compiling")
+_forward_pre, _forward_post = (_compiled_pre, _compiled_post) if _traced else (_pre, _post)
 
 
 def _module_begins(module):

@@ -1,6 +1,7 @@
-// The global module hooks' work per module call (memrec/_hooks.py calls module_enter and module_exit from its
-// forward pre and post hooks): one C call each, which opens or closes the module's scope. Python does the rare
-// part: the thread's outermost call (its phase, the owners) and naming a module the first time (module_open).
+// The global module hooks (module_pre_hook and module_post_hook, registered by memrec/_hooks.py as they are, or
+// called from its Python hooks where a compiler traces those): each opens or closes the module's scope. Python
+// does the rare part: the thread's outermost call (its phase, the owners) and naming a module the first time
+// (module_open).
 //
 // Each module is named once: its name, interned, is kept by the module's address while the module lives, with a
 // serial number that tells it from a later module at the same address; a weak reference's callback forgets it, so
@@ -87,8 +88,8 @@ const Named* name_module(PyObject* module, std::string_view name) {
   return &n;
 }
 
-// module_enter(module) -> bool: opens the module call's scope on this thread; False when Python must first do the
-// rare part (the outermost call, or a module not named yet) and then call module_open.
+// Opens the module call's scope on this thread; False when Python must first do the rare part (the outermost call,
+// or a module not named yet), which then calls module_open.
 PyObject* module_enter(PyObject*, PyObject* module) {
   if (!recording()) Py_RETURN_TRUE;
   ThreadCalls& t = t_calls;
@@ -110,8 +111,8 @@ PyObject* module_open(PyObject*, PyObject* const* args, Py_ssize_t n_args) {
   Py_RETURN_NONE;
 }
 
-// module_exit(module): the module's innermost open call on this thread ends, with what opened inside it; the
-// outermost one closes the phase it opened.
+// The module's innermost open call on this thread ends, with what opened inside it; the outermost one closes the
+// phase it opened.
 PyObject* module_exit(PyObject*, PyObject* module) {
   ThreadCalls& t = t_calls;
   const Named* n = t.open.empty() ? nullptr : named(module);
@@ -157,15 +158,73 @@ PyObject* forget_module_calls(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// The forward hooks' Python side, set by set_module_hooks: the rare part (memrec/_hooks.py _module_begins) and the
+// repair of an error of memrec's own (_hooks._repair); both owned. g_scopes: the recording asked for scopes.
+PyObject* g_begins = nullptr;
+PyObject* g_repair = nullptr;
+bool g_scopes = false;
+
+// A Python error is set: an Exception of memrec's own goes to the repair and is cleared (true); any other (a
+// KeyboardInterrupt) stays set for the program (false).
+bool repaired() {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return false;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* value = PyErr_GetRaisedException();  // with its traceback
+#else
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value && traceback) PyException_SetTraceback(value, traceback);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+#endif
+  PyObject* done = g_repair && value ? PyObject_CallOneArg(g_repair, value) : nullptr;
+  Py_XDECREF(done);
+  Py_XDECREF(value);
+  PyErr_Clear();
+  return true;
+}
+
+// module_pre_hook(module, inputs) and module_post_hook(module, inputs, output): the global forward pre and post
+// hooks, with no Python frame of their own. They read the module's identity only (never the inputs or output, nor
+// the module's __len__, __bool__, __eq__ or __hash__), return None and let no error of memrec's reach the program.
+PyObject* module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t n_args) {
+  if (!g_scopes || n_args < 1) Py_RETURN_NONE;
+  PyObject* opened = module_enter(nullptr, args[0]);
+  if (opened == Py_False) {
+    Py_DECREF(opened);
+    opened = g_begins ? PyObject_CallOneArg(g_begins, args[0]) : Py_NewRef(Py_None);
+  }
+  Py_XDECREF(opened);
+  if (!opened && !repaired()) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* module_post_hook(PyObject*, PyObject* const* args, Py_ssize_t n_args) {
+  if (!g_scopes || n_args < 1) Py_RETURN_NONE;
+  Py_DECREF(module_exit(nullptr, args[0]));
+  Py_RETURN_NONE;
+}
+
+// set_module_hooks(scopes, begins, repair): whether the forward hooks open scopes, and their Python side.
+PyObject* set_module_hooks(PyObject*, PyObject* const* args, Py_ssize_t n_args) {
+  if (n_args != 3 || !PyCallable_Check(args[1]) || !PyCallable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "set_module_hooks(scopes: bool, begins: callable, repair: callable)");
+    return nullptr;
+  }
+  int scopes = PyObject_IsTrue(args[0]);
+  if (scopes < 0) return nullptr;
+  g_scopes = scopes;
+  Py_XSETREF(g_begins, Py_NewRef(args[1]));
+  Py_XSETREF(g_repair, Py_NewRef(args[2]));
+  Py_RETURN_NONE;
+}
+
 }  // namespace
 
 PyMethodDef module_call_methods[] = {
-    {"module_enter", module_enter, METH_O,
-     "module_enter(module) -> bool: opens the module call's scope; False when Python's part comes first "
-     "(the thread's outermost call, or a module not named yet), then module_open"},
     {"module_open", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(module_open)), METH_FASTCALL,
      "module_open(module, name): opens the module call's scope, naming the module (while it lives) if not yet"},
-    {"module_exit", module_exit, METH_O, "module_exit(module): the module's innermost open call on this thread ends"},
     {"outermost_module", outermost_module, METH_O,
      "outermost_module(module): the module of this thread's outermost open call (module if it has died), or None"},
     {"open_forward", open_forward, METH_O,
@@ -174,6 +233,13 @@ PyMethodDef module_call_methods[] = {
      "close_forward(stopped_only): closes the forward or recompute phase this thread left open, with its module "
      "scopes (stopped_only: only a recompute the recorder closed already)"},
     {"forget_module_calls", forget_module_calls, METH_NOARGS, "this thread's module calls start afresh"},
+    {"module_pre_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(module_pre_hook)), METH_FASTCALL,
+     "module_pre_hook(module, inputs): the global forward pre hook; opens the module call's scope"},
+    {"module_post_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(module_post_hook)), METH_FASTCALL,
+     "module_post_hook(module, inputs, output): the global forward hook; the module's call ends"},
+    {"set_module_hooks", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_module_hooks)), METH_FASTCALL,
+     "set_module_hooks(scopes, begins, repair): whether the forward hooks open scopes; Python's rare part and "
+     "the repair of memrec's own errors"},
     {nullptr, nullptr, 0, nullptr},
 };
 
