@@ -2,6 +2,7 @@
 // files of E events each (bench/synthetic.h histories with a training loop's scopes, 8 distinct seeds copied as
 // run.rank0..N-1.memrec). Targets: 64 ranks x 1M events in <= 10 s for stats on the GPU host (16 cores); 8 x 1M
 // opened for the viewer in <= 3 s (the ranks' curves, then the furthest rank's replay, timeline and lanes).
+// BM_OpenRanksForViewerSummaries: the same open of the 1,024 summarized ranks below, their curves from the summaries.
 // BM_StatsByRankSummaries: 1,024 ranks of bench/rank_job.h's job at 100k and 1M events a rank, each file with its
 // summary (8 ranks generated, the others copies whose summaries name their own rank, host and pid), compared as
 // `stats --by rank` compares them: target 5 s on the 2-core machine whatever the length. BENCH_RANKS_KEEP=DIR
@@ -10,8 +11,10 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "memrec/format.h"
@@ -108,20 +111,52 @@ void BM_StatsByRankSummaries(benchmark::State& state) {
 }
 BENCHMARK(BM_StatsByRankSummaries)->Args({1024, 100'000})->Args({1024, 1'000'000})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// What `memrec view` does before its first frame (viewer/src/ranks_view.cpp open_ranks, Document::open).
-void BM_OpenRanksForViewer(benchmark::State& state) {
-  const auto& paths = rank_files(static_cast<size_t>(state.range(0)), static_cast<size_t>(state.range(1)));
+// The process's peak resident memory (VmHWM) in MB; reset_peak_rss() starts it again from the current RSS.
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmHWM:")) return std::stod(line.substr(6)) / 1024;
+  return 0;
+}
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// What `memrec view A B ...` does before its first frame (viewer/src/ranks_view.cpp open_ranks, Document::open):
+// the ranks with their curves, then the furthest rank read whole with its replay, timeline and lanes. Counters:
+// ranks_ms, the ranks alone; open_ms, the furthest rank; peak_rss_mb, the process's peak while opening.
+void open_for_viewer(benchmark::State& state, const std::vector<std::string>& paths, bool summarized) {
+  double ranks_ms = 0, open_ms = 0;
+  reset_peak_rss();
   for (auto _ : state) {
-    RankSet set = load_ranks(paths, {.buckets = 4096, .threads = threads()});
+    auto start = std::chrono::steady_clock::now();
+    RankSet set = load_ranks(paths, {.curve = true, .threads = threads()});
+    auto loaded = std::chrono::steady_clock::now();
+    if (summarized && set.read_whole) state.SkipWithError("a rank was read whole");
     Snapshot s = read_file(set.ranks[set.furthest.value_or(0)].path);
     Replay r(s, 0);
     Timeline tl(r);
     auto kernels = kernel_lanes(s, 0);
     auto scopes = scope_lanes(s, 0, tl.end_ns());
     benchmark::DoNotOptimize(kernels.size() + scopes.size());
+    ranks_ms += std::chrono::duration<double, std::milli>(loaded - start).count();
+    open_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - loaded).count();
   }
+  state.counters["ranks_ms"] = benchmark::Counter(ranks_ms, benchmark::Counter::kAvgIterations);
+  state.counters["open_ms"] = benchmark::Counter(open_ms, benchmark::Counter::kAvgIterations);
+  state.counters["peak_rss_mb"] = peak_rss_mb();
+}
+
+// Files without summaries: every rank read whole for its curve.
+void BM_OpenRanksForViewer(benchmark::State& state) {
+  open_for_viewer(state, rank_files(static_cast<size_t>(state.range(0)), static_cast<size_t>(state.range(1))), false);
 }
 BENCHMARK(BM_OpenRanksForViewer)->Args({8, 1'000'000})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// 1,024 ranks of bench/rank_job.h's job with their summaries: the curves come from the summaries, and only the
+// furthest rank is read whole. Target (the ranks): 5 s on the 2-core machine whatever the length.
+void BM_OpenRanksForViewerSummaries(benchmark::State& state) {
+  open_for_viewer(state, summarized_rank_files(static_cast<size_t>(state.range(0)), static_cast<size_t>(state.range(1))), true);
+}
+BENCHMARK(BM_OpenRanksForViewerSummaries)->Args({1024, 100'000})->Args({1024, 1'000'000})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace memrec

@@ -46,6 +46,18 @@ Peak peak_from(const json& j, int64_t begin_ns) {
   return {j.at("bytes"), j.at("event").is_null() ? kNoEvent : j.at("event").get<uint32_t>(), begin_ns + j.at("time_ns").get<int64_t>()};
 }
 
+json curve_json(const RankRecording& r) {
+  return {{"bucket_ns", r.bucket_ns}, {"allocated", r.allocated_max}, {"reserved", r.reserved_max}};
+}
+
+void curve_from(const json& j, RankRecording& r) {  // r.path named in the error
+  r.bucket_ns = j.at("bucket_ns");
+  r.allocated_max = j.at("allocated").get<std::vector<uint64_t>>();
+  r.reserved_max = j.at("reserved").get<std::vector<uint64_t>>();
+  if (r.bucket_ns < 1 || r.allocated_max.empty() || r.allocated_max.size() != r.reserved_max.size())
+    throw Error(fmt::format("{}: not a memrec rank summary: its memory curve is malformed", r.path));
+}
+
 }  // namespace
 
 bool is_summary_json(const std::string& path) { return path.ends_with(".summary.json"); }
@@ -56,14 +68,16 @@ json rank_summary_json(const RankRecording& r) {
     steps.push_back({{"name", s.name}, {"start_ns", s.start_ns}, {"allocated", s.allocated}, {"reserved", s.reserved}});
   for (const Collective& c : r.collectives)
     collectives.push_back({{"name", c.name}, {"seq", c.seq}, {"start_ns", c.start_ns}, {"end_ns", c.end_ns}});
-  return {{"memrec_summary", kSummaryVersion},
-          {"rank", r.rank < 0 ? json(nullptr) : json(r.rank)}, {"rank_from", r.rank_from}, {"host", r.host},
-          {"pid", r.pid}, {"world_size", r.world_size}, {"device", r.device}, {"events", r.events},
-          {"complete", r.complete}, {"warnings", r.warnings}, {"dropped_events", r.dropped_events},
-          {"begin_ns", r.begin_ns}, {"end_ns", r.end_ns}, {"duration_ns", r.end_ns - r.begin_ns},
-          {"peak_allocated", peak_json(r, r.peak_allocated, r.at_peak, r.peak_step, r.peak_phase)},
-          {"peak_reserved", peak_json(r, r.peak_reserved, r.at_reserved_peak, "", "")},
-          {"ooms", r.ooms}, {"steps", steps}, {"collectives", collectives}};
+  json out = {{"memrec_summary", kSummaryVersion},
+            {"rank", r.rank < 0 ? json(nullptr) : json(r.rank)}, {"rank_from", r.rank_from}, {"host", r.host},
+            {"pid", r.pid}, {"world_size", r.world_size}, {"device", r.device}, {"events", r.events},
+            {"complete", r.complete}, {"warnings", r.warnings}, {"dropped_events", r.dropped_events},
+            {"begin_ns", r.begin_ns}, {"end_ns", r.end_ns}, {"duration_ns", r.end_ns - r.begin_ns},
+            {"peak_allocated", peak_json(r, r.peak_allocated, r.at_peak, r.peak_step, r.peak_phase)},
+            {"peak_reserved", peak_json(r, r.peak_reserved, r.at_reserved_peak, "", "")},
+            {"ooms", r.ooms}, {"steps", steps}, {"collectives", collectives}};
+  if (!r.allocated_max.empty()) out["curve"] = curve_json(r);  // a summary the viewer draws the rank from
+  return out;
 }
 
 RankRecording rank_from_summary_json(const json& j, const std::string& path) {
@@ -93,6 +107,7 @@ RankRecording rank_from_summary_json(const json& j, const std::string& path) {
     r.ooms = j.at("ooms");
     for (const json& s : j.at("steps")) r.steps.push_back({s.at("name"), s.at("start_ns"), s.at("allocated"), s.at("reserved")});
     for (const json& c : j.at("collectives")) r.collectives.push_back({c.at("name"), c.at("seq"), c.at("start_ns"), c.at("end_ns")});
+    if (auto curve = j.find("curve"); curve != j.end()) curve_from(*curve, r);  // older summaries lack one
     if (!r.steps.empty()) r.first_step_ns = r.steps.front().start_ns;
     return r;
   } catch (const json::exception& e) {
@@ -101,7 +116,7 @@ RankRecording rank_from_summary_json(const json& j, const std::string& path) {
 }
 
 std::string write_summary(const Snapshot& s, const std::string& path) {
-  RankRecording r = summarize_recording(s, path);
+  RankRecording r = summarize_recording(s, path, {.curve = true});
   std::string text = rank_summary_json(r).dump();
   attach_summary(path, text);
   std::string beside = path + ".summary.json";

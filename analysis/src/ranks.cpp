@@ -40,7 +40,8 @@ std::string phase_name_at(const Snapshot& s, uint8_t device, int64_t t) {
 }
 
 // The highest totals in force during each bucket: the state carried in from before it and every state inside.
-void fill_buckets(const Replay& r, size_t buckets, RankRecording& out) {
+void fill_curve(const Replay& r, RankRecording& out) {
+  constexpr size_t buckets = kSummaryCurve;
   out.bucket_ns = std::max<int64_t>(1, (out.end_ns - out.begin_ns) / static_cast<int64_t>(buckets) + 1);
   out.allocated_max.assign(buckets, 0);
   out.reserved_max.assign(buckets, 0);
@@ -153,23 +154,23 @@ std::optional<RankRecording> read_file_summary(const std::string& path, const Ra
   return r;
 }
 
-// A summary first (the .summary.json given, or the file's own chunk), else the whole file. A memory curve, or a
-// device other than the summary's, needs the whole file.
+// A summary first (the .summary.json given, or the file's own chunk), else the whole file. A device other than the
+// summary's, or a memory curve the summary lacks, needs the whole file.
 RankRecording read_rank(const std::string& path, const RankOptions& o) {
   if (is_summary_json(path)) {
     std::ifstream in(path);
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     if (!in || j.is_discarded()) throw Error(fmt::format("{}: not JSON: give a .summary.json that memrec wrote", path));
     RankRecording r = rank_from_summary_json(j, path);
-    if (o.buckets || (o.device && *o.device != r.device))
+    bool no_curve = o.curve && r.allocated_max.empty();
+    if (no_curve || (o.device && *o.device != r.device))
       throw Error(fmt::format("{} is a summary of device {}: {}", path, r.device,
-                              o.buckets ? "a memory curve needs the .memrec file" : "give the .memrec file for --device"));
+                              no_curve ? "it holds no memory curve: give the .memrec file" : "give the .memrec file for --device"));
     r.read_from = "summary JSON";
     return r;
   }
-  if (o.buckets) return read_whole(path, o);
   std::optional<RankRecording> r = read_file_summary(path, o);
-  return r ? std::move(*r) : read_whole(path, o);
+  return r && !(o.curve && r->allocated_max.empty()) ? std::move(*r) : read_whole(path, o);
 }
 
 std::vector<RankRecording> summarize_all(const std::vector<std::string>& paths, const RankOptions& o) {
@@ -448,7 +449,7 @@ RankRecording summarize_recording(const Snapshot& s, const std::string& path, co
   out.at_reserved_peak = groups_after(s, r, out.peak_reserved.step);
   out.steps = thinned(step_starts(s, r), out.peak_allocated.time_ns);
   out.collectives = collectives(s, {out.peak_allocated.time_ns, out.peak_reserved.time_ns});
-  if (o.buckets) fill_buckets(r, o.buckets, out);
+  if (o.curve) fill_curve(r, out);
   return out;
 }
 

@@ -40,7 +40,7 @@ TEST(RankSummaries, ReadBackAsTheWholeFileGivesThem) {
   std::optional<std::string> chunk = read_summary(path);
   ASSERT_TRUE(chunk);
   EXPECT_LT(chunk->size(), 64u << 10) << "a small chunk";
-  nlohmann::json whole = rank_summary_json(summarize_recording(read_file(path), path));
+  nlohmann::json whole = rank_summary_json(summarize_recording(read_file(path), path, {.curve = true}));
   EXPECT_EQ(nlohmann::json::parse(*chunk), whole);
   std::ifstream beside(path + ".summary.json");
   EXPECT_EQ(nlohmann::json::parse(beside), whole);
@@ -48,6 +48,9 @@ TEST(RankSummaries, ReadBackAsTheWholeFileGivesThem) {
   EXPECT_EQ(whole["peak_allocated"]["training_step"], "step 0");
   EXPECT_EQ(whole["collectives"].size(), 2 * job.steps());
   EXPECT_EQ(whole["steps"][1]["allocated"], 64 << 20) << "each step starts with the parameters only";
+  std::vector<uint64_t> curve = whole["curve"]["allocated"];
+  ASSERT_EQ(curve.size(), kSummaryCurve);
+  EXPECT_EQ(*std::max_element(curve.begin(), curve.end()), whole["peak_allocated"]["bytes"]) << "the curve keeps the peak";
 
   // The file reads whole and by range as before, and a summary put twice is replaced, not added.
   Snapshot again = read_file(path);
@@ -91,6 +94,32 @@ TEST(RankSummaries, FilesWithoutOneAreReadWholeAndSaySo) {
   EXPECT_EQ(read_summary(cut), std::nullopt);
   std::ofstream(run.dir / "bad.summary.json") << "{\"memrec_summary\": 1}";
   EXPECT_THROW(load_ranks({run.dir / "bad.summary.json"}, {}), Error);
+}
+
+// The viewer's curves come from the summaries; a summary without one (written before summaries kept it) is read
+// whole for a curve, and only for a curve.
+TEST(RankSummaries, CurvesComeFromTheSummaryElseTheWholeFile) {
+  test::TempDir dir;
+  bench::RankJob job{.ranks = 4, .events = 300};
+  std::vector<std::string> paths = {written(dir, "run.rank0.memrec", bench::make_rank(job, 0)),
+                                    written(dir, "run.rank1.memrec", bench::make_rank(job, 1))};
+  RankSet set = load_ranks(paths, {.curve = true});
+  EXPECT_EQ(set.read_whole, 0u);
+  RankRecording whole = summarize_recording(read_file(paths[1]), paths[1], {.curve = true});
+  EXPECT_EQ(set.ranks[1].allocated_max, whole.allocated_max);
+  EXPECT_EQ(set.ranks[1].reserved_max, whole.reserved_max);
+  EXPECT_EQ(set.ranks[1].bucket_ns, whole.bucket_ns);
+
+  nlohmann::json older = nlohmann::json::parse(*read_summary(paths[1]));
+  older.erase("curve");
+  attach_summary(paths[1], older.dump());
+  std::ofstream(paths[1] + ".summary.json") << older.dump();
+  EXPECT_EQ(load_ranks(paths, {}).read_whole, 0u) << "stats needs no curve";
+  set = load_ranks(paths, {.curve = true});
+  EXPECT_EQ(set.read_whole, 1u);
+  EXPECT_EQ(set.ranks[1].read_from, "whole file");
+  EXPECT_EQ(set.ranks[1].allocated_max, whole.allocated_max);
+  EXPECT_THROW(load_ranks({paths[0], paths[1] + ".summary.json"}, {.curve = true}), Error) << "no file to read whole";
 }
 
 // The CI check of the thousand ranks; bench_ranks times the same job at 100k and 1M events a rank.

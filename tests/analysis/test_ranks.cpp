@@ -171,12 +171,12 @@ TEST(Ranks, ARankWithoutStepsKeepsItsClock) {
 TEST(Ranks, MemoryCurveHoldsThePeak) {
   RankFiles run;
   run.add("r.rank0.memrec", rank_run(3 * MiB, 1'000, ""));
-  RankSet set = load_ranks(run.paths, {.buckets = 64});
+  RankSet set = load_ranks(run.paths, {.curve = true});
   const RankRecording& r = set.ranks[0];
-  ASSERT_EQ(r.allocated_max.size(), 64u);
+  ASSERT_EQ(r.allocated_max.size(), kSummaryCurve);
   EXPECT_EQ(*std::max_element(r.allocated_max.begin(), r.allocated_max.end()), 23 * MiB);
   EXPECT_EQ(r.highest_in(r.begin_ns, r.end_ns + 1)->first, 23 * MiB);
-  ASSERT_EQ(r.bucket_ns, 10);
+  ASSERT_EQ(r.bucket_ns, 2);  // 600 ns from the first event to the last
   EXPECT_EQ(r.highest_in(r.begin_ns, r.begin_ns + 10)->first, 0u) << "before the first alloc";
   EXPECT_EQ(r.highest_in(r.begin_ns, r.begin_ns + 10)->second, 64 * MiB);
   EXPECT_EQ(r.highest_in(r.begin_ns + 20, r.begin_ns + 130)->first, 4 * MiB) << "the parameters alone";

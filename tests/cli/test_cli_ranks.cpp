@@ -9,6 +9,8 @@
 #include "common/process.h"
 #include "common/rank_runs.h"
 #include "common/fixtures.h"
+#include "memrec/format.h"
+#include "memrec/ranks.h"
 
 namespace memrec {
 namespace {
@@ -114,6 +116,25 @@ void expect_refused(const test::CommandResult& r, const std::string& file) {
 }
 
 const std::string kDefault = test::data("alloc_default.memrec");
+
+// Two ranks' files with summaries: diff by a grouping the summaries keep answers from them alone (the files'
+// events damaged, as the same diff of the whole files), and a question they cannot answer reads the files.
+TEST(CliRanks, DiffOfTwoRanksReadsTheirSummaries) {
+  auto run = three_ranks();
+  run.add("whole.rank0.memrec", rank_run(0, 1'000'000, "h"));  // as rank 0 and 2, without summaries
+  run.add("whole.rank2.memrec", rank_run(3 * kMiB, 1'000'040, "h"));
+  std::string pair = test::quote(run.paths[0]) + " " + test::quote(run.paths[2]);
+  for (size_t i : {0, 2}) {
+    write_summary(read_file(run.paths[i]), run.paths[i]);
+    test::damage_first_chunk(run.paths[i]);
+  }
+  auto r = test::memrec("diff --json --by layer " + pair);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto whole = test::memrec("diff --json --by layer " + test::quote(run.paths[3]) + " " + test::quote(run.paths[4]));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output), nlohmann::json::parse(whole.output));
+  expect_refused(test::memrec("diff --by op " + pair), run.paths[0]);
+}
 
 TEST(CliRanks, OneFileTwiceIsNoTwoRanks) {
   test::TempDir dir;

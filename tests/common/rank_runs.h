@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,14 @@ inline Snapshot rank_run(uint64_t extra, int64_t t0, const std::string& host) {
   if (extra) event(600, Action::free_requested, 0x11400000, extra, bwd);
   for (uint64_t addr : {0x10400000ull, 0x10C00000ull}) event(610, Action::free_requested, addr, 8 * kMiB, bwd);
   return s;
+}
+
+// Makes a closed file unreadable whole while its end (the footer and the summary chunk) stays intact: the first
+// chunk after the 16-byte header gets a type no reader knows.
+inline void damage_first_chunk(const std::string& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(16);
+  f.write("\xEE\xEE\xEE\xEE", 4);
 }
 
 // Rank files in a folder of their own.

@@ -219,7 +219,15 @@ void App::save_png(const std::string& path) const {
 void App::open_rank(size_t index) {
   std::shared_ptr<const RankSet> ranks = doc_->ranks;
   const RankRecording& r = ranks->ranks[index];
-  doc_ = Document::open(r.path, r.device);
+  std::unique_ptr<Document> doc;
+  try {
+    doc = Document::open(r.path, r.device);
+  } catch (const Error& e) {  // a file damaged after its summary was written: the views keep the rank they show
+    ranks_.open_error = fmt::format("rank {} cannot be opened: {}", r.rank, e.what());
+    return;
+  }
+  ranks_.open_error.clear();
+  doc_ = std::move(doc);
   doc_->ranks = ranks;
   doc_->rank_index = index;
   glfwSetWindowTitle(window_, ("memrec - " + doc_->path).c_str());

@@ -1,7 +1,7 @@
 // The ranks of one run on one time axis (memrec/ranks.h): a lane per rank with its allocated (white) and reserved
 // (orange) curves on one scale, or the envelope of allocated over the ranks (max and min as a band, the median as a
-// grey line) with the current rank in white over it. Clicking a lane, a curve or a table row opens that rank in the
-// views below.
+// grey line) with the current rank in white over it. The curves are the summaries' (kSummaryCurve buckets a rank);
+// clicking a lane, a curve or a table row reads that rank's file whole and opens it in the views below.
 #include <algorithm>
 #include <filesystem>
 #include <future>
@@ -19,7 +19,6 @@ namespace {
 constexpr uint32_t kFillColor = 0xFF6A4A2Au;      // area under a rank's allocated curve
 constexpr uint32_t kBandColor = 0xFF5A5A5Au;      // envelope: between the lowest and the highest rank
 constexpr uint32_t kMedianColor = 0xFFB0B0B0u;    // envelope: the median rank
-constexpr int kBuckets = 4096;                    // memory curve resolution kept per rank
 constexpr float kTableRows = 4.5f;
 constexpr size_t kMostLanes = 16;                 // more ranks open as the envelope: lanes would be a few pixels
 
@@ -34,7 +33,7 @@ uint64_t scale_of(const RankSet& set, bool envelope) {
 }  // namespace
 
 std::unique_ptr<Document> open_ranks(const std::vector<std::string>& paths, std::optional<uint8_t> device) {
-  auto set = std::make_shared<const RankSet>(load_ranks(paths, {.device = device, .buckets = kBuckets}));
+  auto set = std::make_shared<const RankSet>(load_ranks(paths, {.device = device, .curve = true}));
   size_t pick = set->furthest.value_or(0);
   auto doc = Document::open(set->ranks[pick].path, set->ranks[pick].device);
   doc->ranks = set;
@@ -173,7 +172,17 @@ std::optional<size_t> RanksView::draw(const RankSet& set, size_t current, float 
   if (painted_set_ != &set) envelope = set.ranks.size() > kMostLanes;  // a new set of ranks
   ImGui::SameLine();
   ImGui::Checkbox("envelope", &envelope);
-  float table = ImGui::GetTextLineHeightWithSpacing() * kTableRows + ImGui::GetStyle().ItemSpacing.y;
+  float notes = 0;  // lines under the header
+  if (set.read_whole) {
+    ImGui::Text("%zu of them read whole: their files hold no summary with a memory curve (older, or cut short)",
+                set.read_whole);
+    ++notes;
+  }
+  if (!open_error.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s", open_error.c_str());
+    ++notes;
+  }
+  float table = ImGui::GetTextLineHeightWithSpacing() * (kTableRows + notes) + ImGui::GetStyle().ItemSpacing.y;
   float plot = height - ImGui::GetFrameHeightWithSpacing() - table;
   std::optional<size_t> picked = draw_plot(set, current, plot);
   if (auto row = draw_table(set, current)) picked = row;
@@ -185,7 +194,8 @@ nlohmann::json RanksView::layout(const RankSet& set) const {
   for (size_t i = 0; i < lanes_.size(); ++i)
     lanes.push_back({{"rank", envelope ? -1 : set.ranks[i].rank}, {"x", plot_x_}, {"y", plot_y_ + lanes_[i].bottom},
                      {"w", image_.width()}, {"h", lanes_[i].height}});
-  return {{"envelope", envelope}, {"scale_bytes", scale_}, {"dt_ns", dt_}, {"lanes", lanes}};
+  return {{"envelope", envelope}, {"scale_bytes", scale_}, {"dt_ns", dt_}, {"lanes", lanes},
+          {"read_whole", set.read_whole}, {"open_error", open_error}};
 }
 
 }  // namespace memrec::viewer

@@ -247,12 +247,16 @@ class RanksView {
   // Draws the plot and the table of ranks in `height` pixels; returns the rank (index into set.ranks) picked.
   std::optional<size_t> draw(const RankSet& set, size_t current, float height);
   // Where each lane's curve is on screen, for tests: {"lanes": [{"rank", "x", "y" (the bottom row), "w", "h"}],
-  // "scale_bytes" (bytes at the top row, h - 1 rows above the bottom), "dt_ns" (per column), "envelope"}.
+  // "scale_bytes" (bytes at the top row, h - 1 rows above the bottom), "dt_ns" (per column), "envelope",
+  // "read_whole" (ranks read whole: no summary with a curve), "open_error"}.
   nlohmann::json layout(const RankSet& set) const;
 
   // One plot of max / median / min over the ranks instead of a lane each (the checkbox); set when a set of more than
   // 16 ranks opens.
   bool envelope = false;
+  // Why the rank picked last could not be opened (its file read whole); empty when it opened. The views below keep
+  // the rank they showed.
+  std::string open_error;
 
  private:
   struct LaneRows {
@@ -277,7 +281,8 @@ class RanksView {
   const RankSet* painted_set_ = nullptr;
 };
 
-// Loads the ranks (memrec/ranks.h) and opens the one furthest from the median as the document.
+// Loads the ranks (memrec/ranks.h) from their summaries where they hold a memory curve, and reads whole only the
+// one furthest from the median, opened as the document.
 std::unique_ptr<Document> open_ranks(const std::vector<std::string>& paths, std::optional<uint8_t> device);
 
 // The growth tab (growth_view.cpp): `memrec growth`'s baseline at each step's start, its slope and its growing

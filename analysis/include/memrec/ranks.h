@@ -4,7 +4,8 @@
 //
 // A RankRecording is also each file's summary (docs/format.md, The summary; docs/ranks.md): `memrec record` and
 // `memrec import` put it in the file and beside it as JSON, and the comparison reads those first, so 1,024 ranks
-// compare in seconds whatever their length. Files without one are read whole, in parallel, each reduced to a
+// compare in seconds whatever their length; the viewer draws each rank from its summary's memory curve and reads
+// the file of the rank it shows. Files without one are read whole, in parallel, each reduced to a
 // RankRecording before its thread reads the next: memory stays bounded by the threads, not the files.
 #pragma once
 
@@ -57,6 +58,8 @@ struct Collective {
 };
 // A summary keeps the first collectives and those around each peak, this many of each.
 inline constexpr size_t kSummaryCollectives = 64;
+// The memory curve a summary keeps (what the viewer's ranks view draws of a rank): this many buckets over the run.
+inline constexpr size_t kSummaryCurve = 512;
 
 // What a comparison across ranks keeps of one recording. Times are on the file's own clock.
 struct RankRecording {
@@ -65,7 +68,8 @@ struct RankRecording {
   std::string rank_from;  // where the rank came from: "metadata" (RANK when recorded), "file name", "order"
   std::string host;       // metadata "host"; empty when unknown (PyTorch pickles)
   std::string pid, world_size;  // metadata "pid" and "world_size" (WORLD_SIZE); empty when unknown
-  std::string read_from;        // "file summary", "summary JSON", or "whole file" (no summary: older, cut short)
+  // "file summary", "summary JSON", or "whole file" (no summary: older, cut short; or one without the curve asked for)
+  std::string read_from;
   bool complete = true;         // the file has its footer
   uint8_t device = 0;
   uint64_t events = 0;
@@ -83,9 +87,9 @@ struct RankRecording {
   std::vector<StepStart> steps;          // in time order; at most kSummarySteps (see there)
   std::vector<Collective> collectives;   // by seq: the first kSummaryCollectives and those around each peak
 
-  // The memory curve at a fixed resolution (RankOptions::buckets): bucket i covers
-  // [begin_ns + i * bucket_ns, begin_ns + (i + 1) * bucket_ns) and holds the highest allocated and reserved bytes
-  // in force during it, so the highest bucket is the peak exactly.
+  // The memory curve in kSummaryCurve buckets (RankOptions::curve; empty when not asked for, or a summary written
+  // without one): bucket i covers [begin_ns + i * bucket_ns, begin_ns + (i + 1) * bucket_ns) and holds the highest
+  // allocated and reserved bytes in force during it, so the highest bucket is the peak exactly.
   int64_t bucket_ns = 1;
   std::vector<uint64_t> allocated_max, reserved_max;
 
@@ -96,7 +100,8 @@ struct RankRecording {
 
 struct RankOptions {
   std::optional<uint8_t> device;  // unset: each file's choose_device default
-  size_t buckets = 0;             // memory curve resolution; 0 keeps none (stats needs none; a curve reads files whole)
+  // Each rank's memory curve: the summary's, else (no summary, or one without a curve) the file read whole.
+  bool curve = false;
   unsigned threads = 0;           // 0: one per hardware thread, at most one per file
   size_t outliers = 5;            // the k ranks furthest from the median
   size_t histogram_bins = 10;
