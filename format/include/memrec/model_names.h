@@ -26,12 +26,13 @@ bool is_graph_piece(const Snapshot& s, uint32_t id);
 // recording changes nothing.
 void name_modules_by_model_path(Snapshot& s);
 
-// Gives the blocks a data-parallel wrapper allocates for itself an owner that says what they are, by the wrapper's
-// function in the block's stack: DDP's gradient buckets ("ddp bucket", c10d::Reducer::initialize_buckets: C++
-// frames), FSDP2's and FSDP's all-gather outputs and unsharded parameters ("fsdp all-gather") and FSDP2's
-// reduce-scatter buffers ("fsdp reduce-scatter", Python frames). The owner is its own module too, so that `--by
-// layer` and `--by module` show it under that name, not under the module that ran the wrapper. Reading a file twice
-// adds nothing.
-void own_wrapper_blocks(Snapshot& s);
+// Gives the blocks PyTorch allocates for itself an owner that says what they are, by PyTorch's function in the
+// block's stack: DDP's gradient buckets ("ddp bucket", c10d::Reducer::initialize_buckets) and cuBLAS's workspaces
+// ("cublas workspace", made by the first matmul and kept: not the activation of the layer that ran it) from C++
+// frames; FSDP2's and FSDP's all-gather outputs and unsharded parameters ("fsdp all-gather") and FSDP2's
+// reduce-scatter buffers ("fsdp reduce-scatter") from Python frames. The owner is its own module too, so that `--by
+// layer` and `--by module` show it under that name, not under the module that ran PyTorch's code. Reading a file
+// twice adds nothing.
+void own_framework_blocks(Snapshot& s);
 
 }  // namespace memrec

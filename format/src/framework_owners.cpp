@@ -9,14 +9,17 @@
 namespace memrec {
 namespace {
 
-// A function of a data-parallel wrapper whose allocations hold the wrapper's own buffers: a C++ function by its
-// qualified name, a Python one by its last name part and the end of its file's path.
-struct WrapperSite {
+// A function of PyTorch's whose allocations hold its own buffers, not the model's: a C++ function by its qualified
+// name, a Python one by its last name part and the end of its file's path.
+struct FrameworkSite {
   std::string_view function, file, owner;
   OwnerKind kind;
 };
 
-constexpr std::array<WrapperSite, 5> kWrapperSites = {{
+constexpr std::array<FrameworkSite, 7> kFrameworkSites = {{
+    // cuBLAS's workspaces, made by the first matmul on a stream and kept for the process
+    {"at::cuda::setWorkspaceForHandle", "", "cublas workspace", OwnerKind::buffer},
+    {"at::cuda::getCUDABlasLtWorkspace", "", "cublas workspace", OwnerKind::buffer},
     // DDP's flat gradient buckets, built at construction and rebuilt after the first backward
     {"c10d::Reducer::initialize_buckets", "", "ddp bucket", OwnerKind::gradient},
     // FSDP2: the all-gather's output and the unsharded parameters copied out of it; the reduce-scatter's buffers
@@ -33,18 +36,18 @@ bool names(std::string_view name, std::string_view function) {
   return name.size() == function.size() || name[name.size() - function.size() - 1] == '.';
 }
 
-const WrapperSite* site_of(std::string_view function, std::string_view file) {
-  for (const WrapperSite& w : kWrapperSites)
+const FrameworkSite* site_of(std::string_view function, std::string_view file) {
+  for (const FrameworkSite& w : kFrameworkSites)
     if (names(function, w.function) && file.ends_with(w.file)) return &w;
   return nullptr;
 }
 
-// The wrapper site of each stack (its innermost frame that is one), or null.
-std::vector<const WrapperSite*> stack_sites(const Snapshot& s) {
-  std::vector<const WrapperSite*> by_frame(s.frames.size(), nullptr);
+// The framework site of each stack (its innermost frame that is one), or null.
+std::vector<const FrameworkSite*> stack_sites(const Snapshot& s) {
+  std::vector<const FrameworkSite*> by_frame(s.frames.size(), nullptr);
   for (uint32_t f = 0; f < s.frames.size(); ++f)
     by_frame[f] = site_of(s.strings[s.frames[f].function], s.strings[s.frames[f].file]);
-  std::vector<const WrapperSite*> out(s.stacks.size(), nullptr);
+  std::vector<const FrameworkSite*> out(s.stacks.size(), nullptr);
   for (uint32_t id = 1; id < s.stacks.size(); ++id)
     for (uint32_t f : s.stacks[id])
       if (f < by_frame.size() && by_frame[f]) {
@@ -56,15 +59,15 @@ std::vector<const WrapperSite*> stack_sites(const Snapshot& s) {
 
 }  // namespace
 
-void own_wrapper_blocks(Snapshot& s) {
-  std::vector<const WrapperSite*> sites = stack_sites(s);
-  if (std::none_of(sites.begin(), sites.end(), [](const WrapperSite* w) { return w != nullptr; })) return;
+void own_framework_blocks(Snapshot& s) {
+  std::vector<const FrameworkSite*> sites = stack_sites(s);
+  if (std::none_of(sites.begin(), sites.end(), [](const FrameworkSite* w) { return w != nullptr; })) return;
   std::set<std::pair<uint64_t, uint64_t>> owned;  // (event, addr) of the rows there are: a file read twice
   for (const Owner& o : s.owners) owned.emplace(o.event, o.addr);
   std::vector<Owner> added;
   for (size_t i = 0; i < s.events.size(); ++i) {
     Event e = s.events[i];
-    const WrapperSite* w = e.action == Action::alloc && e.stack < sites.size() ? sites[e.stack] : nullptr;
+    const FrameworkSite* w = e.action == Action::alloc && e.stack < sites.size() ? sites[e.stack] : nullptr;
     if (!w || owned.count({i + 1, e.addr})) continue;
     uint32_t name = s.strings.intern(std::string(w->owner));
     added.push_back(Owner{.time_ns = e.time_ns, .event = i + 1, .addr = e.addr, .size = e.size, .name = name,
