@@ -24,9 +24,10 @@ bool is_data_parallel(std::string_view root) { return one_of(root, kDataParallel
 
 // `submod_3`, `compiled_submod_3`: the attribute names of a split graph's pieces.
 bool is_submod(std::string_view name) {
-  if (name.starts_with("compiled_")) name.remove_prefix(9);
-  if (!name.starts_with("submod_") || name.size() == 7) return false;
-  return std::all_of(name.begin() + 7, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  constexpr std::string_view compiled = "compiled_", submod = "submod_";
+  if (name.starts_with(compiled)) name.remove_prefix(compiled.size());
+  if (!name.starts_with(submod) || name.size() == submod.size()) return false;
+  return std::all_of(name.begin() + submod.size(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
