@@ -3,7 +3,8 @@ lm_head), trained 3 steps and then run forward once more, each case eager (TORCH
 recorded by `memrec record`. At the end of that last forward (every layer's saved activations live; found by a
 marker block the program allocates there), `stats --by layer --json` must give the 12 layers' activation bytes
 within 10% of their mean in both runs, the same layer names in both, and no wrapper's part (`module.`, `_orig_mod`,
-`WrapperModule`, `L['self']`, ...) in any layer, module or owner name.
+`WrapperModule`, `L['self']`, ...) in any layer, module or owner name; DDP's gradient buckets are the layer "ddp
+bucket" and FSDP2's all-gathered parameters "fsdp all-gather".
 Cases: whole (torch.compile(model, fullgraph=True)), blocks (torch.compile of each block), inplace (each block's
 module.compile(), as compile_repeated_blocks does), ddp (one rank on NCCL,
 DistributedDataParallel around the compiled model, as speed-run scripts do), fsdp2 (fully_shard per block and root;
@@ -19,8 +20,9 @@ import sys
 
 LAYERS = 12
 MARK_BYTES = 12345 * 512  # the marker block's size: no model tensor has it
-WRAPPER_PARTS = re.compile(r"(^|\.)(module|_orig_mod|_fsdp_wrapped_module|_checkpoint_wrapped_module)(\.|$)|"
-                           r"WrapperModule|L\['self'\]|DistributedDataParallel|OptimizedModule")
+WRAPPER_PARTS = re.compile(r"(^|\.)(module|_orig_mod|_fsdp_wrapped_module|_checkpoint_wrapped_module|"
+                           r"(compiled_)?submod_\d+)(\.|$)|"
+                           r"WrapperModule|GraphModule|L\['self'\]|DistributedDataParallel|OptimizedModule")
 
 PROGRAM = r"""
 import os, sys, time, torch, torch.nn as nn, torch.nn.functional as F
@@ -155,6 +157,22 @@ def layers_of(live):
             if re.fullmatch(r"transformer\.h\.\d+", g["key"])}
 
 
+# The wrapper's own blocks live at the end of the forward, as `--by layer` must name them: DDP's gradient buckets (a
+# copy of every gradient) and FSDP2's all-gathered parameters of the root (not resharded after its forward).
+WRAPPER_BLOCKS = {"ddp": ("ddp bucket", "gradient"), "fsdp2": ("fsdp all-gather", "parameter")}
+
+
+def wrapper_rows(name, case, by_layer):
+    """Problems with the row of the wrapper's own blocks (printed with its bytes)."""
+    if case not in WRAPPER_BLOCKS:
+        return []
+    key, category = WRAPPER_BLOCKS[case]
+    row = next((g for g in by_layer if g["key"] == key), None)
+    got = row["categories"].get(category, 0) if row else 0
+    print(f"{name}: --by layer '{key}' {got / 2**20:.1f} MiB {category}")
+    return [] if got > 0 else [f"{name}: no '{key}' row with {category} bytes in --by layer"]
+
+
 def check(memrec, out, case):
     problems, tables = [], {}
     for compiled in (False, True):
@@ -175,6 +193,7 @@ def check(memrec, out, case):
                 problems.append(f"{name}: --by {by} names wrappers: {', '.join(wrapped[:6])}")
             if by == "owner":
                 print(f"{name} --by owner: " + ", ".join(g["key"] for g in rows[:8]))
+        problems += wrapper_rows(name, case, by_layer)
     (eager, eager_keys), (comp, comp_keys) = tables.values()
     print(f"{case}: layer activation MiB at the end of the forward, eager | compiled")
     for k in sorted(set(eager) | set(comp), key=lambda k: int(k.rsplit(".", 1)[1])):

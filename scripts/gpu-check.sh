@@ -405,8 +405,9 @@ owners() {
 
 # Layers by the model's own names (bench/layers_check.py): a 12-layer GPT of plain modules, eager vs compiled whole,
 # compiled per block, in DDP (one rank, NCCL) and FSDP2; at the end of the last forward the layers' activation bytes
-# within 10% of their mean and the same names in both runs; no wrapper's part in a layer, module or owner name.
-# LAYERS_CASES="whole ddp" runs only those.
+# within 10% of their mean and the same names in both runs; no wrapper's part (DDP's optimizer's GraphModule and
+# submod_N pieces included) in a layer, module or owner name; DDP's buckets the layer "ddp bucket", FSDP2's
+# all-gathered parameters "fsdp all-gather". LAYERS_CASES="whole ddp" runs only those.
 layers() {
   mkdir -p /tmp/layers
   python3 bench/layers_check.py "$MEMREC" /tmp/layers ${LAYERS_CASES:-} | tee "$OUT/layers.txt" | tee -a "$OUT/summary.txt"

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memrec/model_names.h"
+
 namespace memrec {
 namespace {
 
@@ -146,13 +148,21 @@ class ModuleScopes {
     return it->second;
   }
 
-  // The compiled module's path, which prefixes its nodes' ("" at a root). A `WrapperModule` (DDP's optimizer runs
-  // each piece of a split graph in one) is not the compiled module: the module around it is.
+  // The compiled module's path, which prefixes its nodes' ("" at a root, or in a wrapper that shares the root's
+  // path: DDP around torch.compile). A piece of a split graph (is_graph_piece: DDP's optimizer runs each piece in
+  // one) is not the compiled module: the module around it is.
   std::string prefix_of(uint32_t scope) const {
     uint32_t runner = enclosing_scope_id(s_, scope, ScopeKind::module);
-    while (runner != 0 && s_.strings[s_.scopes[runner].name] == "WrapperModule")
+    while (runner != 0 && is_graph_piece(s_, runner))
       runner = enclosing_scope_id(s_, s_.scopes[runner].parent, ScopeKind::module);
-    if (runner == 0 || enclosing_scope_id(s_, s_.scopes[runner].parent, ScopeKind::module) == 0) return {};
+    if (runner == 0) return {};
+    uint32_t root = runner;
+    for (int depth = 0; depth < 256; ++depth) {  // the bound stops a cycle in a bad file
+      uint32_t up = enclosing_scope_id(s_, s_.scopes[root].parent, ScopeKind::module);
+      if (up == 0 || up == root) break;
+      root = up;
+    }
+    if (s_.scopes[runner].name == s_.scopes[root].name) return {};
     return s_.strings[s_.scopes[runner].name] + ".";
   }
 

@@ -11,16 +11,24 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kWrapperParts = {"_orig_mod", "_fsdp_wrapped_module",
                                                            "_checkpoint_wrapped_module"};
-constexpr std::array<std::string_view, 2> kGraphRoots = {"WrapperModule", "L['self']"};
+constexpr std::array<std::string_view, 3> kGraphRoots = {"WrapperModule", "GraphModule", "L['self']"};
 constexpr std::array<std::string_view, 3> kDataParallel = {"DistributedDataParallel", "DataParallel",
                                                            "FullyShardedDataParallel"};
-constexpr std::string_view kGraphPiece = "WrapperModule";
+constexpr std::array<std::string_view, 2> kGraphPieces = {"WrapperModule", "GraphModule"};
 
 bool one_of(std::string_view part, std::span<const std::string_view> set) {
   return std::find(set.begin(), set.end(), part) != set.end();
 }
 
 bool is_data_parallel(std::string_view root) { return one_of(root, kDataParallel); }
+
+// `submod_3`, `compiled_submod_3`: the attribute names of a split graph's pieces.
+bool is_submod(std::string_view name) {
+  constexpr std::string_view compiled = "compiled_", submod = "submod_";
+  if (name.starts_with(compiled)) name.remove_prefix(compiled.size());
+  if (!name.starts_with(submod) || name.size() == submod.size()) return false;
+  return std::all_of(name.begin() + submod.size(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 
 }  // namespace
 
@@ -41,6 +49,13 @@ std::string model_path(std::string_view name, bool data_parallel) {
   return out;
 }
 
+bool is_graph_piece(const Snapshot& s, uint32_t id) {
+  std::string_view name = s.strings[s.scopes[id].name];
+  if (one_of(name, kGraphPieces)) return true;
+  uint32_t parent = s.scopes[id].parent < id ? enclosing_scope_id(s, s.scopes[id].parent, ScopeKind::module) : 0;
+  return is_submod(name) && parent != 0 && s.strings[s.scopes[parent].name] == "GraphModule";
+}
+
 void name_modules_by_model_path(Snapshot& s) {
   std::unordered_map<uint64_t, uint32_t> renamed;  // (name id, under data parallel) -> the model path's id
   auto path_of = [&](uint32_t raw, bool data_parallel) {
@@ -50,6 +65,9 @@ void name_modules_by_model_path(Snapshot& s) {
   };
   // Per module scope, in id order (a parent's id is lower): its new name id and its outermost module scope's id.
   std::vector<uint32_t> name(s.scopes.size(), 0), root(s.scopes.size(), 0);
+  std::vector<bool> piece(s.scopes.size(), false);  // told before any renaming: a piece is known by its parent's name
+  for (uint32_t id = 1; id < s.scopes.size(); ++id)
+    piece[id] = s.scopes[id].kind == ScopeKind::module && is_graph_piece(s, id);
   bool data_parallel = false;
   for (uint32_t id = 1; id < s.scopes.size(); ++id) {
     Scope sc = s.scopes[id];
@@ -61,9 +79,8 @@ void name_modules_by_model_path(Snapshot& s) {
       continue;
     }
     root[id] = root[parent];
-    bool piece = s.strings[sc.name] == kGraphPiece;
-    uint32_t path = piece ? 0 : path_of(sc.name, is_data_parallel(s.strings[s.scopes[root[id]].name]));
-    name[id] = path != 0 ? path : piece ? name[parent] : name[root[id]];  // id 0: the empty string
+    uint32_t path = piece[id] ? 0 : path_of(sc.name, is_data_parallel(s.strings[s.scopes[root[id]].name]));
+    name[id] = path != 0 ? path : piece[id] ? name[parent] : name[root[id]];  // id 0: the empty string
     if (name[id] != sc.name) s.scopes.update(id, [&](Scope& x) { x.name = name[id]; });
   }
   for (size_t i = 0; i < s.owners.size(); ++i) {

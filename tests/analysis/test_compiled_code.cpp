@@ -88,6 +88,32 @@ TEST(CompiledCode, ACompiledSubmodulePrefixesTheNodesModule) {
   EXPECT_EQ(enclosing_scope(s, s.events[0].scope, ScopeKind::module), "blocks.2.attn");
 }
 
+// DDP around a compiled model, as the recorder names its scopes: the DDP and OptimizedModule wrappers share the
+// root's name; DDPOptimizer's split graph runs as a `GraphModule` and each piece in a `WrapperModule`, or, when the
+// split graph is the outermost module, as its attribute `compiled_submod_N`. None of them prefixes the nodes'
+// modules, which are the model's paths already.
+TEST(CompiledCode, ASplitGraphsPiecesAreNoPrefix) {
+  for (const std::vector<std::string>& scopes :
+       {std::vector<std::string>{"GPT", "GPT", "GraphModule", "WrapperModule"},  // DDP(torch.compile(model))
+        std::vector<std::string>{"GPT", "GPT"},  // one bucket: no split
+        std::vector<std::string>{"GraphModule", "compiled_submod_1"}}) {
+    Snapshot s = reread(compiled_run(120, scopes, kMap));
+    std::string module = enclosing_scope(s, s.events[0].scope, ScopeKind::module);
+    EXPECT_EQ(module, "transformer.h.3.attn") << scopes.back();
+    EXPECT_EQ(layer_of(module), "transformer.h.3");
+    for (uint32_t id = 1; id < s.scopes.size(); ++id)  // the pieces take the name of the module they run in
+      EXPECT_TRUE(s.strings[s.scopes[id].name] != "WrapperModule" &&
+                  s.strings[s.scopes[id].name] != "compiled_submod_1") << s.strings[s.scopes[id].name];
+  }
+}
+
+// A user's own submodule called `submod_0` is no piece: only a split graph's are.
+TEST(CompiledCode, AUsersSubmodNamedLikeAPieceKeepsItsPath) {
+  Snapshot s = reread(compiled_run(100, {"Model", "submod_0"}, R"({")" + std::string(kGenerated) +
+                                            R"(": [[90, ["attn"], "mm", [["model.py", 30, "Attention.forward"]]]]})"));
+  EXPECT_EQ(enclosing_scope(s, s.events[0].scope, ScopeKind::module), "submod_0.attn");
+}
+
 TEST(CompiledCode, LinesBeforeTheMapOrWithoutSourceStayAsRecorded) {
   for (uint32_t line : {50u, 140u}) {
     Snapshot s = reread(compiled_run(line, {"GPT2LMHeadModel"}, kMap));

@@ -1,14 +1,18 @@
 // The model's own names at read time: names an older recorder wrote with the wrappers' parts (DDP's `module.`,
 // torch.compile's `_orig_mod.`, checkpoint wrappers', inductor's WrapperModule) are read as the model's paths, in
-// module scopes, layers and owners alike; and a real H100 recording of compiled GPT-2 names its twelve blocks so.
+// module scopes, layers and owners alike; and a real H100 recording of compiled GPT-2 names its twelve blocks so, and
+// cuBLAS's workspaces as what they are.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
 #include "common/fixtures.h"
+#include "common/process.h"
 #include "memrec/analysis.h"
+#include "memrec/format.h"
 #include "memrec/load.h"
 #include "memrec/model_names.h"
 
@@ -80,6 +84,32 @@ TEST(ModelNames, CompiledGpt2LayersAreTheModelsBlocks) {
   for (const std::string& l : layers)
     for (const char* part : {"_orig_mod", "WrapperModule", "L['self']", "module."})
       EXPECT_EQ(l.find(part), std::string::npos) << l;
+}
+
+// The same H100 recording: cuBLAS's workspaces (32 MiB for each of the forward's and backward's streams, cuBLASLt's
+// 1 MiB; each made by the first matmul there and kept) are owned by "cublas workspace", a row of its own at the
+// peak, not activations of the model or of transformer.h.0; a file written from the read recording and read again
+// has the same owners.
+TEST(ModelNames, CublasWorkspacesAreNamedForWhatTheyAre) {
+  Snapshot s = load_snapshot(test::data("gpt2_compile_h100.memrec"));
+  uint64_t owned = 0;
+  for (const Owner& o : s.owners)
+    if (s.strings[o.name] == "cublas workspace") owned += o.size;
+  EXPECT_EQ(owned, (65u << 20));
+  Replay r(s, 0);
+  std::map<std::string, Group> layers;
+  for (Group& g : group_live(s, r, r.peak_allocated().step, GroupBy::layer)) layers[g.key] = std::move(g);
+  ASSERT_TRUE(layers.count("cublas workspace"));
+  EXPECT_EQ(layers["cublas workspace"].bytes, owned);
+  EXPECT_EQ(layers["cublas workspace"].by_category[static_cast<size_t>(Category::activation)], 0u);
+  EXPECT_LT(layers["GPT2LMHeadModel"].by_category[static_cast<size_t>(Category::activation)], 1u << 20);
+  EXPECT_LT(layers["transformer.h.0"].by_category[static_cast<size_t>(Category::activation)],
+            layers["transformer.h.1"].by_category[static_cast<size_t>(Category::activation)] * 11 / 10);
+
+  test::TempDir tmp;
+  write_file(s, tmp / "again.memrec");
+  Snapshot again = load_snapshot(tmp / "again.memrec");
+  EXPECT_TRUE(again.owners == s.owners);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The model's own names on real programs recorded with `memrec record` (Debian's torch 1.13 on the CPU): a model in
 // DistributedDataParallel (gloo, one rank) with checkpoint-wrapped blocks gets the layer and owner names of the same
-// model unwrapped, the DDP wrapper is no layer, and a user's submodule called `module` keeps its name; the blocks,
-// one class called in a loop, hold the same activation bytes each; `memrec diff` lines the two runs' layers up.
+// model unwrapped, the DDP wrapper is no layer (its gradient bucket is a "ddp bucket"), and a user's submodule called
+// `module` keeps its name; the blocks, one class called in a loop, hold the same activation bytes each; `memrec diff`
+// lines the two runs' layers up.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@ using test::TempDir;
 
 const std::string kPython = MEMREC_TEST_PYTHON;
 constexpr uint64_t kMarkBytes = 12345 * 64;
+const std::string kBucket = "ddp bucket";
 
 std::string record(const TempDir& dir, const std::string& mode) {
   std::string file = dir / (mode + ".memrec");
@@ -40,16 +42,23 @@ std::set<std::string> owner_names(const Snapshot& s) {
   return names;
 }
 
-// Activation bytes per layer when the marker block is allocated (the end of the last forward).
-std::map<std::string, uint64_t> activations_at_mark(const Snapshot& s) {
+// What is live, grouped `by`, when the marker block is allocated (the end of the last forward).
+std::map<std::string, Group> live_at_mark(const Snapshot& s, GroupBy by) {
   Replay r(s, 0);
   uint32_t id = 0;
   while (id < r.allocations().size() && r.size_of(id) != kMarkBytes) ++id;
   EXPECT_LT(id, r.allocations().size()) << "no marker block";
-  std::map<std::string, uint64_t> out;
+  std::map<std::string, Group> out;
   if (id == r.allocations().size()) return out;
-  for (const Group& g : group_live(s, r, r.alloc_steps()[id], GroupBy::layer))
-    out[g.key] = g.by_category[static_cast<size_t>(Category::activation)];
+  for (Group& g : group_live(s, r, r.alloc_steps()[id], by)) out[g.key] = std::move(g);
+  return out;
+}
+
+// Activation bytes per layer at the marker.
+std::map<std::string, uint64_t> activations_at_mark(const Snapshot& s) {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [layer, g] : live_at_mark(s, GroupBy::layer))
+    out[layer] = g.by_category[static_cast<size_t>(Category::activation)];
   return out;
 }
 
@@ -74,9 +83,29 @@ TEST_F(ModelNames, WrappedModelHasTheLayersAndOwnersOfThePlainOne) {
   for (const char* name : {"blocks.0.fc1.weight", "blocks.0.fc1.weight.grad", "blocks.0.fc1.weight.exp_avg",
                            "blocks.3.module.bias.exp_avg_sq", "head.weight"})
     EXPECT_TRUE(owners.count(name)) << name;
+  EXPECT_EQ(owners.erase(kBucket), 1u);  // DDP's own blocks: the only owner the plain run lacks
   EXPECT_EQ(owners, owner_names(plain));
   for (const Owner& o : wrapped.owners)
-    if (o.module) EXPECT_TRUE(wrapped.strings[o.name].starts_with(wrapped.strings[o.module] + ".")) << wrapped.strings[o.name];
+    if (o.module && wrapped.strings[o.name] != kBucket)
+      EXPECT_TRUE(wrapped.strings[o.name].starts_with(wrapped.strings[o.module] + ".")) << wrapped.strings[o.name];
+}
+
+// DDP's gradient bucket (one here: the model is smaller than a bucket) holds a copy of every gradient: at the end
+// of the last forward it is the "ddp bucket" row of `stats --by layer` and `--by owner`, with the parameters'
+// bytes, as gradient; the DDP wrapper's own module holds none of it.
+TEST_F(ModelNames, DdpsBucketIsNamedForWhatItIs) {
+  Snapshot wrapped = load_snapshot(wrapped_);
+  uint64_t parameters = 0;
+  for (const Owner& o : wrapped.owners)
+    if (o.kind == OwnerKind::parameter) parameters += o.size;
+  ASSERT_GT(parameters, 0u);
+  for (const char* by : {"layer", "owner"}) {
+    std::map<std::string, Group> groups = live_at_mark(wrapped, *group_by_from_string(by));
+    ASSERT_TRUE(groups.count(kBucket)) << by;
+    EXPECT_EQ(groups[kBucket].bytes, parameters) << by;
+    EXPECT_EQ(groups[kBucket].by_category[static_cast<size_t>(Category::gradient)], parameters) << by;
+    EXPECT_LT(groups["Net"].bytes, parameters) << by;  // the loss only, not the bucket
+  }
 }
 
 TEST_F(ModelNames, BlocksCalledInALoopHoldTheSameActivations) {

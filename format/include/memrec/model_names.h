@@ -14,11 +14,25 @@ namespace memrec {
 // "module.blocks.0._checkpoint_wrapped_module.fc1.weight" -> "blocks.0.fc1.weight" (data_parallel).
 std::string model_path(std::string_view name, bool data_parallel);
 
+// Whether module scope `id` is a module Dynamo runs rather than one of the model's: DDPOptimizer's split graph
+// (`GraphModule`), each of its compiled pieces (`WrapperModule`, or `compiled_submod_N` / `submod_N` when the split
+// graph is the outermost module). Compiled code run inside one belongs to the module around it.
+bool is_graph_piece(const Snapshot& s, uint32_t id);
+
 // Renames the module scopes and owners of a recording to the model's own paths (model_path), so that older files,
 // whose recorder kept the wrappers' parts, name each module once as newer ones do. A wrapper at the root keeps its
-// class name (the name of the whole model there); a module left with no path takes its root's name; a scope named
-// `WrapperModule` (a piece of a compiled graph) takes the name of the module it runs in. Renaming a renamed
+// class name (the name of the whole model there); a module left with no path takes its root's name; a piece of a
+// compiled graph (is_graph_piece) takes the name of the module it runs in. Renaming a renamed
 // recording changes nothing.
 void name_modules_by_model_path(Snapshot& s);
+
+// Gives the blocks PyTorch allocates for itself an owner that says what they are, by PyTorch's function in the
+// block's stack: DDP's gradient buckets ("ddp bucket", c10d::Reducer::initialize_buckets) and cuBLAS's workspaces
+// ("cublas workspace", made by the first matmul and kept: not the activation of the layer that ran it) from C++
+// frames; FSDP2's and FSDP's all-gather outputs and unsharded parameters ("fsdp all-gather") and FSDP2's
+// reduce-scatter buffers ("fsdp reduce-scatter") from Python frames. The owner is its own module too, so that `--by
+// layer` and `--by module` show it under that name, not under the module that ran PyTorch's code. Reading a file
+// twice adds nothing.
+void own_framework_blocks(Snapshot& s);
 
 }  // namespace memrec
