@@ -26,8 +26,8 @@ std::string curve_note(const Advice& a) {
   if (a.curve && a.method == AdviceMethod::scaled)
     return "ghost line: the run predicted at that size from the runs at other sizes (memrec whatif scale)";
   if (a.curve) return "ghost line: this run replayed with the change, event by event";
-  return "no ghost line: no replay of this change exists; its saving counts the marked blocks live at the peak, "
-         "an upper bound";
+  return "no ghost line: no replay of this change exists; its saving counts the bytes it frees at the peak, an upper "
+         "bound";
 }
 
 }  // namespace
@@ -56,8 +56,8 @@ void AdviseView::draw(const Document& doc, ViewState& state) {
     return;
   }
   const Advise& a = *result_;
-  ImGui::Text("recorded peak: %s; %zu changes, largest saving first (memrec advise)", peaks_text(a.peak).c_str(),
-              a.advice.size());
+  ImGui::Text("recorded peak: %s; %zu change%s, largest saving first (memrec advise)", peaks_text(a.peak).c_str(),
+              a.advice.size(), a.advice.size() == 1 ? "" : "s");
   if (a.advice.empty()) ImGui::TextUnformatted("no change found that lowers the peak");
   swatches_.clear();
   for (size_t i = 0; i < a.advice.size(); ++i) draw_row(i);
