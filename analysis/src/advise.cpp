@@ -164,8 +164,10 @@ ScaleCurve changed_curve(const Snapshot& history, const Run& run, const Allocato
     c.time_ns.push_back(std::max(before, r.time_of(step) - origin));
     c.allocated.push_back(t.allocated);
   });
-  if (base)
-    c.reserved = predict_allocator(history, r, conf ? *conf : base->own, base->memory, {.keep_reserved = true}).reserved_after;
+  if (base) {
+    AllocatorReplayOptions keep{.keep_reserved = true};
+    c.reserved = predict_allocator(history, r, conf ? *conf : base->own, base->memory, keep).reserved_after;
+  }
   if (r.peak_allocated().step < r.steps()) c.peak = r.peak_allocated().step;
   return c;
 }
