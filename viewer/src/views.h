@@ -321,8 +321,8 @@ class AdviseView {
  public:
   void draw(const Document& doc, ViewState& state);
   // {"rows": [{"kind", "method", "saves_allocated", "saves_reserved", "change", "blocks", "curve" (bool), "x", "y",
-  // "size" (the swatch)}], "selected", "marked" (blocks), "marked_bytes", "color" (ABGR, the marks'), "not_assessed"}; null before
-  // the advice was made.
+  // "size" (the swatch)}], "selected", "marked" (blocks), "marked_bytes", "color" (ABGR, the marks'),
+  // "not_assessed"}; null before the advice was made.
   nlohmann::json layout() const;
 
  private:
