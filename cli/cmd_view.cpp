@@ -22,7 +22,7 @@ void add_view_command(CLI::App& app) {
       ->required();
   cmd->add_option("--screenshot", opts->screenshot, "Render off-screen, write this PNG and exit");
   cmd->add_option("--at", opts->at, "Instant to analyze: 'peak' (default) or a time after the start, e.g. 12ms");
-  cmd->add_option("--view", opts->view, "The view the screenshot shows: timeline (default), flame, segments, modules or growth");
+  cmd->add_option("--view", opts->view, "The view the screenshot shows: timeline (default), flame, segments, modules, growth or advise");
   cmd->add_option("--range", opts->range,
                   "T1..T2, e.g. 10ms..25ms: the timeline zoomed to it (--view timeline), else the flame graph or "
                   "module view of the bytes allocated in it");

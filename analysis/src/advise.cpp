@@ -37,6 +37,7 @@ struct Run {
   std::vector<Category> categories;
   std::vector<uint32_t> live;  // at the allocated peak
   PeakBytes peak;
+  bool curves = false;  // AdviseOptions::curves
   int64_t peak_ns() const { return r.time_of(r.peak_allocated().step); }
 };
 
@@ -54,14 +55,22 @@ Advice counted(AdviceKind kind, std::string change, uint64_t bytes, const Run& r
   return a;
 }
 
-// The live blocks at the peak that `keep` picks, as evidence by allocation site (most bytes first), and their total.
-template <class Keep> uint64_t live_by_site(const Run& run, Keep keep, std::vector<Evidence>& evidence) {
+// Blocks live at the peak: their ids, their total and the evidence by allocation site (most bytes first).
+struct LiveSites {
+  uint64_t bytes = 0;
+  std::vector<Evidence> evidence;
+  std::vector<uint32_t> blocks;
+};
+
+// The live blocks at the peak that `keep` picks.
+template <class Keep> LiveSites live_by_site(const Run& run, Keep keep) {
   std::map<std::string, uint64_t> sites;
-  uint64_t total = 0;
+  LiveSites out;
   for (uint32_t id : run.live) {
     if (!keep(id)) continue;
     uint64_t bytes = run.r.size_of(id);
-    total += bytes;
+    out.bytes += bytes;
+    out.blocks.push_back(id);
     uint32_t owner = run.r.owner_of(id);
     std::string key = owner != kNoOwner ? run.s.strings[run.s.owners[owner].name]
                                         : allocation_site(run.s, run.r.stack_of(id));
@@ -71,8 +80,16 @@ template <class Keep> uint64_t live_by_site(const Run& run, Keep keep, std::vect
   for (auto& [what, bytes] : sites) rows.push_back({what, bytes});
   std::stable_sort(rows.begin(), rows.end(), [](const Evidence& a, const Evidence& b) { return a.bytes > b.bytes; });
   if (rows.size() > kEvidenceRows) rows.resize(kEvidenceRows);
-  evidence = std::move(rows);
-  return total;
+  out.evidence = std::move(rows);
+  return out;
+}
+
+// A counted change of the blocks `live` names.
+Advice counted(AdviceKind kind, std::string change, LiveSites live, const Run& run) {
+  Advice a = counted(kind, std::move(change), live.bytes, run);
+  a.evidence = std::move(live.evidence);
+  a.blocks = std::move(live.blocks);
+  return a;
 }
 
 // The optimizer the run steps, from PyTorch's "Optimizer.step#Adam.step" annotations: "torch.optim.Adam", or a
@@ -132,6 +149,28 @@ struct AllocatorBase {
   DeviceLimits memory;
   uint64_t reserved = 0;
 };
+
+// The run under a change, its history replayed, on the recorded run's clock: allocated after each event and, with
+// `base`, reserved under `conf` (the run's own settings where null).
+ScaleCurve changed_curve(const Snapshot& history, const Run& run, const AllocatorBase* base,
+                         const AllocConf* conf = nullptr) {
+  Replay r(history, run.r.device());
+  ScaleCurve c;
+  int64_t origin = run.r.time_of(0);
+  c.time_ns.reserve(r.steps());
+  c.allocated.reserve(r.steps());
+  r.for_each_after(0, r.steps(), [&](uint32_t step, const Totals& t) {
+    int64_t before = c.time_ns.empty() ? 0 : c.time_ns.back();
+    c.time_ns.push_back(std::max(before, r.time_of(step) - origin));
+    c.allocated.push_back(t.allocated);
+  });
+  if (base) {
+    AllocatorReplayOptions keep{.keep_reserved = true};
+    c.reserved = predict_allocator(history, r, conf ? *conf : base->own, base->memory, keep).reserved_after;
+  }
+  if (r.peak_allocated().step < r.steps()) c.peak = r.peak_allocated().step;
+  return c;
+}
 
 // The layers a program can wrap: all but those whose forward holds another layer's (the root module, "transformer"
 // around "transformer.h.0"), as wrapping one of those recomputes the layers inside it too.
@@ -229,7 +268,25 @@ class CheckpointLever {
     for (size_t i = 0; i < by_saving.size() && i < kEvidenceRows; ++i)
       a.evidence.push_back({fmt::format("{} alone", by_saving[i]), alone[by_saving[i]]});
     a.layers = layers;
+    a.blocks = forward_blocks(layers);
+    if (run_.curves) a.curve = changed_curve(cp_.history(layers), run_, base_ ? &*base_ : nullptr);
     return a;
+  }
+
+  // The blocks live at the peak that the layers' forward passes made: the activations checkpointing frees.
+  std::vector<uint32_t> forward_blocks(const std::vector<std::string>& layers) const {
+    std::set<std::string> chosen(layers.begin(), layers.end());
+    std::vector<std::pair<int64_t, int64_t>> passes;
+    for (const CheckpointPredictor::Forward& f : cp_.forwards())
+      if (chosen.contains(f.layer)) passes.emplace_back(f.start_ns, f.end_ns);
+    std::vector<uint32_t> out;
+    for (uint32_t id : run_.live) {
+      uint32_t made = run_.r.alloc_steps()[id];
+      int64_t t = made == kNoEvent ? INT64_MIN : run_.r.time_of(made);
+      if (std::any_of(passes.begin(), passes.end(), [&](auto& p) { return t >= p.first && t <= p.second; }))
+        out.push_back(id);
+    }
+    return out;
   }
 
   const Run& run_;
@@ -273,11 +330,17 @@ std::optional<Advice> allocator_advice(const Run& run, const AllocatorBase& base
                         best->free_at_peak});
   std::vector<FragmentationCulprit> culprits =
       fragmentation_culprits(run.s, run.r, base.own, base.memory, own.reserved_peak_step);
-  for (size_t i = 0; i < culprits.size() && i < kEvidenceRows - 2; ++i)
+  std::set<uint32_t> stacks;
+  for (size_t i = 0; i < culprits.size() && i < kEvidenceRows - 2; ++i) {
     a.evidence.push_back({fmt::format("free bytes held by {}", allocation_site(run.s, culprits[i].stack)),
                           culprits[i].free_bytes});
+    stacks.insert(culprits[i].stack);
+  }
+  for (uint32_t id : run.r.live_after(own.reserved_peak_step))
+    if (stacks.contains(run.r.stack_of(id))) a.blocks.push_back(id);
   a.settings = best->settings;
   *best_conf = parse_alloc_conf(best->settings);
+  if (run.curves) a.curve = changed_curve(run.s, run, &base, best_conf);
   return a;
 }
 
@@ -320,6 +383,7 @@ void growth_advice(const Run& run, std::optional<uint64_t> memory, Advise& out) 
                        held, run);
     a.evidence.push_back({"growth per step (memrec growth)", static_cast<uint64_t>(std::llround(group.bytes_per_step))});
     a.evidence.push_back({"live at the end of the last step (memrec growth)", group.live_at_end});
+    a.blocks = group.blocks;
     out.advice.push_back(std::move(a));
   }
 }
@@ -360,15 +424,14 @@ void grads_outside_backward(const Run& run, Advise& out) {
   int64_t made_before = current_pass_start(run.phases, run.peak_ns());
   bool stepped = false;  // an optimizer step ran between the oldest held gradient and the peak
   int64_t oldest = INT64_MAX;
-  std::vector<Evidence> evidence;
-  uint64_t bytes = live_by_site(run, [&](uint32_t id) {
+  LiveSites held = live_by_site(run, [&](uint32_t id) {
     uint32_t made = run.r.alloc_steps()[id];
     if (run.categories[id] != Category::gradient || made == kNoEvent || run.r.time_of(made) >= made_before)
       return false;
     oldest = std::min(oldest, run.r.time_of(made));
     return true;
-  }, evidence);
-  if (bytes == 0) return;
+  });
+  if (held.bytes == 0) return;
   for (uint32_t p = 1; p <= run.phases.size(); ++p)
     stepped |= run.phases.kind(p) == PhaseKind::optimizer && run.phases.start(p) > oldest &&
                run.phases.end(p) < made_before;
@@ -380,9 +443,7 @@ void grads_outside_backward(const Run& run, Advise& out) {
               : fmt::format("the gradients accumulated over micro-batches are held {}: fewer accumulation steps, "
                             "or gradients kept in lower precision or sharded, free them",
                             where);
-  Advice a = counted(AdviceKind::grads_outside_backward, std::move(change), bytes, run);
-  a.evidence = std::move(evidence);
-  out.advice.push_back(std::move(a));
+  out.advice.push_back(counted(AdviceKind::grads_outside_backward, std::move(change), std::move(held), run));
 }
 
 // The optimizer step's own temporaries where the peak is inside it and the step is a multi-tensor (foreach) one,
@@ -391,40 +452,35 @@ void optimizer_temporaries(const Run& run, Advise& out) {
   uint32_t phase = run.phases.at(run.peak_ns());
   if (!phase || run.phases.kind(phase) != PhaseKind::optimizer) return;
   int64_t start = run.phases.start(phase);
-  std::vector<Evidence> evidence;
-  uint64_t bytes = live_by_site(run, [&](uint32_t id) {
+  LiveSites temporaries = live_by_site(run, [&](uint32_t id) {
     return run.categories[id] == Category::temporary && run.r.alloc_steps()[id] != kNoEvent &&
            run.r.time_of(run.r.alloc_steps()[id]) >= start;
-  }, evidence);
+  });
   // Only a multi-tensor (foreach) step holds a temporary per parameter at once; a per-parameter loop is the fix.
+  const std::vector<Evidence>& evidence = temporaries.evidence;
   bool foreach = std::any_of(evidence.begin(), evidence.end(), [](const Evidence& e) {
     return e.what.find("_multi_tensor") != std::string::npos || e.what.find("foreach") != std::string::npos;
   });
-  if (bytes == 0 || !foreach) return;
+  if (temporaries.bytes == 0 || !foreach) return;
   std::string opt = optimizer_or(run.s, run.r.device(), "the optimizer");
   std::string fix = run.cpu ? "foreach=False" : "fused=True (or foreach=False)";
-  Advice a = counted(AdviceKind::optimizer_temporaries,
-                     fmt::format("construct {} with {}: the peak is inside its step, on its temporaries", opt, fix),
-                     bytes, run);
-  a.evidence = std::move(evidence);
-  out.advice.push_back(std::move(a));
+  out.advice.push_back(counted(AdviceKind::optimizer_temporaries,
+                               fmt::format("construct {} with {}: the peak is inside its step, on its temporaries",
+                                           opt, fix),
+                               std::move(temporaries), run));
 }
 
 // The loss's log-softmax of the logits (and its float32 copies) live at the peak.
 void loss_logits(const Run& run, Advise& out) {
-  std::vector<Evidence> evidence;
-  uint64_t bytes = live_by_site(run, [&](uint32_t id) {
+  LiveSites logits = live_by_site(run, [&](uint32_t id) {
     std::string site = allocation_site(run.s, run.r.stack_of(id));
     return site.find("log_softmax") != std::string::npos || site.find("cross_entropy") != std::string::npos;
-  }, evidence);
-  if (bytes == 0) return;
-  Advice a = counted(AdviceKind::loss_logits,
-                     fmt::format("compute the loss over chunks of the sequence (or with a fused cross-entropy): "
-                                 "the log-softmax of the logits at {} is live at the peak",
-                                 evidence.front().what),
-                     bytes, run);
-  a.evidence = std::move(evidence);
-  out.advice.push_back(std::move(a));
+  });
+  if (logits.bytes == 0) return;
+  std::string change = fmt::format("compute the loss over chunks of the sequence (or with a fused cross-entropy): "
+                                   "the log-softmax of the logits at {} is live at the peak",
+                                   logits.evidence.front().what);
+  out.advice.push_back(counted(AdviceKind::loss_logits, std::move(change), std::move(logits), run));
 }
 
 // Parameters held twice: owner names equal but for their first component ("model.fc.weight", "ema.fc.weight"),
@@ -433,6 +489,7 @@ void duplicate_parameters(const Run& run, Advise& out) {
   std::map<std::pair<std::string, uint64_t>, std::string> first;  // (name less its first part, bytes) -> its name
   std::map<std::string, uint64_t> copies;                           // the copy's top-level module -> bytes
   uint64_t bytes = 0;
+  std::vector<uint32_t> blocks;
   for (uint32_t id : run.live) {
     uint32_t row = run.r.owner_of(id);
     if (row == kNoOwner || run.s.owners[row].kind != OwnerKind::parameter) continue;
@@ -448,6 +505,7 @@ void duplicate_parameters(const Run& run, Advise& out) {
     copies[fmt::format("{} copies {}", name.substr(0, dot), it->second.substr(0, it->second.find('.')))] +=
         run.r.size_of(id);
     bytes += run.r.size_of(id);
+    blocks.push_back(id);
   }
   if (bytes == 0) return;
   std::vector<Evidence> evidence;
@@ -457,6 +515,7 @@ void duplicate_parameters(const Run& run, Advise& out) {
                                  evidence.front().what),
                      bytes, run);
   a.evidence = std::move(evidence);
+  a.blocks = std::move(blocks);
   out.advice.push_back(std::move(a));
 }
 
@@ -489,6 +548,8 @@ std::optional<Advice> combined(const Run& run, const CheckpointLever& checkpoint
   a.layers = every.layers;
   a.settings = to_string(conf);
   if (*a.saves.reserved <= 0) return std::nullopt;
+  a.blocks = every.blocks;
+  if (run.curves) a.curve = changed_curve(history, run, &base, &conf);
   return a;
 }
 
@@ -499,8 +560,10 @@ std::optional<Advice> combined(const Run& run, const CheckpointLever& checkpoint
 void batch_advice(const Run& run, const AdviseOptions& o, Advise& out) {
   std::optional<Advice> top;
   if (!out.advice.empty()) top = out.advice.front();
+  std::optional<size_t> curve_run;  // this run's clock
+  if (run.curves) curve_run = 0;
   ScaleWhatif w = scale_whatif(o.scale_runs, {.predict = {}, .fit = true, .conf = std::nullopt,
-                                              .device_memory = o.device_memory, .curve_run = std::nullopt});
+                                              .device_memory = o.device_memory, .curve_run = curve_run});
   if (!w.fit || w.predictions.empty()) return;
   const ScalePrediction& largest = w.predictions.front();
   uint64_t size = o.scale_runs.front().size;
@@ -511,6 +574,7 @@ void batch_advice(const Run& run, const AdviseOptions& o, Advise& out) {
     if (p.peak_reserved && run.peak.reserved)
       a.saves.reserved = static_cast<int64_t>(*run.peak.reserved) - static_cast<int64_t>(*p.peak_reserved);
     a.evidence.push_back({fmt::format("device memory for size {}", fits), w.fit->device_memory});
+    a.curve = p.curve;
     return a;
   };
   out.advice.push_back(batch(w.fit->largest, largest,
@@ -519,7 +583,7 @@ void batch_advice(const Run& run, const AdviseOptions& o, Advise& out) {
   if (!top || !w.memory.bytes) return;
   uint64_t freed = static_cast<uint64_t>(ranked_saving(*top, run.cpu));
   ScaleWhatif after = scale_whatif(o.scale_runs, {.predict = {}, .fit = true, .conf = std::nullopt,
-                                                  .device_memory = *w.memory.bytes + freed, .curve_run = std::nullopt});
+                                                  .device_memory = *w.memory.bytes + freed, .curve_run = curve_run});
   if (!after.fit || after.predictions.empty() || after.fit->largest <= w.fit->largest) return;
   out.advice.push_back(batch(after.fit->largest, after.predictions.front(),
                              fmt::format("with the top change ({}), size {} fits, if what it frees at this size is "
@@ -549,6 +613,7 @@ std::string_view to_string(AdviceMethod m) {
 
 Advise advise(const Snapshot& s, uint8_t device, const AdviseOptions& o) {
   Run run(s, device);
+  run.curves = o.curves;
   Advise out;
   out.device = device;
   out.cpu = run.cpu;

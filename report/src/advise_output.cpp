@@ -30,23 +30,26 @@ std::string signed_bytes(int64_t bytes) {
   return bytes < 0 ? "-" + format_bytes(static_cast<uint64_t>(-bytes)) : format_bytes(static_cast<uint64_t>(bytes));
 }
 
-std::string peaks_text(const PeakBytes& p) {
-  return p.reserved ? fmt::format("{} allocated, {} reserved", format_bytes(p.allocated), format_bytes(*p.reserved))
-                    : fmt::format("{} allocated", format_bytes(p.allocated));
-}
-
 std::string advice_text(size_t rank, const Advice& a) {
-  std::string saves = a.saves.reserved ? fmt::format("{} allocated, {} reserved", signed_bytes(a.saves.allocated),
-                                                     signed_bytes(*a.saves.reserved))
-                                       : fmt::format("{} allocated", signed_bytes(a.saves.allocated));
   std::string out = fmt::format("{}. [{}] {}\n", rank, to_string(a.kind), a.change);
-  out += fmt::format("   saves {} ({}); peak after: {}\n", saves, to_string(a.method), peaks_text(a.peak_after));
+  out += fmt::format("   saves {} ({}); peak after: {}\n", saves_text(a.saves), to_string(a.method),
+                     peaks_text(a.peak_after));
   if (a.cost_ns) out += fmt::format("   recompute cost {} of kernel time\n", format_duration(*a.cost_ns));
   for (const Evidence& e : a.evidence) out += fmt::format("     {:>12}  {}\n", format_bytes(e.bytes), e.what);
   return out;
 }
 
 }  // namespace
+
+std::string peaks_text(const PeakBytes& p) {
+  return p.reserved ? fmt::format("{} allocated, {} reserved", format_bytes(p.allocated), format_bytes(*p.reserved))
+                    : fmt::format("{} allocated", format_bytes(p.allocated));
+}
+
+std::string saves_text(const SavedBytes& s) {
+  return s.reserved ? fmt::format("{} allocated, {} reserved", signed_bytes(s.allocated), signed_bytes(*s.reserved))
+                    : fmt::format("{} allocated", signed_bytes(s.allocated));
+}
 
 nlohmann::json advise_json(const Advise& a) {
   nlohmann::json advice = nlohmann::json::array();

@@ -4,6 +4,8 @@
 
 #include <stb/stb_image.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -56,6 +58,19 @@ inline Shot screenshot(const std::string& fixture, const std::string& extra, con
   shot.image = load_png(png);
   return shot;
 }
+
+// Where the layout line says bytes and times are drawn on the timeline.
+struct Plot {
+  int x, y, w, h;
+  double t0, dt, per_row;
+  explicit Plot(const nlohmann::json& L)
+      : x(L["plot"]["x"].get<int>()), y(L["plot"]["y"].get<int>()), w(L["plot"]["w"].get<int>()),
+        h(L["plot"]["h"].get<int>()), t0(L["t0_ns"].get<double>()), dt(L["dt_ns"].get<double>()),
+        per_row(L["bytes_per_row"].get<double>()) {}
+  int column(int64_t ns) const { return static_cast<int>(std::floor((static_cast<double>(ns) - t0) / dt)); }
+  int row(uint64_t bytes) const { return std::min(static_cast<int>(static_cast<double>(bytes) / per_row), h - 1); }
+  uint32_t pixel(const Image& img, int col, int row) const { return img.at(x + col, y + h - 1 - row); }
+};
 
 // scripts/screenshots.sh sets MEMREC_SCREENSHOT_DIR: the README's pictures are the ones these tests checked.
 inline void keep_for_readme(const test::TempDir& dir, const std::string& name) {

@@ -25,6 +25,7 @@ namespace {
 
 using nlohmann::json;
 using test::quote;
+using test::Plot;
 using test::Shot;
 
 std::string file(const std::string& name) { return quote(test::data(name)); }
@@ -34,19 +35,6 @@ json whatif(const std::string& args) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return json::parse(r.output)["predictions"][0];
 }
-
-// Where the layout line says bytes and times are drawn.
-struct Plot {
-  int x, y, w, h;
-  double t0, dt, per_row;
-  explicit Plot(const json& L)
-      : x(L["plot"]["x"].get<int>()), y(L["plot"]["y"].get<int>()), w(L["plot"]["w"].get<int>()),
-        h(L["plot"]["h"].get<int>()), t0(L["t0_ns"].get<double>()), dt(L["dt_ns"].get<double>()),
-        per_row(L["bytes_per_row"].get<double>()) {}
-  int column(int64_t ns) const { return static_cast<int>(std::floor((static_cast<double>(ns) - t0) / dt)); }
-  int row(uint64_t bytes) const { return std::min(static_cast<int>(static_cast<double>(bytes) / per_row), h - 1); }
-  uint32_t pixel(const test::Image& img, int col, int row) const { return img.at(x + col, y + h - 1 - row); }
-};
 
 // The highest allocated total in force over [t0, t1) after the first event, by scanning every step.
 uint64_t recorded_max(const Replay& r, int64_t t0, int64_t t1) {

@@ -342,7 +342,7 @@ TEST(ViewFlags, BadValuesSayWhy) {
   struct Case {
     std::string args, says;
   };
-  for (const Case& c : {Case{"--view map", "--view wants timeline, flame, segments, modules or growth, got 'map'"},
+  for (const Case& c : {Case{"--view map", "--view wants timeline, flame, segments, modules, growth or advise, got 'map'"},
                         Case{"--group-by file", "--group-by wants stack, stack-bottom-up, op, module, phase, site, category, layer or pool, got 'file'"},
                         Case{"--range 10ms", "--range wants T1..T2"},
                         Case{"--range 20ms..10ms", "--range wants T1..T2"},

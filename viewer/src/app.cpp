@@ -311,8 +311,14 @@ void App::draw_panels(float height) {
       ImGui::EndChild();
       ImGui::EndTabItem();
     }
+    if (tab("advice", Focus::advise)) {
+      if (content("advice")) advise_.draw(doc, state_);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
     ImGui::EndTabBar();
   }
+  if (state_.focus != Focus::advise) state_.ghost.reset();  // the advice's curve is drawn while its tab is shown
   ImGui::TableNextColumn();
   ImGui::TextUnformatted("inspector");
   ImGui::Separator();
@@ -377,7 +383,7 @@ nlohmann::json attribution_layout(const Document& doc, ViewState& st) {
 void print_layout(App& app, const std::string& png, int height) {
   const ColumnGrid& g = app.timeline().grid();
   ViewState& st = app.state();
-  static constexpr const char* kFocus[] = {"timeline", "flame", "segments", "modules", "growth"};
+  static constexpr const char* kFocus[] = {"timeline", "flame", "segments", "modules", "growth", "advise"};
   nlohmann::json out = {
       {"png", png},
       {"view", kFocus[static_cast<int>(st.focus)]},
@@ -397,8 +403,9 @@ void print_layout(App& app, const std::string& png, int height) {
   if (st.focus == Focus::modules) out["modules"] = flame_layout(app.modules());
   if (st.focus == Focus::segments) out["segments"] = segments_layout(app);
   if (st.focus == Focus::growth) out["growth"] = app.growth().layout();
+  if (st.focus == Focus::advise) out["advise"] = app.advise().layout();
   if (app.doc().ranks) out["ranks"] = app.ranks().layout(*app.doc().ranks);
-  if (app.doc().ghost) out["ghost"] = app.timeline().ghost_layout(app.doc());
+  if (nlohmann::json ghost = app.timeline().ghost_layout(app.doc(), st); !ghost.is_null()) out["ghost"] = ghost;
   fmt::print("{}\n", out.dump());
   std::fflush(stdout);
 }
@@ -419,8 +426,9 @@ Aim parse_aim(const Options& o) {
   else if (o.view == "segments") aim.focus = Focus::segments;
   else if (o.view == "modules") aim.focus = Focus::modules;
   else if (o.view == "growth") aim.focus = Focus::growth;
+  else if (o.view == "advise") aim.focus = Focus::advise;
   else if (!o.view.empty() && o.view != "timeline")
-    throw Error("--view wants timeline, flame, segments, modules or growth, got '" + o.view + "'");
+    throw Error("--view wants timeline, flame, segments, modules, growth or advise, got '" + o.view + "'");
   static const std::pair<const char*, Grouping> kTrees[] = {
       {"stack", Grouping::stack_top_down}, {"stack-bottom-up", Grouping::stack_bottom_up},
       {"op", Grouping::op}, {"module", Grouping::module}, {"phase", Grouping::phase}};

@@ -52,6 +52,7 @@ class App {
   const FlameView& modules() const { return modules_; }
   const SegmentsView& segments() const { return segments_; }
   const GrowthView& growth() const { return growth_; }
+  const AdviseView& advise() const { return advise_; }
   const RanksView& ranks() const { return ranks_; }
   RanksView& ranks() { return ranks_; }
   // Screenshots for pictures leave out the search box and the key hints.
@@ -95,6 +96,7 @@ class App {
   FlameView modules_{FlameView::Mode::modules};
   SearchView search_;
   GrowthView growth_;
+  AdviseView advise_;
   Focus shown_focus_ = Focus::timeline;  // the tab last selected, so a change of state.focus selects its tab
   RanksView ranks_;
 };

@@ -166,4 +166,20 @@ void ViewState::set_highlight(std::vector<uint8_t> marks, std::string reason, st
 
 void ViewState::clear_highlight() { set_highlight({}, ""); }
 
+void TabMarks::set(const Document& doc, ViewState& state, std::span<const std::span<const uint32_t>> groups,
+                   std::vector<uint32_t> palette, std::string reason) {
+  std::vector<uint8_t> marks(doc.replay->allocations().size(), 0);
+  marked_ = 0;
+  marked_bytes_ = 0;
+  for (size_t k = 0; k < groups.size() && !palette.empty(); ++k)
+    for (uint32_t id : groups[k]) {
+      if (id >= marks.size()) continue;
+      marks[id] = static_cast<uint8_t>(std::min(k, palette.size() - 1) + 1);
+      ++marked_;
+      marked_bytes_ += doc.replay->size_of(id);
+    }
+  state.set_highlight(std::move(marks), std::move(reason), std::move(palette));
+  version_ = state.highlight_version;
+}
+
 }  // namespace memrec::viewer

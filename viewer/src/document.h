@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,7 @@ struct Document {
 
 // The view the bottom panel shows (and a screenshot aims at): the attribution table, the flame graph of the same
 // memory, the segment history, or the module view.
-enum class Focus : uint8_t { timeline, flame, segments, modules, growth };
+enum class Focus : uint8_t { timeline, flame, segments, modules, growth, advise };
 
 struct ViewState {
   // Visible time range in nanoseconds after the first event (doubles of absolute clock values would round to
@@ -96,6 +97,10 @@ struct ViewState {
   std::vector<uint32_t> highlight_palette;
   std::string highlight_reason;
   uint64_t highlight_version = 0;  // changes whenever `highlight` does, so cached pixels are redrawn
+  // A predicted curve drawn over the timeline as a ghost line in place of --scale-with's: the selected advice's
+  // change (on the recording's clock), with its legend.
+  std::shared_ptr<const ScaleCurve> ghost;
+  std::string ghost_label;
 
   void fit_all(const Document& doc);
   // What the viewer opens on: everything, except an idle prologue (loading, compiling: a few events, then a pause
@@ -112,6 +117,32 @@ struct ViewState {
   void regroup(const Document& doc);
   void set_highlight(std::vector<uint8_t> marks, std::string reason, std::vector<uint32_t> palette = {});
   void clear_highlight();
+};
+
+// The blocks a tab marks on the timeline while it is shown (the growth tab's sites, the selected advice's evidence),
+// the rest dimmed: set again whenever another view changed the highlight.
+class TabMarks {
+ public:
+  bool current(const ViewState& state) const { return state.highlight_version == version_; }
+  // Group k's blocks (ids into doc.replay->allocations()) are drawn in palette[min(k, palette.size() - 1)].
+  void set(const Document& doc, ViewState& state, std::span<const std::span<const uint32_t>> groups,
+           std::vector<uint32_t> palette, std::string reason);
+  void reset() { version_ = ~0ull; }
+  size_t marked() const { return marked_; }  // blocks
+  uint64_t marked_bytes() const { return marked_bytes_; }
+
+ private:
+  uint64_t version_ = ~0ull;
+  size_t marked_ = 0;
+  uint64_t marked_bytes_ = 0;
+};
+
+// What a tab's result was made of: made again when another file or device is shown.
+struct MadeOf {
+  uint64_t doc = 0;  // Document::id
+  uint8_t device = 0;
+  bool same(const Document& d) const { return doc == d.id && device == d.device; }
+  static MadeOf of(const Document& d) { return {d.id, d.device}; }
 };
 
 }  // namespace memrec::viewer

@@ -35,29 +35,24 @@ std::string summary(const GrowthResult& g) {
 }  // namespace
 
 void GrowthView::update(const Document& doc) {
-  if (result_ && doc_id_ == doc.id && device_ == doc.device) return;
+  if (result_ && made_of_.same(doc)) return;
   GrowthOptions options;
   options.device = doc.device;
   result_ = growth(doc.snapshot, options);
-  doc_id_ = doc.id;
-  device_ = doc.device;
-  marked_version_ = ~0ull;
+  made_of_ = MadeOf::of(doc);
+  marks_.reset();
 }
 
-// Marks each growing site's blocks with its legend row (1-based); sites past the palette share its last color.
+// Marks each growing site's blocks in its legend row's color; sites past the palette share its last color.
 void GrowthView::mark(const Document& doc, ViewState& state) {
-  if (state.highlight_version == marked_version_ || result_->growing.empty()) return;
-  std::vector<uint8_t> marks(doc.replay->allocations().size(), 0);
+  if (marks_.current(state) || result_->growing.empty()) return;
+  std::vector<std::span<const uint32_t>> sites;
   std::vector<uint32_t> palette;
-  marked_ = 0;
   for (size_t i = 0; i < result_->growing.size(); ++i) {
-    size_t row = std::min(i, kGrowthColors - 1);
+    sites.emplace_back(result_->growing[i].blocks);
     if (i < kGrowthColors) palette.push_back(growth_color(i));
-    for (uint32_t id : result_->growing[i].blocks)
-      if (id < marks.size()) marks[id] = static_cast<uint8_t>(row + 1), ++marked_;
   }
-  state.set_highlight(std::move(marks), "growing sites", std::move(palette));
-  marked_version_ = state.highlight_version;
+  marks_.set(doc, state, sites, std::move(palette), "growing sites");
 }
 
 void GrowthView::draw(const Document& doc, ViewState& state) {
@@ -118,7 +113,7 @@ nlohmann::json GrowthView::layout() const {
     legend.push_back({{"site", g.growing[i].site}, {"bytes_per_step", g.growing[i].bytes_per_step},
                       {"blocks", g.growing[i].blocks.size()}, {"color", growth_color(std::min(i, kGrowthColors - 1))},
                       {"x", swatches_[i].x}, {"y", swatches_[i].y}, {"size", kSwatch}});
-  return {{"verdict", std::string(to_string(g.verdict))}, {"steps", g.steps.size()}, {"marked", marked_},
+  return {{"verdict", std::string(to_string(g.verdict))}, {"steps", g.steps.size()}, {"marked", marks_.marked()},
           {"chart", {{"x", chart_.x}, {"y", chart_.y}, {"w", chart_.z}, {"h", chart_.w}}}, {"legend", legend}};
 }
 

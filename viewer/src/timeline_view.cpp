@@ -32,13 +32,6 @@ uint32_t dim(uint32_t c) {
   return 0xFF000000u | mix(0) | mix(8) | mix(16);
 }
 
-// The prediction drawn over the timeline (--scale-with), if any.
-const ScalePrediction* ghost_of(const Document& doc) {
-  if (!doc.ghost || doc.ghost->predictions.empty()) return nullptr;
-  const ScalePrediction& p = doc.ghost->predictions.front();
-  return p.curve && !p.curve->time_ns.empty() ? &p : nullptr;
-}
-
 // "size 8 (predicted): peak 3.25 MiB allocated, 4 MiB reserved"
 std::string ghost_label(const ScalePrediction& p) {
   std::string out = fmt::format("size {} (predicted): peak {} allocated", p.size, format_bytes(p.peak_allocated));
@@ -46,22 +39,23 @@ std::string ghost_label(const ScalePrediction& p) {
   return out;
 }
 
-// The device's memory, drawn where the ghost runs out of it.
-std::optional<uint64_t> ghost_limit(const Document& doc) {
-  const ScalePrediction* p = ghost_of(doc);
-  if (!p || !p->oom.value_or(false)) return std::nullopt;
-  return doc.ghost->memory.bytes;
+std::optional<Ghost> ghost_of(const Document& doc, const ViewState& state) {
+  if (state.ghost && !state.ghost->time_ns.empty()) return Ghost{*state.ghost, state.ghost_label};
+  if (!doc.ghost || doc.ghost->predictions.empty()) return std::nullopt;
+  const ScalePrediction& p = doc.ghost->predictions.front();
+  if (!p.curve || p.curve->time_ns.empty()) return std::nullopt;
+  Ghost g{*p.curve, ghost_label(p), std::nullopt, &p};
+  if (p.oom.value_or(false)) g.limit = doc.ghost->memory.bytes;
+  return g;
 }
 
-uint64_t plot_max_bytes(const Document& doc) {
-  const Timeline& tl = *doc.timeline;
-  Envelope all = tl.envelope_steps(kNoEvent, tl.steps() ? tl.steps() - 1 : kNoEvent);
-  uint64_t top = std::max(all.allocated_max, all.reserved_max);
-  if (const ScalePrediction* p = ghost_of(doc)) {
-    top = std::max({top, p->peak_allocated, p->peak_reserved.value_or(0), ghost_limit(doc).value_or(0)});
-    return top + top / 5;  // room for the ghost's legend above its peak
-  }
-  return std::max<uint64_t>(top + all.reserved_max / 20, 1024);
+// The highest bytes a ghost draws: its curve's, its prediction's peaks and the device's memory where it runs out.
+uint64_t ghost_top(const Ghost& g) {
+  const ScaleCurve& c = g.curve;
+  uint64_t top = std::max(*std::max_element(c.allocated.begin(), c.allocated.end()), g.limit.value_or(0));
+  if (!c.reserved.empty()) top = std::max(top, *std::max_element(c.reserved.begin(), c.reserved.end()));
+  if (g.scaled) top = std::max({top, g.scaled->peak_allocated, g.scaled->peak_reserved.value_or(0)});
+  return top;
 }
 
 // Ghost lines are dashed by whole columns, on the absolute column grid so that the dashes stay put while panning.
@@ -82,11 +76,12 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   double dt = state.span / width;
   auto first = static_cast<int64_t>(std::floor(state.t0 / dt));
   grid_ = ColumnGrid{std::floor(origin.x + kAxisWidth), std::floor(origin.y), width, first, first * dt, dt, tl.begin_ns()};
-  bytes_per_row_ = static_cast<double>(plot_max_bytes(doc)) / rows;
+  double per_row = static_cast<double>(plot_max_bytes(doc, state)) / rows;
 
   stale_.resize(width, 1);
   bool same_source = !resized && cached_highlight_ == state.highlight_version && cached_doc_ == doc.id &&
-                     cached_device_ == doc.device;
+                     cached_device_ == doc.device && per_row == bytes_per_row_;
+  bytes_per_row_ = per_row;
   if (!same_source) {
     std::fill(stale_.begin(), stale_.end(), 1);
   } else if (dt != cached_dt_) {
@@ -104,7 +99,7 @@ void TimelineView::draw(Document& doc, ViewState& state, float height) {
   ImDrawList* list = ImGui::GetWindowDrawList();
   image_.draw(list, ImVec2(grid_.x, grid_.y));
   draw_overlay(doc, state, list);
-  draw_ghost(doc, list);
+  if (std::optional<Ghost> ghost = ghost_of(doc, state)) draw_ghost(*ghost, list);
   draw_device_band(doc, grid_, list, grid_.y + rows + kAxisHeight);
 
   ImGui::SetCursorScreenPos(ImVec2(grid_.x, grid_.y));
@@ -245,17 +240,27 @@ void TimelineView::find_ghost_columns(const ScaleCurve& c) {
   ghost_columns_ = curve_spans(c, grid_.first, grid_.dt, grid_.width);
 }
 
-void TimelineView::draw_ghost(const Document& doc, ImDrawList* list) {
-  const ScalePrediction* p = ghost_of(doc);
-  if (!p) return;
-  const ScaleCurve& c = *p->curve;
+// The plot's top: the recording's highest bytes, or a ghost's with room for its legend above.
+uint64_t TimelineView::plot_max_bytes(const Document& doc, const ViewState& state) {
+  const Timeline& tl = *doc.timeline;
+  Envelope all = tl.envelope_steps(kNoEvent, tl.steps() ? tl.steps() - 1 : kNoEvent);
+  uint64_t top = std::max(all.allocated_max, all.reserved_max);
+  std::optional<Ghost> ghost = ghost_of(doc, state);
+  if (!ghost) return std::max<uint64_t>(top + all.reserved_max / 20, 1024);
+  if (ghost_top_.first != &ghost->curve) ghost_top_ = {&ghost->curve, ghost_top(*ghost)};  // a pass over the curve
+  top = std::max(top, ghost_top_.second);
+  return top + top / 5;
+}
+
+void TimelineView::draw_ghost(const Ghost& g, ImDrawList* list) {
+  const ScaleCurve& c = g.curve;
   find_ghost_columns(c);
   float bottom = grid_.y + static_cast<float>(image_.height() - 1);
   auto y_of = [&](uint64_t bytes) { return bottom - static_cast<float>(row_of(bytes)); };
   auto pixel = [&](float x, float y0, float y1, uint32_t color) {  // one pixel column from y0 to y1, no smoothing
     list->AddRectFilled(ImVec2(x, std::min(y0, y1)), ImVec2(x + 1, std::max(y0, y1) + 1), color);
   };
-  std::optional<uint64_t> limit = ghost_limit(doc);
+  std::optional<uint64_t> limit = g.limit;
   if (limit)
     for (int i = 0; i < grid_.width; ++i)
       if (dash_on(grid_.first + i))
@@ -275,7 +280,7 @@ void TimelineView::draw_ghost(const Document& doc, ImDrawList* list) {
   float peak_x = grid_.x_of(grid_.origin + c.time_ns[c.peak]), peak_y = y_of(c.allocated[c.peak]);
   for (float x = peak_x - 4; x <= peak_x + 4; ++x)
     if (x >= grid_.x && x < grid_.x + grid_.width) pixel(x, peak_y, peak_y, kGhostAllocatedColor);
-  std::vector<std::pair<std::string, uint32_t>> legend = {{ghost_label(*p), kGhostAllocatedColor}};
+  std::vector<std::pair<std::string, uint32_t>> legend = {{g.label, kGhostAllocatedColor}};
   if (limit && c.oom) {
     float x = grid_.x_of(grid_.origin + c.time_ns[*c.oom]);
     if (x >= grid_.x && x < grid_.x + grid_.width) pixel(x, y_of(*limit) - 4, y_of(*limit) + 4, kDeviceMemoryColor);
@@ -290,20 +295,20 @@ void TimelineView::draw_ghost(const Document& doc, ImDrawList* list) {
   }
 }
 
-nlohmann::json TimelineView::ghost_layout(const Document& doc) const {
-  const ScalePrediction* p = ghost_of(doc);
-  if (!p) return nullptr;
-  const ScaleCurve& c = *p->curve;
+nlohmann::json TimelineView::ghost_layout(const Document& doc, const ViewState& state) const {
+  std::optional<Ghost> g = ghost_of(doc, state);
+  if (!g) return nullptr;
+  const ScaleCurve& c = g->curve;
   nlohmann::json reserved = nullptr;
   if (!c.reserved.empty()) reserved = *std::max_element(c.reserved.begin(), c.reserved.end());
-  std::optional<uint64_t> limit = ghost_limit(doc);
-  return {{"size", p->size},
+  std::optional<uint64_t> limit = g->limit;
+  return {{"size", g->scaled ? nlohmann::json(g->scaled->size) : nlohmann::json(nullptr)},
           {"peak_allocated", *std::max_element(c.allocated.begin(), c.allocated.end())},
           {"peak_reserved", reserved},
           {"peak_ns", c.time_ns[c.peak]},
           {"oom_ns", limit && c.oom ? nlohmann::json(c.time_ns[*c.oom]) : nlohmann::json(nullptr)},
           {"device_memory", limit ? nlohmann::json(*limit) : nlohmann::json(nullptr)},
-          {"label", ghost_label(*p)}};
+          {"label", g->label}};
 }
 
 void TimelineView::handle_input(Document& doc, ViewState& state, bool hovered, bool clicked) {

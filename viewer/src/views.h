@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "document.h"
+#include "memrec/advise.h"
 #include "memrec/growth.h"
 
 namespace memrec::viewer {
@@ -64,6 +65,14 @@ struct ColumnGrid {
 float device_band_height(const Document& doc);
 void draw_device_band(const Document& doc, const ColumnGrid& grid, ImDrawList* list, float top);
 
+// What the timeline's ghost line draws: the selected advice's curve, else the prediction of --scale-with.
+struct Ghost {
+  const ScaleCurve& curve;
+  std::string label;
+  std::optional<uint64_t> limit;            // the device's memory, drawn where the curve runs out of it
+  const ScalePrediction* scaled = nullptr;  // --scale-with's
+};
+
 class TimelineView {
  public:
   void draw(Document& doc, ViewState& state, float height);
@@ -72,10 +81,10 @@ class TimelineView {
   double bytes_per_row() const { return bytes_per_row_; }
   // Whether every column shows the current view (zooming repaints over a few frames).
   bool complete() const;
-  // The ghost (--scale-with) as drawn: its size, its peaks and their place, read back from its curve, and the
-  // device's memory where it runs out: {"size", "peak_allocated", "peak_reserved", "peak_ns", "oom_ns",
-  // "device_memory", "label"}.
-  nlohmann::json ghost_layout(const Document& doc) const;
+  // The ghost (the selected advice's curve, else --scale-with's) as drawn: its size (--scale-with's), its peaks and
+  // their place, read back from its curve, and the device's memory where it runs out: {"size", "peak_allocated",
+  // "peak_reserved", "peak_ns", "oom_ns", "device_memory", "label"}; null without a ghost.
+  nlohmann::json ghost_layout(const Document& doc, const ViewState& state) const;
 
  private:
 
@@ -85,8 +94,9 @@ class TimelineView {
   void paint_column(const Document& doc, const ViewState& state, int i, int64_t column);
   void handle_input(Document& doc, ViewState& state, bool hovered, bool clicked);
   void draw_overlay(const Document& doc, const ViewState& state, ImDrawList* list);
+  uint64_t plot_max_bytes(const Document& doc, const ViewState& state);
   void find_ghost_columns(const ScaleCurve& c);
-  void draw_ghost(const Document& doc, ImDrawList* list);
+  void draw_ghost(const Ghost& g, ImDrawList* list);
   int row_of(uint64_t bytes) const;
 
   PixelImage image_;
@@ -104,6 +114,7 @@ class TimelineView {
   std::vector<ScaleSpan> ghost_columns_;  // the ghost's highest predicted bytes in each pixel column
   std::pair<int64_t, double> ghost_grid_{0, -1};  // the first column and dt they were found for
   const ScaleCurve* ghost_curve_ = nullptr;       // the curve they were found for
+  std::pair<const ScaleCurve*, uint64_t> ghost_top_{nullptr, 0};  // a curve and its highest bytes
 };
 
 class LanesView {
@@ -302,12 +313,35 @@ class GrowthView {
   void draw_legend(const GrowthResult& g);
 
   std::optional<GrowthResult> result_;
-  uint64_t doc_id_ = 0;  // what the result was made of: Document::id and device
-  uint8_t device_ = 0;
-  uint64_t marked_version_ = ~0ull;  // the highlight_version our marks were set at
-  size_t marked_ = 0;
+  MadeOf made_of_;
+  TabMarks marks_;
   ImVec4 chart_{};  // x, y, w, h
   std::vector<ImVec2> swatches_;  // per legend row
+};
+
+// The advice tab (advise_view.cpp): `memrec advise`'s changes, largest saving first. The selected one (the first when
+// the tab opens) marks the blocks its evidence names on the timeline, the rest dimmed, and draws the curve its
+// replay (or fit across sizes) gives as a ghost line; a counted change has no curve, and the tab says so.
+class AdviseView {
+ public:
+  void draw(const Document& doc, ViewState& state);
+  // {"rows": [{"kind", "method", "saves_allocated", "saves_reserved", "change", "blocks", "curve" (bool), "x", "y",
+  // "size" (the swatch)}], "selected", "marked" (blocks), "marked_bytes", "color" (ABGR, the marks'),
+  // "not_assessed"}; null before the advice was made.
+  nlohmann::json layout() const;
+
+ private:
+  void update(const Document& doc);
+  void show(const Document& doc, ViewState& state);
+  void draw_row(size_t index);
+  void draw_selected(const Advice& a) const;
+
+  std::shared_ptr<const Advise> result_;
+  MadeOf made_of_;
+  bool asked_ = false;  // the tab said it is computing: the next frame computes
+  size_t selected_ = 0;
+  TabMarks marks_;
+  std::vector<ImVec2> swatches_;  // per row
 };
 
 void draw_status_bar(const Document& doc, const ViewState& state, float frame_ms);

@@ -54,12 +54,20 @@ struct Advice {
   std::vector<Evidence> evidence;
   std::vector<std::string> layers;  // checkpointing: the layers to wrap (what gpu-check applies)
   std::string settings;             // allocator: the PYTORCH_CUDA_ALLOC_CONF value
+  // The blocks the evidence names, as ids into Replay(s, device).allocations(): the activations made in the layers'
+  // forward passes and live at the peak, a growing site's blocks kept past their step, the counted blocks. The viewer
+  // marks them on the timeline.
+  std::vector<uint32_t> blocks;
+  // With AdviseOptions::curves, a replayed or scaled change: the bytes after each event of the run under the change,
+  // on this run's clock (reserved under the allocator model where the device has one).
+  std::optional<ScaleCurve> curve;
 };
 
 struct AdviseOptions {
   std::optional<uint64_t> device_memory;
   // With --scale-with: this run first, then the others, each with its size (the largest size that fits).
   std::span<const ScaleRun> scale_runs;
+  bool curves = false;  // give each replayed or scaled change its curve (Advice::curve): one more replay each
 };
 
 struct Advise {

@@ -23,4 +23,9 @@ std::string advise_text(const Advise& a);
 // evidence under it, then what was not assessed.
 std::string advise_html(const Advise& a);
 
+// "3 MiB allocated, 4 MiB reserved" (reserved where set), for the viewer's advice tab as for the text.
+std::string peaks_text(const PeakBytes& p);
+// The same of a saving, with a minus sign where the change costs memory.
+std::string saves_text(const SavedBytes& s);
+
 }  // namespace memrec

@@ -49,11 +49,12 @@ inline constexpr uint32_t kReservedColor = 0xFF50A0F0u;  // orange line: reserve
 inline constexpr uint32_t kAllocatedColor = 0xFFFFFFFFu; // white line: allocated bytes
 inline constexpr uint32_t kPeakColor = 0xFF0000FFu;      // pure red: the peak marker
 inline constexpr uint32_t kSelectedColor = 0xFF00DCFFu;  // yellow: the selected instant
-// The prediction at another size (--scale-with): dashed lines over the recorded ones, and the device's memory
-// where the prediction runs out of it.
+// A prediction (at another size with --scale-with, or under the selected advice): dashed lines over the recorded
+// ones, and the device's memory where the prediction runs out of it.
 inline constexpr uint32_t kGhostAllocatedColor = 0xFFE060FFu;  // pink: predicted allocated bytes
 inline constexpr uint32_t kGhostReservedColor = 0xFFFFD040u;   // light blue: predicted reserved bytes
 inline constexpr uint32_t kDeviceMemoryColor = 0xFF4060FFu;    // light red: the device's memory, where it runs out
+inline constexpr uint32_t kEvidenceColor = 0xFF30FF30u;        // green: the selected advice's blocks
 // Segment history: what is not a live block in a segment's bar.
 inline constexpr uint32_t kPendingFreeColor = 0xFF00B0FFu;     // amber: freed, not yet released (record_stream)
 inline constexpr uint32_t kInactiveSplitColor = 0xFF30305Au;   // dark red: free piece of a segment in use
