@@ -222,11 +222,12 @@ class CheckpointLever {
   Snapshot all_layers() const { return cp_.history(all_); }
 
  private:
-  // "layers.0, layers.1, layers.2", or "layers.0, layers.1, … layers.11 (12 layers)" for many.
+  // "layers.0, layers.1, layers.2", or "layers.0, layers.1, ..., layers.11 (12 layers)" for many (in ASCII: the
+  // viewer's font has no ellipsis).
   static std::string span_of(const std::vector<std::string>& layers) {
     constexpr size_t kNamed = 4;
     if (layers.size() <= kNamed) return fmt::format("{}", fmt::join(layers, ", "));
-    return fmt::format("{}, {}, … {} ({} layers)", layers[0], layers[1], layers.back(), layers.size());
+    return fmt::format("{}, {}, ..., {} ({} layers)", layers[0], layers[1], layers.back(), layers.size());
   }
 
   // The shortest run of layers, in order of saving per cost, with the best saving per cost among those saving at
