@@ -69,13 +69,13 @@ json rank_summary_json(const RankRecording& r) {
   for (const Collective& c : r.collectives)
     collectives.push_back({{"name", c.name}, {"seq", c.seq}, {"start_ns", c.start_ns}, {"end_ns", c.end_ns}});
   json out = {{"memrec_summary", kSummaryVersion},
-            {"rank", r.rank < 0 ? json(nullptr) : json(r.rank)}, {"rank_from", r.rank_from}, {"host", r.host},
-            {"pid", r.pid}, {"world_size", r.world_size}, {"device", r.device}, {"events", r.events},
-            {"complete", r.complete}, {"warnings", r.warnings}, {"dropped_events", r.dropped_events},
-            {"begin_ns", r.begin_ns}, {"end_ns", r.end_ns}, {"duration_ns", r.end_ns - r.begin_ns},
-            {"peak_allocated", peak_json(r, r.peak_allocated, r.at_peak, r.peak_step, r.peak_phase)},
-            {"peak_reserved", peak_json(r, r.peak_reserved, r.at_reserved_peak, "", "")},
-            {"ooms", r.ooms}, {"steps", steps}, {"collectives", collectives}};
+              {"rank", r.rank < 0 ? json(nullptr) : json(r.rank)}, {"rank_from", r.rank_from}, {"host", r.host},
+              {"pid", r.pid}, {"world_size", r.world_size}, {"device", r.device}, {"events", r.events},
+              {"complete", r.complete}, {"warnings", r.warnings}, {"dropped_events", r.dropped_events},
+              {"begin_ns", r.begin_ns}, {"end_ns", r.end_ns}, {"duration_ns", r.end_ns - r.begin_ns},
+              {"peak_allocated", peak_json(r, r.peak_allocated, r.at_peak, r.peak_step, r.peak_phase)},
+              {"peak_reserved", peak_json(r, r.peak_reserved, r.at_reserved_peak, "", "")},
+              {"ooms", r.ooms}, {"steps", steps}, {"collectives", collectives}};
   if (!r.allocated_max.empty()) out["curve"] = curve_json(r);  // a summary the viewer draws the rank from
   return out;
 }
@@ -116,7 +116,7 @@ RankRecording rank_from_summary_json(const json& j, const std::string& path) {
 }
 
 std::string write_summary(const Snapshot& s, const std::string& path) {
-  RankRecording r = summarize_recording(s, path, {.curve = true});
+  RankRecording r = summarize_recording(s, path, {.device = std::nullopt, .curve = true});
   std::string text = rank_summary_json(r).dump();
   attach_summary(path, text);
   std::string beside = path + ".summary.json";

@@ -26,8 +26,9 @@ int first_byte(const std::string& path) {
   return in.get();
 }
 
-// The recorder's notes are the file's to print; compiled code is mapped to the model's source and modules, and
-// modules and owners are named by the model's own paths, and PyTorch's own blocks (DDP's buckets, cuBLAS's workspaces) by what they are.
+// The recorder's notes are the file's to print; compiled code is mapped to the model's source and modules, modules
+// and owners are named by the model's own paths, and PyTorch's own blocks (DDP's buckets, cuBLAS's workspaces) by
+// what they are.
 Snapshot read_recording(const std::string& path, const std::optional<Range>& range) {
   Snapshot s = range ? read_range(path, *range).snapshot : read_file(path);
   resolve_compiled_code(s);

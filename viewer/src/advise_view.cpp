@@ -1,8 +1,6 @@
 // The advice tab: what `memrec advise` finds (memrec/advise.h), one row a change, largest saving first. The selected
 // change's evidence is marked on the timeline and, where a replay or a fit across sizes predicts it, its curve is
 // drawn as a ghost line, as --scale-with's is.
-#include <algorithm>
-#include <cmath>
 
 #include <fmt/format.h>
 
@@ -13,8 +11,6 @@
 
 namespace memrec::viewer {
 namespace {
-
-constexpr float kSwatch = 12;
 
 // "advice 1 (replayed): peak 3.25 MiB allocated, 4 MiB reserved"
 std::string ghost_label(size_t rank, const Advice& a) {
@@ -84,13 +80,7 @@ void AdviseView::show(const Document& doc, ViewState& state) {
 // One change: a swatch in the marks' color where selected, its rank, kind, saving, method and sentence.
 void AdviseView::draw_row(size_t index) {
   const Advice& a = result_->advice[index];
-  ImVec2 at = ImGui::GetCursorScreenPos();
-  at.y += std::floor((ImGui::GetTextLineHeight() - kSwatch) / 2);
-  swatches_.push_back(at);
-  uint32_t color = index == selected_ ? kEvidenceColor : ImGui::GetColorU32(ImGuiCol_TextDisabled);
-  ImGui::GetWindowDrawList()->AddRectFilled(at, ImVec2(at.x + kSwatch, at.y + kSwatch), color);
-  ImGui::Dummy(ImVec2(kSwatch, kSwatch));
-  ImGui::SameLine();
+  swatches_.push_back(draw_swatch(index == selected_ ? kEvidenceColor : ImGui::GetColorU32(ImGuiCol_TextDisabled)));
   std::string row = fmt::format("{}. [{}] saves {} ({})  {}##advice{}", index + 1, to_string(a.kind),
                                 saves_text(a.saves), to_string(a.method), a.change, index);
   if (ImGui::Selectable(row.c_str(), index == selected_) && index != selected_) {

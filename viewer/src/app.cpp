@@ -278,44 +278,23 @@ void App::draw_panels(float height) {
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   bool refocus = shown_focus_ != state_.focus;
-  auto tab = [&](const char* name, Focus focus) {
+  // A tab whose content (a child window of that id) `draw` fills while it is selected.
+  auto tab = [&](const char* name, Focus focus, const char* child, auto draw) {
     ImGuiTabItemFlags flags = refocus && state_.focus == focus ? ImGuiTabItemFlags_SetSelected : 0;
-    if (!ImGui::BeginTabItem(name, nullptr, flags)) return false;
+    if (!ImGui::BeginTabItem(name, nullptr, flags)) return;
     if (!refocus) state_.focus = focus;
     shown_focus_ = state_.focus;
-    return true;
+    if (content(child)) draw();
+    ImGui::EndChild();
+    ImGui::EndTabItem();
   };
   if (ImGui::BeginTabBar("views")) {
-    if (tab("attribution", Focus::timeline)) {
-      if (content("attribution")) draw_attribution(doc, state_);
-      ImGui::EndChild();
-      ImGui::EndTabItem();
-    }
-    if (tab("flame graph", Focus::flame)) {
-      if (content("flame")) flame_.draw(doc, state_);
-      ImGui::EndChild();
-      ImGui::EndTabItem();
-    }
-    if (tab("segments", Focus::segments)) {
-      if (content("segments")) segments_.draw(doc, state_);
-      ImGui::EndChild();
-      ImGui::EndTabItem();
-    }
-    if (tab("modules", Focus::modules)) {
-      if (content("modules")) modules_.draw(doc, state_);
-      ImGui::EndChild();
-      ImGui::EndTabItem();
-    }
-    if (tab("growth", Focus::growth)) {
-      if (content("growth")) growth_.draw(doc, state_);
-      ImGui::EndChild();
-      ImGui::EndTabItem();
-    }
-    if (tab("advice", Focus::advise)) {
-      if (content("advice")) advise_.draw(doc, state_);
-      ImGui::EndChild();
-      ImGui::EndTabItem();
-    }
+    tab("attribution", Focus::timeline, "attribution", [&] { draw_attribution(doc, state_); });
+    tab("flame graph", Focus::flame, "flame", [&] { flame_.draw(doc, state_); });
+    tab("segments", Focus::segments, "segments", [&] { segments_.draw(doc, state_); });
+    tab("modules", Focus::modules, "modules", [&] { modules_.draw(doc, state_); });
+    tab("growth", Focus::growth, "growth", [&] { growth_.draw(doc, state_); });
+    tab("advice", Focus::advise, "advice", [&] { advise_.draw(doc, state_); });
     ImGui::EndTabBar();
   }
   if (state_.focus != Focus::advise) state_.ghost.reset();  // the advice's curve is drawn while its tab is shown

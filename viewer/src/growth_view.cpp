@@ -14,7 +14,6 @@ namespace memrec::viewer {
 namespace {
 
 constexpr float kChartHeight = 90;
-constexpr float kSwatch = 12;
 
 std::string signed_bytes(double b) {
   return (b < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(std::abs(b)));
@@ -91,15 +90,9 @@ void GrowthView::draw_chart(const GrowthResult& g) {
 // One row a growing site: its color, bytes and blocks a step, the step it began, where.
 void GrowthView::draw_legend(const GrowthResult& g) {
   swatches_.clear();
-  ImDrawList* list = ImGui::GetWindowDrawList();
   for (size_t i = 0; i < g.growing.size(); ++i) {
     const GrowingGroup& site = g.growing[i];
-    ImVec2 at = ImGui::GetCursorScreenPos();
-    at.y += std::floor((ImGui::GetTextLineHeight() - kSwatch) / 2);
-    swatches_.push_back(at);
-    list->AddRectFilled(at, ImVec2(at.x + kSwatch, at.y + kSwatch), growth_color(std::min(i, kGrowthColors - 1)));
-    ImGui::Dummy(ImVec2(kSwatch, kSwatch));
-    ImGui::SameLine();
+    swatches_.push_back(draw_swatch(growth_color(std::min(i, kGrowthColors - 1))));
     ImGui::Text("%s a step  %.1f blocks  from step %llu  %s", format_bytes(static_cast<uint64_t>(site.bytes_per_step)).c_str(),
                 site.blocks_per_step, static_cast<unsigned long long>(site.first_step), site.site.c_str());
   }

@@ -40,18 +40,18 @@ std::string ghost_label(const ScalePrediction& p) {
 }
 
 std::optional<Ghost> ghost_of(const Document& doc, const ViewState& state) {
-  if (state.ghost && !state.ghost->time_ns.empty()) return Ghost{*state.ghost, state.ghost_label};
+  if (state.ghost && !state.ghost->time_ns.empty()) return Ghost{state.ghost, state.ghost_label, std::nullopt, nullptr};
   if (!doc.ghost || doc.ghost->predictions.empty()) return std::nullopt;
   const ScalePrediction& p = doc.ghost->predictions.front();
   if (!p.curve || p.curve->time_ns.empty()) return std::nullopt;
-  Ghost g{*p.curve, ghost_label(p), std::nullopt, &p};
+  Ghost g{std::shared_ptr<const ScaleCurve>(doc.ghost, &*p.curve), ghost_label(p), std::nullopt, &p};
   if (p.oom.value_or(false)) g.limit = doc.ghost->memory.bytes;
   return g;
 }
 
 // The highest bytes a ghost draws: its curve's, its prediction's peaks and the device's memory where it runs out.
 uint64_t ghost_top(const Ghost& g) {
-  const ScaleCurve& c = g.curve;
+  const ScaleCurve& c = *g.curve;
   uint64_t top = std::max(*std::max_element(c.allocated.begin(), c.allocated.end()), g.limit.value_or(0));
   if (!c.reserved.empty()) top = std::max(top, *std::max_element(c.reserved.begin(), c.reserved.end()));
   if (g.scaled) top = std::max({top, g.scaled->peak_allocated, g.scaled->peak_reserved.value_or(0)});
@@ -232,12 +232,12 @@ int TimelineView::row_of(uint64_t bytes) const {
 }
 
 // The columns' highest predicted bytes, found again only when the columns move.
-void TimelineView::find_ghost_columns(const ScaleCurve& c) {
+void TimelineView::find_ghost_columns(const std::shared_ptr<const ScaleCurve>& c) {
   std::pair<int64_t, double> grid{grid_.first, grid_.dt};
-  if (ghost_curve_ == &c && ghost_grid_ == grid && ghost_columns_.size() == static_cast<size_t>(grid_.width)) return;
-  ghost_curve_ = &c;
+  if (ghost_curve_ == c && ghost_grid_ == grid && ghost_columns_.size() == static_cast<size_t>(grid_.width)) return;
+  ghost_curve_ = c;
   ghost_grid_ = grid;
-  ghost_columns_ = curve_spans(c, grid_.first, grid_.dt, grid_.width);
+  ghost_columns_ = curve_spans(*c, grid_.first, grid_.dt, grid_.width);
 }
 
 // The plot's top: the recording's highest bytes, or a ghost's with room for its legend above.
@@ -247,14 +247,14 @@ uint64_t TimelineView::plot_max_bytes(const Document& doc, const ViewState& stat
   uint64_t top = std::max(all.allocated_max, all.reserved_max);
   std::optional<Ghost> ghost = ghost_of(doc, state);
   if (!ghost) return std::max<uint64_t>(top + all.reserved_max / 20, 1024);
-  if (ghost_top_.first != &ghost->curve) ghost_top_ = {&ghost->curve, ghost_top(*ghost)};  // a pass over the curve
+  if (ghost_top_.first != ghost->curve) ghost_top_ = {ghost->curve, ghost_top(*ghost)};  // a pass over the curve
   top = std::max(top, ghost_top_.second);
   return top + top / 5;
 }
 
 void TimelineView::draw_ghost(const Ghost& g, ImDrawList* list) {
-  const ScaleCurve& c = g.curve;
-  find_ghost_columns(c);
+  const ScaleCurve& c = *g.curve;
+  find_ghost_columns(g.curve);
   float bottom = grid_.y + static_cast<float>(image_.height() - 1);
   auto y_of = [&](uint64_t bytes) { return bottom - static_cast<float>(row_of(bytes)); };
   auto pixel = [&](float x, float y0, float y1, uint32_t color) {  // one pixel column from y0 to y1, no smoothing
@@ -298,7 +298,7 @@ void TimelineView::draw_ghost(const Ghost& g, ImDrawList* list) {
 nlohmann::json TimelineView::ghost_layout(const Document& doc, const ViewState& state) const {
   std::optional<Ghost> g = ghost_of(doc, state);
   if (!g) return nullptr;
-  const ScaleCurve& c = g->curve;
+  const ScaleCurve& c = *g->curve;
   nlohmann::json reserved = nullptr;
   if (!c.reserved.empty()) reserved = *std::max_element(c.reserved.begin(), c.reserved.end());
   std::optional<uint64_t> limit = g->limit;

@@ -67,7 +67,7 @@ void draw_device_band(const Document& doc, const ColumnGrid& grid, ImDrawList* l
 
 // What the timeline's ghost line draws: the selected advice's curve, else the prediction of --scale-with.
 struct Ghost {
-  const ScaleCurve& curve;
+  std::shared_ptr<const ScaleCurve> curve;  // owned: a cache keyed by it never meets a new curve at a freed address
   std::string label;
   std::optional<uint64_t> limit;            // the device's memory, drawn where the curve runs out of it
   const ScalePrediction* scaled = nullptr;  // --scale-with's
@@ -95,7 +95,7 @@ class TimelineView {
   void handle_input(Document& doc, ViewState& state, bool hovered, bool clicked);
   void draw_overlay(const Document& doc, const ViewState& state, ImDrawList* list);
   uint64_t plot_max_bytes(const Document& doc, const ViewState& state);
-  void find_ghost_columns(const ScaleCurve& c);
+  void find_ghost_columns(const std::shared_ptr<const ScaleCurve>& c);
   void draw_ghost(const Ghost& g, ImDrawList* list);
   int row_of(uint64_t bytes) const;
 
@@ -113,8 +113,8 @@ class TimelineView {
   uint8_t cached_device_ = 0;
   std::vector<ScaleSpan> ghost_columns_;  // the ghost's highest predicted bytes in each pixel column
   std::pair<int64_t, double> ghost_grid_{0, -1};  // the first column and dt they were found for
-  const ScaleCurve* ghost_curve_ = nullptr;       // the curve they were found for
-  std::pair<const ScaleCurve*, uint64_t> ghost_top_{nullptr, 0};  // a curve and its highest bytes
+  std::shared_ptr<const ScaleCurve> ghost_curve_;  // the curve they were found for
+  std::pair<std::shared_ptr<const ScaleCurve>, uint64_t> ghost_top_{nullptr, 0};  // a curve and its highest bytes
 };
 
 class LanesView {
@@ -295,6 +295,18 @@ class RanksView {
 // Loads the ranks (memrec/ranks.h) from their summaries where they hold a memory curve, and reads whole only the
 // one furthest from the median, opened as the document.
 std::unique_ptr<Document> open_ranks(const std::vector<std::string>& paths, std::optional<uint8_t> device);
+
+// A list row's color swatch, kSwatch pixels square, at the cursor and centred on the text line, the cursor left
+// after it on the same line: the growth tab's legend and the advice tab's rows. Returns its top-left (for layout()).
+inline constexpr float kSwatch = 12;
+inline ImVec2 draw_swatch(uint32_t color) {
+  ImVec2 at = ImGui::GetCursorScreenPos();
+  at.y += std::floor((ImGui::GetTextLineHeight() - kSwatch) / 2);
+  ImGui::GetWindowDrawList()->AddRectFilled(at, ImVec2(at.x + kSwatch, at.y + kSwatch), color);
+  ImGui::Dummy(ImVec2(kSwatch, kSwatch));
+  ImGui::SameLine();
+  return at;
+}
 
 // The growth tab (growth_view.cpp): `memrec growth`'s baseline at each step's start, its slope and its growing
 // sites; while it is shown, each growing site's blocks that outlived their step are drawn on the timeline in the
