@@ -151,6 +151,13 @@ def stats(memrec, path, by, at_ns):
     return json.loads(text)["live"]
 
 
+def compiled_maps(memrec, path):
+    """The file's maps of compiled code as `info` sums them up (compiled_code, and compiled_pieces under DDP)."""
+    out = subprocess.run([memrec, "info", path], check=True, capture_output=True, text=True).stdout
+    return [line.split(None, 1)[0] + " " + line.split("(", 1)[1].split(",")[0] for line in out.splitlines()
+            if line.strip().startswith("compiled_") and "(" in line]
+
+
 def layers_of(live):
     """{layer: activation bytes} of the model's blocks."""
     return {g["key"]: g["categories"].get("activation", 0) for g in live
@@ -177,6 +184,8 @@ def check(memrec, out, case):
     problems, tables = [], {}
     for compiled in (False, True):
         name, path = run(memrec, out, case, compiled)
+        if compiled:
+            print(f"{name}: " + ", ".join(compiled_maps(memrec, path)))
         at = mark_offset_ns(memrec, path)
         by_layer = stats(memrec, path, "layer", at)
         layers = layers_of(by_layer)

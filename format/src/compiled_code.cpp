@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -68,12 +69,18 @@ const MappedLine* lookup(const Table& table, uint32_t line) {
   return &*(it - 1);
 }
 
-// Rewrites the stacks in place (ids kept); returns each stack's module chain (0 = none).
-std::vector<uint32_t> resolve_stacks(Snapshot& s, const std::map<std::string, Table>& tables) {
+// A stack's mapped line: its module chain (0 = none) and the table of the generated file it ran.
+struct StackChain {
+  uint32_t chain = 0;
+  const Table* table = nullptr;
+};
+
+// Rewrites the stacks in place (ids kept); returns each stack's module chain.
+std::vector<StackChain> resolve_stacks(Snapshot& s, const std::map<std::string, Table>& tables) {
   std::vector<const Table*> table_of(s.frames.size(), nullptr);
   for (uint32_t f = 0; f < s.frames.size(); ++f)
     if (auto it = tables.find(s.strings[s.frames[f].file]); it != tables.end()) table_of[f] = &it->second;
-  std::vector<uint32_t> module_of(s.stacks.size(), 0);
+  std::vector<StackChain> module_of(s.stacks.size());
   std::vector<uint32_t> offsets{0}, frame_ids;
   bool changed = false;
   for (uint32_t id = 0; id < s.stacks.size(); ++id) {
@@ -91,18 +98,86 @@ std::vector<uint32_t> resolve_stacks(Snapshot& s, const std::map<std::string, Ta
     }
     frame_ids.insert(frame_ids.end(), generated, frames.end());
     offsets.push_back(static_cast<uint32_t>(frame_ids.size()));
-    if (m) module_of[id] = m->chain;
+    if (m) module_of[id] = {m->chain, table_of[*generated]};
   }
   if (changed) s.stacks.assign(std::move(offsets), std::move(frame_ids));
   return module_of;
 }
+
+// The pieces of split graphs (DDPOptimizer's: metadata "compiled_pieces", {piece's scope name: [module path, ...]},
+// the modules of the piece's FX nodes in node order, written by the Python recorder). Pieces whose graphs are alike
+// run one generated file, whose map names the modules of the piece it was made for (its maker: the piece whose
+// modules hold all of the map's); run by another piece, a node's modules are that piece's at the same places.
+class Pieces {
+ public:
+  using Modules = std::vector<uint32_t>;
+
+  // Throws nlohmann's errors on a bad shape.
+  Pieces(Snapshot& s, const nlohmann::json& j) : s_(s) {
+    for (const auto& [name, modules] : j.items()) {
+      Modules& m = by_name_[s.strings.intern(name)];
+      for (const auto& path : modules) m.push_back(s.strings.intern(path.get<std::string>()));
+      modules_.insert(m.begin(), m.end());
+    }
+  }
+
+  // The modules of the piece an event at `scope` ran in (its innermost module scope), or null.
+  const Modules* piece_of(uint32_t scope) const {
+    uint32_t module = by_name_.empty() ? 0 : enclosing_scope_id(s_, scope, ScopeKind::module);
+    auto it = module == 0 ? by_name_.end() : by_name_.find(s_.scopes[module].name);
+    return it == by_name_.end() ? nullptr : &it->second;
+  }
+
+  // `chain` of `table`'s map, as `piece` ran it.
+  uint32_t run_by(uint32_t chain, const Table& table, const Modules& piece, ModuleChains& chains) {
+    auto [it, fresh] = translated_.try_emplace({chain, &piece}, chain);
+    if (!fresh) return it->second;
+    const Modules* maker = maker_of(table, piece, chains);
+    if (maker == nullptr || maker == &piece) return chain;
+    std::vector<uint32_t> own;
+    for (uint32_t path : chains[chain]) {
+      auto at = std::find(maker->begin(), maker->end(), path);
+      own.push_back(at == maker->end() ? path : piece[at - maker->begin()]);
+    }
+    auto known = std::find(chains.begin(), chains.end(), own);
+    if (known == chains.end()) known = chains.insert(chains.end(), std::move(own));
+    return it->second = static_cast<uint32_t>(known - chains.begin());
+  }
+
+  // Whether a module scope's name is one of the pieces' modules: the scope of a node resolving made before.
+  bool names_a_module(uint32_t name) const { return modules_.count(name) != 0; }
+
+ private:
+  // The piece, as long as `piece`, whose modules hold every module of `table`'s map (`piece` itself first), or null.
+  const Modules* maker_of(const Table& table, const Modules& piece, const ModuleChains& chains) {
+    auto [it, fresh] = makers_.try_emplace({&table, &piece}, nullptr);
+    if (!fresh) return it->second;
+    auto holds_all = [&](const Modules& m) {
+      return std::all_of(table.begin(), table.end(), [&](const MappedLine& line) {
+        return std::all_of(chains[line.chain].begin(), chains[line.chain].end(),
+                           [&](uint32_t path) { return std::find(m.begin(), m.end(), path) != m.end(); });
+      });
+    };
+    if (holds_all(piece)) return it->second = &piece;
+    for (const auto& [name, m] : by_name_)
+      if (m.size() == piece.size() && holds_all(m)) return it->second = &m;
+    return nullptr;
+  }
+
+  const Snapshot& s_;
+  std::map<uint32_t, Modules> by_name_;  // ordered: the same maker on every read
+  std::unordered_set<uint32_t> modules_;
+  std::map<std::pair<const Table*, const Modules*>, const Modules*> makers_;
+  std::map<std::pair<uint32_t, const Modules*>, uint32_t> translated_;
+};
 
 // The module scopes of events made by compiled code: the FX node's modules, nested as eager calls nest, under the
 // module that ran the code (a compiled root module's scope is its class name; a compiled submodule's is its path,
 // which prefixes the node's). Made once per (scope, chain); each made scope ends at its last event's time.
 class ModuleScopes {
  public:
-  explicit ModuleScopes(Snapshot& s) : s_(s), first_made_(static_cast<uint32_t>(s.scopes.size())) {}
+  ModuleScopes(Snapshot& s, const Pieces* pieces)
+      : s_(s), pieces_(pieces), first_made_(static_cast<uint32_t>(s.scopes.size())) {}
 
   // The innermost module scope for an event at `scope` whose stack ran `chain` (`scope` itself when it is the one
   // made for it already: a file written after resolving).
@@ -132,6 +207,7 @@ class ModuleScopes {
  private:
   bool made_for(uint32_t scope, const std::vector<uint32_t>& chain) const {
     if (scope == 0 || scope >= s_.scopes.size() || s_.scopes[scope].kind != ScopeKind::module) return false;
+    if (pieces_ && pieces_->names_a_module(s_.scopes[scope].name)) return true;  // made for a piece's node
     const std::string& name = s_.strings[s_.scopes[scope].name];
     const std::string& path = s_.strings[chain.back()];
     return name == path || (name.ends_with(path) && name[name.size() - path.size() - 1] == '.');
@@ -178,6 +254,7 @@ class ModuleScopes {
   };
 
   Snapshot& s_;
+  const Pieces* pieces_;                                      // null: no split graph
   const uint32_t first_made_;                                 // the first scope id made here
   std::vector<int64_t> ends_;                                 // by made scope id - first_made_
   std::unordered_map<Key, uint32_t, KeyHash> made_;           // (parent scope, name, device) -> scope
@@ -191,25 +268,32 @@ void resolve_compiled_code(Snapshot& s) {
   if (it == s.metadata.end()) return;
   const std::string unreadable = "the map of compiled code to the model is unreadable, left out: ";
   ModuleChains chains(1);
-  std::vector<uint32_t> chain_of;  // by stack
+  std::map<std::string, Table> tables;
+  std::vector<StackChain> chain_of;  // by stack
+  std::optional<Pieces> pieces;
   try {
     nlohmann::json map = nlohmann::json::parse(it->second);
     if (!map.is_object()) {
       s.warnings.push_back(unreadable + "not a JSON object");
       return;
     }
-    chain_of = resolve_stacks(s, read_tables(s, map, chains));
+    tables = read_tables(s, map, chains);
+    chain_of = resolve_stacks(s, tables);
+    if (auto p = s.metadata.find("compiled_pieces"); p != s.metadata.end())
+      pieces.emplace(s, nlohmann::json::parse(p->second));
   } catch (const nlohmann::json::exception& e) {
     s.warnings.push_back(unreadable + e.what());
     return;
   }
   if (chains.size() == 1) return;
-  ModuleScopes scopes(s);
+  ModuleScopes scopes(s, pieces ? &*pieces : nullptr);
   for (size_t i = 0; i < s.events.size(); ++i) {
     Event e = s.events[i];
-    uint32_t chain = e.stack < chain_of.size() ? chain_of[e.stack] : 0;
-    if (chain == 0) continue;
-    uint32_t scope = scopes.innermost(e.scope, chain, chains[chain], e.device, e.time_ns);
+    StackChain run = e.stack < chain_of.size() ? chain_of[e.stack] : StackChain{};
+    if (run.chain == 0) continue;
+    if (const Pieces::Modules* piece = pieces ? pieces->piece_of(e.scope) : nullptr)
+      run.chain = pieces->run_by(run.chain, *run.table, *piece, chains);
+    uint32_t scope = scopes.innermost(e.scope, run.chain, chains[run.chain], e.device, e.time_ns);
     if (scope == e.scope) continue;
     e.scope = scope;
     s.events.set(i, e);

@@ -16,14 +16,18 @@ struct FrameworkSite {
   OwnerKind kind;
 };
 
-constexpr std::array<FrameworkSite, 7> kFrameworkSites = {{
+constexpr std::array<FrameworkSite, 9> kFrameworkSites = {{
     // cuBLAS's workspaces, made by the first matmul on a stream and kept for the process
     {"at::cuda::setWorkspaceForHandle", "", "cublas workspace", OwnerKind::buffer},
     {"at::cuda::getCUDABlasLtWorkspace", "", "cublas workspace", OwnerKind::buffer},
     // DDP's flat gradient buckets, built at construction and rebuilt after the first backward
     {"c10d::Reducer::initialize_buckets", "", "ddp bucket", OwnerKind::gradient},
-    // FSDP2: the all-gather's output and the unsharded parameters copied out of it; the reduce-scatter's buffers
+    // FSDP2: the all-gather's output and the unsharded parameters copied out of it (PyTorch 2.11 makes their
+    // storages at init and gives them back their bytes with alloc_storage before each unshard); the
+    // reduce-scatter's buffers
     {"foreach_all_gather", "_fsdp_collectives.py", "fsdp all-gather", OwnerKind::parameter},
+    {"FSDPParam.init_all_gather_outputs", "_fsdp_param.py", "fsdp all-gather", OwnerKind::parameter},
+    {"alloc_storage", "_fsdp_param.py", "fsdp all-gather", OwnerKind::parameter},
     {"foreach_all_gather_copy_out", "_fsdp_collectives.py", "fsdp all-gather", OwnerKind::parameter},
     {"foreach_reduce", "_fsdp_collectives.py", "fsdp reduce-scatter", OwnerKind::gradient},
     // FSDP: the padded unsharded flat parameter its all-gather fills

@@ -9,6 +9,11 @@ A module compiled in place (`module.compile()`, as compile_repeated_blocks does)
 region, where they do nothing: its compiled call is run inside the module's scope instead, so the code that repeated
 blocks share is named by the block whose call ran it (the FX nodes' modules are relative to the compiled module).
 
+DDP's optimizer splits a compiled graph into pieces, one per gradient bucket, each compiled on its own; pieces alike
+(the same layer's code, one bucket each) run one generated file, whose map names the modules of the piece it was
+made for. Each piece is named `compiled_submod_N` (N in the order compiled) and its FX nodes' modules are noted,
+in node order ("compiled_pieces" metadata): the reader gives a node run by another piece that piece's modules.
+
 A graph that inductor loads from its cache is not lowered again: its map is read from the file memrec wrote beside
 the generated one when it was compiled under memrec (GENERATED.memrec.json), else it is made from the line map
 inductor keeps with the cached graph, which has the source frames but neither the FX node nor the modules.
@@ -22,10 +27,13 @@ import types
 
 import torch
 
-from . import _C
+from . import _C, _modules
 
 # generated file -> [[first line, [module, ...outermost first], FX node, [[file, line, function], ...]], ...]
 _tables = {}
+# piece of a split graph -> its name, and name -> [module, ...] of its FX nodes in node order
+_piece_names = _modules.Names()
+_pieces = {}
 _TRACE = re.compile(r'File "(.+)", line (\d+), in (.+)\n')
 _ROOT = re.compile(r"^(?:L\[['\"][^'\"]*['\"]\]|self)")
 _GETATTR = re.compile(r"getattr\(([^()]*), ['\"]([^'\"]+)['\"]\)")
@@ -112,6 +120,47 @@ def publish():
     """Sends the map to the running recording (at its start too: graphs compiled before it still run)."""
     if _tables and _C.running():
         _C.set_metadata("compiled_code", json.dumps(_tables, separators=(",", ":")))
+    if _pieces and _C.running():
+        _C.set_metadata("compiled_pieces", json.dumps(_pieces, separators=(",", ":")))
+
+
+def piece_name(module):
+    """The name of a split graph's piece (`compiled_submod_N`), or None for any other module."""
+    return _piece_names.get(module)
+
+
+def note_piece(piece, graph_module):
+    """A piece of a split graph compiled: named, with its FX nodes' modules in node order."""
+    try:
+        modules = {}  # ordered, each once
+        for node in graph_module.graph.nodes:
+            meta = getattr(node, "meta", None) or {}
+            for path in module_paths(meta.get("nn_module_stack")):
+                modules.setdefault(path)
+        name = f"compiled_submod_{len(_pieces)}"
+        _pieces[name] = list(modules)
+        _piece_names.set(piece, name)
+        publish()
+    except Exception as e:  # noqa: BLE001  nothing of memrec's reaches the program
+        _failed(e)
+
+
+def _hook_split_graphs():
+    """DDP's optimizer (torch._dynamo.backends.distributed): each piece it compiles is noted (note_piece)."""
+    distributed = __import__("torch._dynamo.backends.distributed", fromlist=["SubmodCompiler"])
+    compiler = getattr(distributed, "SubmodCompiler", None)
+    original = getattr(compiler, "compile_submod", None)
+    if original is None or getattr(original, "_memrec", False):
+        return
+
+    @functools.wraps(original)
+    def compile_submod(self, input_mod, *args, **kwargs):
+        piece = original(self, input_mod, *args, **kwargs)
+        note_piece(piece, input_mod)
+        return piece
+
+    compile_submod._memrec = True
+    compiler.compile_submod = compile_submod
 
 
 def _hook_inductor():
@@ -131,6 +180,10 @@ def _hook_inductor():
     compile_to_module_lines._memrec = True
     lowering._compile_to_module_lines = compile_to_module_lines
     _hook_cache_loads()
+    try:
+        _hook_split_graphs()
+    except Exception as e:  # noqa: BLE001  pieces keep the maps' modules then
+        _failed(e)
 
 
 def _hook_cache_loads():

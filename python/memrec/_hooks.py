@@ -25,7 +25,7 @@ import traceback
 
 import torch
 
-from . import _C, _modules, _owners, _scopes
+from . import _C, _compiled, _modules, _owners, _scopes
 from ._say import say
 
 _tls = threading.local()
@@ -136,7 +136,7 @@ def _name_of(module, root):
                 _names.set(sub, path or _modules.class_name(root))
         name = _names.get(module)
         if name is None:
-            name = _modules.class_name(module)
+            name = _compiled.piece_name(module) or _modules.class_name(module)
             _names.set(module, name)
     return name
 

@@ -17,6 +17,7 @@ using nlohmann::json;
 std::string_view long_json(const std::string& key) {
   if (key == "allocator_settings" || key == "pickle_extra") return "kept for export";
   if (key == "compiled_code") return "generated code mapped to the model's lines and modules";
+  if (key == "compiled_pieces") return "the modules of each piece of a split graph";
   return {};
 }
 

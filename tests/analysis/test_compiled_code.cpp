@@ -107,6 +107,60 @@ TEST(CompiledCode, ASplitGraphsPiecesAreNoPrefix) {
   }
 }
 
+// DDP around a 12-layer GPT compiled whole, recorded on an H200 (PyTorch 2.11): DDP's optimizer cut the graph into
+// a piece per gradient bucket, and the pieces of blocks 0 .. 10 (each a block's attention and MLP, and the next
+// block's ln_1) ran one generated file, whose map names block 0's modules (three of its rows here, as recorded). The
+// recorder named each piece and noted its nodes' modules: each piece's buffers are its own block's.
+const std::string kSharedPiece = R"(/tmp/layers/inductor/ub/cubdini7z6houtuygij5b3yhc2mmlanrpozv5jk6a4tk5sdk2j2a.py)";
+const std::string kSharedPieceMap = R"({"/tmp/layers/inductor/ub/cubdini7z6houtuygij5b3yhc2mmlanrpozv5jk6a4tk5sdk2j2a.py": [[323, ["transformer.h.0", "transformer.h.0.attn", "transformer.h.0.attn.c_attn"], "addmm", [["/tmp/layers/layers_gpt.py", 14, "forward"], ["/tmp/layers/layers_gpt.py", 35, "forward"], ["/tmp/layers/layers_gpt.py", 49, "forward"]]], [354, ["transformer.h.0", "transformer.h.0.mlp", "transformer.h.0.mlp.c_fc"], "addmm_2", [["/tmp/layers/layers_gpt.py", 26, "forward"], ["/tmp/layers/layers_gpt.py", 36, "forward"], ["/tmp/layers/layers_gpt.py", 49, "forward"]]], [365, ["transformer.h.1", "transformer.h.1.ln_1"], "add_6", [["/tmp/layers/layers_gpt.py", 35, "forward"], ["/tmp/layers/layers_gpt.py", 49, "forward"]]]]})";
+
+std::string piece_modules(int block) {
+  std::string b = "\"transformer.h." + std::to_string(block), next = "\"transformer.h." + std::to_string(block + 1);
+  return "[" + b + "\"," + b + ".attn\"," + b + ".attn.c_attn\"," + b + ".attn.c_proj\"," + b + ".ln_2\"," + b +
+         ".mlp\"," + b + ".mlp.c_fc\"," + b + ".mlp.c_proj\"," + next + "\"," + next + ".ln_1\"]";
+}
+
+Snapshot split_graph_run(bool pieces_noted) {
+  Snapshot s;
+  uint32_t op = frame(s, "torch::dynamo::_empty_strided_device", "", 0, "libtorch_python.so");
+  uint32_t user = frame(s, "<module>", "/tmp/layers/layers_gpt.py", 76);
+  uint32_t split = scope(s, "GraphModule", ScopeKind::module, scope(s, "GPT", ScopeKind::module, 0));
+  std::string pieces = "{\"compiled_submod_0\": [\"transformer.wte\", \"transformer.wpe\", \"transformer.h.0\", "
+                       "\"transformer.h.0.ln_1\"]";
+  for (int block = 0; block < 3; ++block) {
+    std::string name = "compiled_submod_" + std::to_string(block + 1);
+    pieces += ", \"" + name + "\": " + piece_modules(block);
+    uint32_t run = scope(s, "CompiledFunction", ScopeKind::op, scope(s, name, ScopeKind::module, split));
+    for (uint32_t line : {354u, 366u}) {  // the MLP's c_fc (96 MiB), the next block's ln_1 (24 MiB)
+      uint32_t stack = s.stacks.intern(std::vector<uint32_t>{op, frame(s, "call", kSharedPiece, line), user});
+      s.events.push_back(Event{.time_ns = 100 * block + line, .addr = 0x1000 * (s.events.size() + 1),
+                               .size = line == 354 ? 100663296u : 25165824u, .stack = stack, .scope = run});
+    }
+  }
+  s.metadata["compiled_code"] = kSharedPieceMap;
+  if (pieces_noted) s.metadata["compiled_pieces"] = pieces + "}";
+  return s;
+}
+
+TEST(CompiledCode, EachPieceOfASplitGraphOwnsTheCodeItRan) {
+  Snapshot s = reread(split_graph_run(true));
+  std::vector<std::string> modules;
+  for (const Event& e : s.events) modules.push_back(enclosing_scope(s, e.scope, ScopeKind::module));
+  EXPECT_EQ(modules, (std::vector<std::string>{"transformer.h.0.mlp.c_fc", "transformer.h.1.ln_1",
+                                                "transformer.h.1.mlp.c_fc", "transformer.h.2.ln_1",
+                                                "transformer.h.2.mlp.c_fc", "transformer.h.3.ln_1"}));
+  EXPECT_TRUE(s.warnings.empty());
+
+  Snapshot again = reread(s);  // resolving the resolved file changes nothing
+  EXPECT_EQ(again.scopes.size(), s.scopes.size());
+  for (size_t i = 0; i < s.events.size(); ++i) EXPECT_EQ(again.events[i].scope, s.events[i].scope) << i;
+
+  Snapshot unnoted = reread(split_graph_run(false));  // without the pieces' modules: the map's, block 0's
+  for (const Event& e : unnoted.events)
+    EXPECT_TRUE(layer_of(enclosing_scope(unnoted, e.scope, ScopeKind::module)) == "transformer.h.0" ||
+                layer_of(enclosing_scope(unnoted, e.scope, ScopeKind::module)) == "transformer.h.1");
+}
+
 // A user's own submodule called `submod_0` is no piece: only a split graph's are.
 TEST(CompiledCode, AUsersSubmodNamedLikeAPieceKeepsItsPath) {
   Snapshot s = reread(compiled_run(100, {"Model", "submod_0"}, R"({")" + std::string(kGenerated) +

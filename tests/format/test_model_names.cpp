@@ -112,5 +112,34 @@ TEST(ModelNames, CublasWorkspacesAreNamedForWhatTheyAre) {
   EXPECT_TRUE(again.owners == s.owners);
 }
 
+// The state just before the marker block a program allocates (`layers_gpt.py` of bench/layers_check.py: 12345 x 512
+// bytes, right after its last forward).
+std::map<std::string, Group> layers_before_marker(const Snapshot& s) {
+  Replay r(s, 0);
+  uint32_t step = 0;
+  while (step < r.steps() && !(r.event(step).action == Action::alloc && r.event(step).size == 12345 * 512)) ++step;
+  EXPECT_LT(step, r.steps()) << "no marker block";
+  std::map<std::string, Group> layers;
+  for (Group& g : group_live(s, r, step - 1, GroupBy::layer)) layers[g.key] = std::move(g);
+  return layers;
+}
+
+// A 12-layer GPT under FSDP2 (fully_shard per block and root, one rank), recorded on an H200 (PyTorch 2.11) by
+// bench/layers_check.py: at the end of the last forward the root's parameters stay unsharded (wte, lm_head 24 MiB
+// each, wpe 3 MiB, ln_f), in storages PyTorch gives their bytes back with alloc_storage before the all-gather:
+// they are "fsdp all-gather" parameters, not the root's activations.
+TEST(ModelNames, Fsdp2UnshardedParametersAreTheAllGathers) {
+  Snapshot s = load_snapshot(test::data("fsdp2_gpt_h200.memrec"));
+  std::map<std::string, Group> layers = layers_before_marker(s);
+  ASSERT_TRUE(layers.count("fsdp all-gather"));
+  const Group& gathered = layers["fsdp all-gather"];
+  EXPECT_EQ(gathered.by_category[static_cast<size_t>(Category::parameter)], gathered.bytes);
+  EXPECT_GT(gathered.bytes, uint64_t{51} << 20);
+  EXPECT_LT(gathered.bytes, uint64_t{52} << 20);
+  for (int i = 0; i < 12; ++i)
+    EXPECT_EQ(layers["transformer.h." + std::to_string(i)].by_category[static_cast<size_t>(Category::activation)],
+              uint64_t{3076} << 17) << i;  // 384.5 MiB each, as every layer's saved activations
+}
+
 }  // namespace
 }  // namespace memrec

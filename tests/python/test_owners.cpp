@@ -406,5 +406,78 @@ kept = Model()(torch.ones(2))
   EXPECT_TRUE(sites.begin()->starts_with("forward (model.py:22)")) << *sites.begin();
 }
 
+// DDP's optimizer cuts a compiled graph into pieces compiled one by one, and pieces alike run one generated file
+// whose map names the modules of the piece it was made for (block 0's). Stood in for as above: each piece noted as
+// the recorder's hook notes it when DDP's optimizer compiles it, run inside a split graph (`GraphModule`) that is no
+// submodule of the model. Each piece's buffers are its own block's.
+TEST(Owners, EachPieceOfASplitGraphOwnsTheSharedCodeItRan) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "torchinductor_u");
+  std::string generated = dir / "torchinductor_u/cpiece.py";
+  std::ofstream(generated) << "import torch\n\n\ndef call(x):\n    buf0 = torch.empty(4096)\n"
+                              "    buf1 = torch.empty(1024)\n    return x + 1\n";
+  Recording rec = record(dir, "pieces", R"(import torch
+from memrec import _compiled
+
+
+class Node:  # an FX node
+    def __init__(self, name, modules, line):
+        self.name, self.meta = name, {"nn_module_stack": {m: (m, object) for m in modules}}
+        self.stack_trace = f'File "/src/model.py", line {line}, in forward\n'
+
+
+class Graph:  # a piece's FX graph, as DDP's optimizer hands it to the compiler
+    def __init__(self, nodes):
+        self.graph = type("G", (), {"nodes": nodes})()
+
+
+def block(b):  # the block's MLP, and the next block's ln_1
+    h, n = f"L['self'].transformer.h[{b}]", f"L['self'].transformer.h[{b + 1}]"
+    return [Node("addmm", [h, h + ".mlp", h + ".mlp.c_fc"], 26), Node("add", [n, n + ".ln_1"], 35)]
+
+
+_compiled._note(")" + generated + R"(", [(5, block(0)[0]), (6, block(0)[1])])
+generated = {}
+exec(compile(open(")" + generated + R"(").read(), ")" + generated + R"(", "exec"), generated)
+
+
+class WrapperModule(torch.nn.Module):
+    def forward(self, x):
+        return generated["call"](x)
+
+
+class GraphModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pieces = torch.nn.ModuleList(WrapperModule() for _ in range(3))
+        for b, piece in enumerate(self.pieces):
+            _compiled.note_piece(piece, Graph(block(b)))
+
+    def forward(self, x):
+        for piece in self.pieces:
+            x = piece(x)
+        return x
+
+
+split = GraphModule()
+
+
+class GPT(torch.nn.Module):
+    def forward(self, x):
+        return split(x)
+
+
+kept = GPT()(torch.ones(2))
+)");
+  const Snapshot& s = rec.s;
+  std::vector<std::string> modules;
+  for (const Event& e : s.events)
+    if (e.action == Action::alloc && (e.size == 4096 * sizeof(float) || e.size == 1024 * sizeof(float)))
+      modules.push_back(enclosing_scope(s, e.scope, ScopeKind::module));
+  EXPECT_EQ(modules, (std::vector<std::string>{"transformer.h.0.mlp.c_fc", "transformer.h.1.ln_1",
+                                                "transformer.h.1.mlp.c_fc", "transformer.h.2.ln_1",
+                                                "transformer.h.2.mlp.c_fc", "transformer.h.3.ln_1"}));
+}
+
 }  // namespace
 }  // namespace memrec

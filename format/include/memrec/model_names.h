@@ -15,8 +15,8 @@ namespace memrec {
 std::string model_path(std::string_view name, bool data_parallel);
 
 // Whether module scope `id` is a module Dynamo runs rather than one of the model's: DDPOptimizer's split graph
-// (`GraphModule`), each of its compiled pieces (`WrapperModule`, or `compiled_submod_N` / `submod_N` when the split
-// graph is the outermost module). Compiled code run inside one belongs to the module around it.
+// (`GraphModule`), each of its compiled pieces (`compiled_submod_N` as the recorder names them, or `submod_N`, in a
+// `GraphModule`; `WrapperModule`, PyTorch's class). Compiled code run inside one belongs to the module around it.
 bool is_graph_piece(const Snapshot& s, uint32_t id);
 
 // Renames the module scopes and owners of a recording to the model's own paths (model_path), so that older files,
