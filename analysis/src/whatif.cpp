@@ -13,6 +13,8 @@ namespace {
 
 // Addresses for recomputed blocks: above any real device address, one per original block.
 constexpr uint64_t kRecomputedBase = uint64_t{1} << 62;
+// Addresses for the inputs a checkpoint holds past the time the program freed them, one per original block.
+constexpr uint64_t kHeldBase = kRecomputedBase + (uint64_t{1} << 40);
 
 // One layer's forward within one forward phase, the activations it allocated, and when its backward began.
 struct LayerPass {
@@ -20,6 +22,7 @@ struct LayerPass {
   std::vector<uint32_t> activations;  // allocation ids
   uint32_t first = 0, last = 0;       // the ids of every block allocated during the pass: [first, last)
   int64_t backward = INT64_MAX;       // the layer's first module scope in a backward phase after the pass
+  std::vector<uint32_t> inputs;       // blocks made before the pass that the program freed as soon as it returned
 };
 using PassKey = std::pair<std::string, uint32_t>;  // layer, forward phase scope id
 
@@ -45,6 +48,26 @@ std::map<std::string, std::vector<int64_t>> backward_starts(const Snapshot& s, u
   return out;
 }
 
+// The layer's input where the caller dropped it on its return (`x = self.drop(x)`): the block made last before
+// `pass`, when one of the frees right after the pass (before the next alloc) frees it. `frees` is every (free step,
+// id), sorted.
+std::vector<uint32_t> freed_on_return(const Replay& r, const std::vector<std::pair<uint32_t, uint32_t>>& frees,
+                                      const LayerPass& pass) {
+  uint32_t lo = 0, hi = r.steps();
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    (r.time_of(mid) <= pass.end ? lo = mid + 1 : hi = mid);
+  }
+  std::vector<uint32_t> out;
+  for (uint32_t step = lo; step < r.steps(); ++step) {
+    Action a = r.event(step).action;
+    if (a != Action::free_requested && a != Action::free_completed) break;
+    auto it = std::lower_bound(frees.begin(), frees.end(), std::pair{step, uint32_t{0}});
+    if (it != frees.end() && it->first == step && it->second + 1 == pass.first) out.push_back(it->second);
+  }
+  return out;
+}
+
 std::map<PassKey, LayerPass> layer_passes(const Snapshot& s, const Replay& r) {
   PhaseIndex phases(s, r.device());
   auto categories = categorize(s, r);
@@ -65,12 +88,17 @@ std::map<PassKey, LayerPass> layer_passes(const Snapshot& s, const Replay& r) {
     it->second.end = std::max(it->second.end, sc.end_ns);
   }
   auto backwards = backward_starts(s, r.device(), phases);
+  std::vector<std::pair<uint32_t, uint32_t>> frees;  // (free step, id) of every freed block
+  for (uint32_t id = 0; id < r.free_steps().size(); ++id)
+    if (r.free_steps()[id] != kNoEvent) frees.emplace_back(r.free_steps()[id], id);
+  std::sort(frees.begin(), frees.end());
   for (auto& [key, pass] : passes) {
     pass.first = first_allocated_at(r, pass.start);
     pass.last = first_allocated_at(r, pass.end + 1);
     const std::vector<int64_t>& starts = backwards[key.first];
     auto after = std::upper_bound(starts.begin(), starts.end(), pass.end);
     if (after != starts.end()) pass.backward = *after;
+    pass.inputs = freed_on_return(r, frees, pass);
   }
   return passes;
 }
@@ -202,6 +230,9 @@ class Rewriter {
     std::sort(dropped.begin(), dropped.end());
     for (uint32_t id : dropped) drop(id, consumed(pass, id));
     recompute_pass(pass, dropped, output, recompute);
+    uint32_t last_free = 0;
+    for (uint32_t id : dropped) last_free = std::max(last_free, r_.free_steps()[id]);
+    for (uint32_t id : pass.inputs) hold(id, r_.time_of(last_free));
     return dropped.size();
   }
 
@@ -322,6 +353,18 @@ class Rewriter {
     for (uint32_t next = id + 1; next < pass.last; ++next)
       if (r_.event(r_.alloc_steps()[next]).scope != scope) return r_.time_of(r_.alloc_steps()[next]);
     return pass.end;
+  }
+
+  // The checkpoint holds the inputs of its call until the layer's backward is done: block `id`, freed by the program
+  // as recorded, lives on (as a copy made at once) until `until`, the last free of the layer's saved blocks.
+  void hold(uint32_t id, int64_t until) {
+    Allocation a = r_.allocation(id);
+    int64_t freed = r_.time_of(a.free_step);
+    if (until <= freed) return;
+    Event e = r_.event(a.alloc_step);
+    add(freed, 2, with(e, Action::alloc, kHeldBase + id, freed));
+    add(until, 2, with(e, Action::free_requested, kHeldBase + id, until));
+    add(until, 2, with(e, Action::free_completed, kHeldBase + id, until));
   }
 
   static uint64_t again(uint32_t id) { return kRecomputedBase + id; }
