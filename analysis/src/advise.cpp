@@ -204,7 +204,9 @@ class CheckpointLever {
     auto ratio = [&](const std::string& l) { return double(alone[l]) / double(std::max<int64_t>(cost[l], 1)); };
     std::vector<std::string> order = all;
     std::stable_sort(order.begin(), order.end(), [&](auto& a, auto& b) { return ratio(a) > ratio(b); });
-    std::string but = left_out.empty() ? "" : fmt::format("; not {}, which save nothing checkpointed", span_of(left_out));
+    std::string but = left_out.empty() ? ""
+                      : fmt::format("; not {}, which {} nothing checkpointed", span_of(left_out),
+                                    left_out.size() == 1 ? "saves" : "save");
     Advice every = advice(all, fmt::format("checkpoint every layer ({}{}): wrap each one's forward in "
                                            "torch.utils.checkpoint.checkpoint", span_of(all), but),
                           cost, traced, alone);

@@ -75,7 +75,7 @@ TEST(CliAdvise, CheckpointingATransformerOnTheCpuSavesWhatWhatifCheckpointSays) 
     EXPECT_EQ(a["peak_after"]["allocated"], replayed["predicted_peak"]) << layers;
     if (a["layers"] == json(saving)) {
       every = true;
-      EXPECT_EQ(a["change"].get<std::string>().find("checkpoint every layer (layers.0; not layers.1, which save "
+      EXPECT_EQ(a["change"].get<std::string>().find("checkpoint every layer (layers.0; not layers.1, which saves "
                                                     "nothing checkpointed)"), 0u) << a["change"];
     }
   }

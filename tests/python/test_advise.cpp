@@ -53,7 +53,7 @@ TEST(Advise, DeepActivationsRankCheckpointingFirstWithWhatifCheckpointsSaving) {
   // Nor the last layer: its backward runs first, right after its forward, so checkpointing it saves nothing.
   json last = json_of("whatif checkpoint " + file + " --layers layers.11");
   EXPECT_EQ(last["predicted_peak"], last["recorded_peak"]);
-  EXPECT_NE(top["change"].get<std::string>().find("; not layers.11, which save nothing"), std::string::npos)
+  EXPECT_NE(top["change"].get<std::string>().find("; not layers.11, which saves nothing"), std::string::npos)
       << top["change"];
   json whatif = json_of("whatif checkpoint " + file + " --layers layers.0,layers.1,layers.2,layers.3,layers.4,"
                         "layers.5,layers.6,layers.7,layers.8,layers.9,layers.10");
