@@ -113,6 +113,7 @@ advise() {
   for model in hf gpt; do
     "$MEMREC" record --force -o /tmp/advise-$model.memrec -- python3 tests/scripts/advise_gpu.py train --model $model \
       > /tmp/advise-$model.log 2>&1 || { tail -30 /tmp/advise-$model.log; return 1; }
+    cp /tmp/advise-$model.memrec "$OUT/"  # the advised run, for replaying its advice again here
     "$MEMREC" advise /tmp/advise-$model.memrec | tee -a "$OUT/advise.txt"
     "$MEMREC" advise /tmp/advise-$model.memrec --json > "$OUT/advise-$model.json"
     python3 tests/scripts/advise_gpu.py check --model $model --advice "$OUT/advise-$model.json" --python python3 \

@@ -197,14 +197,18 @@ class CheckpointLever {
   void add(Advise& out) {
     bool traced = false;
     std::map<std::string, int64_t> cost = recompute_costs(run_.s, run_.r.device(), cp_, traced);
-    const std::vector<std::string>& all = all_;
     std::map<std::string, uint64_t> alone;
-    for (const std::string& layer : all) alone[layer] = cp_.predict({layer}).saving;
+    for (const std::string& layer : all_) alone[layer] = cp_.predict({layer}).saving;
+    std::vector<std::string> left_out = leave_out_savers_of_nothing(alone);
+    const std::vector<std::string>& all = all_;
     auto ratio = [&](const std::string& l) { return double(alone[l]) / double(std::max<int64_t>(cost[l], 1)); };
     std::vector<std::string> order = all;
     std::stable_sort(order.begin(), order.end(), [&](auto& a, auto& b) { return ratio(a) > ratio(b); });
-    Advice every = advice(all, fmt::format("checkpoint every layer ({}): wrap each one's forward in "
-                                           "torch.utils.checkpoint.checkpoint", span_of(all)),
+    std::string but = left_out.empty() ? ""
+                      : fmt::format("; not {}, which {} nothing checkpointed", span_of(left_out),
+                                    left_out.size() == 1 ? "saves" : "save");
+    Advice every = advice(all, fmt::format("checkpoint every layer ({}{}): wrap each one's forward in "
+                                           "torch.utils.checkpoint.checkpoint", span_of(all), but),
                           cost, traced, alone);
     std::optional<std::vector<std::string>> best = best_prefix(order, cost, every.saves.allocated);
     out.advice.push_back(std::move(every));  // first: a tie in saving ranks every layer first
@@ -217,7 +221,26 @@ class CheckpointLever {
                                 cost, traced, alone));
   }
 
-  // Every wrappable layer, and their history for the combined prediction.
+  // Leaves out of every layer those whose checkpointing saves nothing alone and nothing among the others (a layer
+  // whose only activation is its output, or whose held input outweighs what it drops): they only cost recompute.
+  // Returns those left out.
+  std::vector<std::string> leave_out_savers_of_nothing(const std::map<std::string, uint64_t>& alone) {
+    uint64_t every = cp_.predict(all_).saving;
+    std::vector<std::string> kept = all_, left_out;
+    for (const std::string& layer : all_) {
+      if (alone.at(layer) > 0 || kept.size() == 1) continue;
+      std::vector<std::string> without = kept;
+      std::erase(without, layer);
+      uint64_t saving = cp_.predict(without).saving;
+      if (saving < every) continue;
+      kept = std::move(without), every = saving;
+      left_out.push_back(layer);
+    }
+    all_ = std::move(kept);
+    return left_out;
+  }
+
+  // Every wrappable layer that saves, and their history for the combined prediction.
   const std::vector<std::string>& every_layer() const { return all_; }
   Snapshot all_layers() const { return cp_.history(all_); }
 

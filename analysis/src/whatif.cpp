@@ -13,13 +13,60 @@ namespace {
 
 // Addresses for recomputed blocks: above any real device address, one per original block.
 constexpr uint64_t kRecomputedBase = uint64_t{1} << 62;
+// Addresses for the inputs a checkpoint holds past the time the program freed them, one per original block.
+constexpr uint64_t kHeldBase = kRecomputedBase + (uint64_t{1} << 40);
 
-// One layer's forward within one forward phase, and the activations it allocated.
+// One layer's forward within one forward phase, the activations it allocated, and when its backward began.
 struct LayerPass {
   int64_t start = INT64_MAX, end = INT64_MIN;
   std::vector<uint32_t> activations;  // allocation ids
+  uint32_t first = 0, last = 0;       // the ids of every block allocated during the pass: [first, last)
+  int64_t backward = INT64_MAX;       // the layer's first module scope in a backward phase after the pass
+  std::vector<uint32_t> inputs;       // blocks made before the pass that the program freed as soon as it returned
 };
 using PassKey = std::pair<std::string, uint32_t>;  // layer, forward phase scope id
+
+// The first allocation id made at or after `t` (ids go in allocation order, blocks older than the recording first).
+uint32_t first_allocated_at(const Replay& r, int64_t t) {
+  const std::vector<uint32_t>& made = r.alloc_steps();
+  auto recorded = std::partition_point(made.begin(), made.end(), [](uint32_t step) { return step == kNoEvent; });
+  auto it = std::partition_point(recorded, made.end(), [&](uint32_t step) { return r.time_of(step) < t; });
+  return static_cast<uint32_t>(it - made.begin());
+}
+
+// When each layer's module scopes in backward phases began, in order: where a checkpointed layer is recomputed.
+std::map<std::string, std::vector<int64_t>> backward_starts(const Snapshot& s, uint8_t device,
+                                                            const PhaseIndex& phases) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (uint32_t i = 1; i < s.scopes.size(); ++i) {
+    const Scope& sc = s.scopes[i];
+    if (sc.kind != ScopeKind::module || sc.device != device) continue;
+    if (phases.kind(phases.at(sc.start_ns)) == PhaseKind::backward)
+      out[layer_of(s.strings[sc.name])].push_back(sc.start_ns);
+  }
+  for (auto& [layer, starts] : out) std::sort(starts.begin(), starts.end());
+  return out;
+}
+
+// The layer's input where the caller dropped it on its return (`x = self.drop(x)`): the block made last before
+// `pass`, when one of the frees right after the pass (before the next alloc) frees it. `frees` is every (free step,
+// id), sorted.
+std::vector<uint32_t> freed_on_return(const Replay& r, const std::vector<std::pair<uint32_t, uint32_t>>& frees,
+                                      const LayerPass& pass) {
+  uint32_t lo = 0, hi = r.steps();
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    (r.time_of(mid) <= pass.end ? lo = mid + 1 : hi = mid);
+  }
+  std::vector<uint32_t> out;
+  for (uint32_t step = lo; step < r.steps(); ++step) {
+    Action a = r.event(step).action;
+    if (a != Action::free_requested && a != Action::free_completed) break;
+    auto it = std::lower_bound(frees.begin(), frees.end(), std::pair{step, uint32_t{0}});
+    if (it != frees.end() && it->first == step && it->second + 1 == pass.first) out.push_back(it->second);
+  }
+  return out;
+}
 
 std::map<PassKey, LayerPass> layer_passes(const Snapshot& s, const Replay& r) {
   PhaseIndex phases(s, r.device());
@@ -39,6 +86,19 @@ std::map<PassKey, LayerPass> layer_passes(const Snapshot& s, const Replay& r) {
     if (it == passes.end()) continue;
     it->second.start = std::min(it->second.start, sc.start_ns);
     it->second.end = std::max(it->second.end, sc.end_ns);
+  }
+  auto backwards = backward_starts(s, r.device(), phases);
+  std::vector<std::pair<uint32_t, uint32_t>> frees;  // (free step, id) of every freed block
+  for (uint32_t id = 0; id < r.free_steps().size(); ++id)
+    if (r.free_steps()[id] != kNoEvent) frees.emplace_back(r.free_steps()[id], id);
+  std::sort(frees.begin(), frees.end());
+  for (auto& [key, pass] : passes) {
+    pass.first = first_allocated_at(r, pass.start);
+    pass.last = first_allocated_at(r, pass.end + 1);
+    const std::vector<int64_t>& starts = backwards[key.first];
+    auto after = std::upper_bound(starts.begin(), starts.end(), pass.end);
+    if (after != starts.end()) pass.backward = *after;
+    pass.inputs = freed_on_return(r, frees, pass);
   }
   return passes;
 }
@@ -148,7 +208,10 @@ class Rewriter {
  public:
   explicit Rewriter(const Replay& r) : r_(r) {}
 
-  // Frees the pass's activations (but its output) when it ends; allocates them again before the first is freed.
+  // Frees the pass's activations (but its output) when it ends, and runs the pass again when the layer's backward
+  // begins (or, without backward scopes, at the first free of one of them), as torch.utils.checkpoint does: the
+  // pass's blocks are allocated again in their order, those it freed within the pass freed again, up to the last of
+  // the activations, where the recompute stops (PyTorch's early stop) and frees the rest, the output among them.
   // The output is the activation freed first: only the ops after the layer save it, and their backward runs
   // before the layer's own (the last one allocated is no guide: layer_norm allocates mean and rstd after it).
   uint64_t checkpoint(const LayerPass& pass) {
@@ -161,9 +224,15 @@ class Rewriter {
       dropped.push_back(id);
     }
     std::erase(dropped, output);
-    int64_t recompute = INT64_MAX;
+    if (dropped.empty()) return 0;
+    int64_t recompute = pass.backward;
     for (uint32_t id : dropped) recompute = std::min(recompute, r_.time_of(r_.free_steps()[id]));
-    for (uint32_t id : dropped) drop(id, pass.end, recompute);
+    std::sort(dropped.begin(), dropped.end());
+    for (uint32_t id : dropped) drop(id, consumed(pass, id));
+    recompute_pass(pass, dropped, output, recompute);
+    uint32_t last_free = 0;
+    for (uint32_t id : dropped) last_free = std::max(last_free, r_.free_steps()[id]);
+    for (uint32_t id : pass.inputs) hold(id, r_.time_of(last_free));
     return dropped.size();
   }
 
@@ -239,16 +308,69 @@ class Rewriter {
     return lo;
   }
 
-  void drop(uint32_t id, int64_t forward_end, int64_t recompute) {
+  // The block freed in the forward at `forward_end`; its recorded frees now free the copy the recompute makes.
+  void drop(uint32_t id, int64_t forward_end) {
     Allocation a = r_.allocation(id);
     Event e = r_.event(a.alloc_step);
-    uint64_t again = kRecomputedBase + id;
-    auto seq = static_cast<uint32_t>(r_.steps() + added_.size());
-    added_.push_back({forward_end, 2, seq, with(e, Action::free_requested, a.addr, forward_end)});
-    added_.push_back({forward_end, 2, seq + 1, with(e, Action::free_completed, a.addr, forward_end)});
-    added_.push_back({recompute, 0, seq, with(e, Action::alloc, again, recompute)});
-    moved_.emplace_back(a.free_step, again);
-    if (a.completed_step != kNoEvent) moved_.emplace_back(a.completed_step, again);
+    add(forward_end, 2, with(e, Action::free_requested, a.addr, forward_end));
+    add(forward_end, 2, with(e, Action::free_completed, a.addr, forward_end));
+    moved_.emplace_back(a.free_step, again(id));
+    if (a.completed_step != kNoEvent) moved_.emplace_back(a.completed_step, again(id));
+  }
+
+  // The pass's allocs and frees again at `t`, in their recorded order, up to the last of `dropped` (sorted ids):
+  // the dropped blocks stay, the blocks the pass freed within itself and the output are freed.
+  void recompute_pass(const LayerPass& pass, const std::vector<uint32_t>& dropped, uint32_t output, int64_t t) {
+    uint32_t stop = r_.alloc_steps()[dropped.back()];
+    std::vector<std::pair<uint32_t, uint32_t>> steps;  // (recorded step, id): the id's alloc or its free
+    for (uint32_t id = pass.first; id < pass.last && r_.alloc_steps()[id] <= stop; ++id) {
+      bool kept = std::binary_search(dropped.begin(), dropped.end(), id);
+      uint32_t freed = r_.free_steps()[id];
+      bool within = freed != kNoEvent && r_.time_of(freed) <= pass.end;
+      if (!kept && !within && id != output) continue;
+      steps.emplace_back(r_.alloc_steps()[id], id);
+      if (!kept) steps.emplace_back(within && freed <= stop ? freed : kNoEvent, id);
+    }
+    std::stable_sort(steps.begin(), steps.end());
+    std::vector<bool> made(pass.last - pass.first);
+    for (auto [step, id] : steps) {
+      Event e = r_.event(r_.alloc_steps()[id]);
+      bool alloc = !made[id - pass.first];
+      made[id - pass.first] = true;
+      if (alloc) {
+        add(t, 0, with(e, Action::alloc, again(id), t));
+        continue;
+      }
+      add(t, 0, with(e, Action::free_requested, again(id), t));
+      add(t, 0, with(e, Action::free_completed, again(id), t));
+    }
+  }
+
+  // When the checkpointed forward lets go of block `id`: the checkpoint saves no tensor, so it goes when the program
+  // drops it, for most right after the next op (another scope) allocates its output; the pass's end at the latest.
+  int64_t consumed(const LayerPass& pass, uint32_t id) {
+    uint32_t scope = r_.event(r_.alloc_steps()[id]).scope;
+    for (uint32_t next = id + 1; next < pass.last; ++next)
+      if (r_.event(r_.alloc_steps()[next]).scope != scope) return r_.time_of(r_.alloc_steps()[next]);
+    return pass.end;
+  }
+
+  // The checkpoint holds the inputs of its call until the layer's backward is done: block `id`, freed by the program
+  // as recorded, lives on (as a copy made at once) until `until`, the last free of the layer's saved blocks.
+  void hold(uint32_t id, int64_t until) {
+    Allocation a = r_.allocation(id);
+    int64_t freed = r_.time_of(a.free_step);
+    if (until <= freed) return;
+    Event e = r_.event(a.alloc_step);
+    add(freed, 2, with(e, Action::alloc, kHeldBase + id, freed));
+    add(until, 2, with(e, Action::free_requested, kHeldBase + id, until));
+    add(until, 2, with(e, Action::free_completed, kHeldBase + id, until));
+  }
+
+  static uint64_t again(uint32_t id) { return kRecomputedBase + id; }
+
+  void add(int64_t t, int order, const Event& e) {
+    added_.push_back({t, order, static_cast<uint32_t>(r_.steps() + added_.size()), e});
   }
 
   static Event with(Event e, Action action, uint64_t addr, int64_t t) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/history.h"
+#include "memrec/replay.h"
 #include "memrec/whatif.h"
 
 namespace memrec {
@@ -75,6 +76,72 @@ TEST(WhatIf, RecomputationHappensBeforeTheFirstFreeOfTheLayer) {
   EXPECT_EQ(p.recorded_peak, 1000u + 5000);
   EXPECT_EQ(p.saving, 0u);
   EXPECT_DOUBLE_EQ(p.saving_percent, -5.0);
+}
+
+// One layer of three ops (a, b, c) whose backward has a module scope, as the Python recorder writes it; with
+// `input`, its input is made just before it and freed as it returns (`x = self.drop(x)`).
+struct OneLayerWithBackward : test::History {
+  explicit OneLayerWithBackward(bool input = false) {
+    uint32_t fwd = scope(ScopeKind::phase, "forward", 100, 300, 0);
+    uint32_t bwd = scope(ScopeKind::phase, "backward", 300, 500, 0);
+    uint32_t layer = scope(ScopeKind::module, "layers.0", 100, 200, fwd);
+    uint32_t a = scope(ScopeKind::module, "layers.0.a", 100, 130, layer);
+    uint32_t b = scope(ScopeKind::module, "layers.0.b", 130, 160, layer);
+    uint32_t c = scope(ScopeKind::module, "layers.0.c", 160, 200, layer);
+    scope(ScopeKind::module, "layers.0", 350, 450, bwd);
+    event(10, Action::alloc, 0x1, 1000);      // parameter
+    if (input) event(90, Action::alloc, 0x5, 400);
+    event(110, Action::alloc, 0x10, 100, a);  // saved
+    event(120, Action::alloc, 0x18, 700, a);  // a temporary of op a
+    free(125, 0x18, 700, 0);
+    event(140, Action::alloc, 0x20, 200, b);  // saved, the last
+    event(170, Action::alloc, 0x30, 50, c);   // the output
+    event(175, Action::alloc, 0x38, 30, c);   // a temporary after the last saved block
+    free(185, 0x38, 30, 0);
+    if (input) free(201, 0x5, 400, 0);
+    free(305, 0x30, 50, 0);
+    event(340, Action::alloc, 0x70, 5000);  // the gradient reaching the layer, before its backward scope
+    free(410, 0x20, 200, 0);
+    free(420, 0x10, 100, 0);
+    free(430, 0x70, 5000, 0);
+  }
+};
+
+TEST(WhatIf, RecomputeRunsTheForwardAgainWhenTheLayersBackwardBegins) {
+  OneLayerWithBackward h;
+  auto p = predict_checkpoint(h.s, 0, {"0"});
+  EXPECT_EQ(p.blocks_dropped, 2u);
+  EXPECT_EQ(p.recorded_peak, 1000u + 100 + 200 + 5000);
+  // At 350 the layer runs again beside the gradient: 0x10, then op a's temporary (freed again before 0x20), and it
+  // stops at 0x20, the last saved block: neither the output nor c's temporary is made again.
+  EXPECT_EQ(p.predicted_peak, 1000u + 5000 + 100 + 700);
+  EXPECT_EQ(p.predicted_peak_ns, 350 - 10);
+  EXPECT_EQ(p.saving, 0u);
+}
+
+TEST(WhatIf, CheckpointHoldsTheInputTheCallerDroppedUntilTheLayersBackwardIsDone) {
+  OneLayerWithBackward h(true);
+  auto p = predict_checkpoint(h.s, 0, {"0"});
+  EXPECT_EQ(p.recorded_peak, 1000u + 100 + 200 + 5000);
+  EXPECT_EQ(p.predicted_peak, 1000u + 5000 + 100 + 700 + 400);  // the recompute's peak, with the input still held
+  CheckpointPredictor cp(h.s, 0);
+  Snapshot after = cp.history({"0"});
+  Replay r(after, 0);
+  EXPECT_EQ(r.after(r.steps() - 1).allocated, 1000u);  // the held input is freed again, by the layer's last free
+}
+
+TEST(WhatIf, CheckpointedForwardFreesABlockOnceTheNextOpHasAllocated) {
+  OneLayerWithBackward h;
+  CheckpointPredictor cp(h.s, 0);
+  Snapshot after = cp.history({"0"});
+  auto at = [&](Action action, uint64_t addr) {
+    for (size_t i = 0; i < after.events.size(); ++i)
+      if (after.events[i].action == action && after.events[i].addr == addr) return static_cast<int64_t>(i);
+    return int64_t{-1};
+  };
+  // 0x10 (op a) goes right after op b's alloc, 0x20 (op b) right after op c's first: 0x30.
+  EXPECT_EQ(at(Action::free_requested, 0x10), at(Action::alloc, 0x20) + 1);
+  EXPECT_EQ(at(Action::free_requested, 0x20), at(Action::alloc, 0x30) + 1);
 }
 
 TEST(WhatIf, OwnerRowsNameTheBlocksTheyNamedAsRecorded) {

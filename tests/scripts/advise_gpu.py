@@ -79,7 +79,9 @@ def train(args):
     ids = torch.randint(0, vocab, (BATCH, SEQ), device="cuda")
     torch.cuda.reset_peak_memory_stats()
     for _ in range(STEPS):
-        logits = model(ids).logits if args.model == "hf" else model(ids)
+        # No KV cache while training, as Hugging Face's own gradient checkpointing sets: a recomputed layer would
+        # concatenate onto the cache its first forward filled, and the cache, held by the checkpoints, keeps it all.
+        logits = model(ids, use_cache=False).logits if args.model == "hf" else model(ids)
         loss = torch.nn.functional.cross_entropy(logits.view(-1, vocab), ids.view(-1))
         del logits
         loss.backward()
