@@ -105,19 +105,22 @@ std::vector<StackChain> resolve_stacks(Snapshot& s, const std::map<std::string, 
 }
 
 // The pieces of split graphs (DDPOptimizer's: metadata "compiled_pieces", {piece's scope name: [module path, ...]},
-// the modules of the piece's FX nodes in node order, written by the Python recorder). Pieces whose graphs are alike
-// run one generated file, whose map names the modules of the piece it was made for (its maker: the piece whose
-// modules hold all of the map's); run by another piece, a node's modules are that piece's at the same places.
+// the modules of the piece's FX nodes in node order, each once, in the order compiled; written by the Python
+// recorder). Pieces whose graphs are alike run one generated file, whose map names the modules of the piece it was
+// made for (its maker: the first piece compiled whose modules hold all of the map's). Run by another piece, a node's
+// modules are that piece's modules aligned with the maker's (align): pieces alike list alike modules, but not always
+// at the same places (a node of the previous block in one and not the other).
 class Pieces {
  public:
   using Modules = std::vector<uint32_t>;
 
   // Throws nlohmann's errors on a bad shape.
-  Pieces(Snapshot& s, const nlohmann::json& j) : s_(s) {
+  Pieces(Snapshot& s, const nlohmann::ordered_json& j) : s_(s) {
     for (const auto& [name, modules] : j.items()) {
       Modules& m = by_name_[s.strings.intern(name)];
       for (const auto& path : modules) m.push_back(s.strings.intern(path.get<std::string>()));
       modules_.insert(m.begin(), m.end());
+      compiled_.push_back(&m);
     }
   }
 
@@ -134,10 +137,11 @@ class Pieces {
     if (!fresh) return it->second;
     const Modules* maker = maker_of(table, piece, chains);
     if (maker == nullptr || maker == &piece) return chain;
+    const std::unordered_map<uint32_t, uint32_t>& own_path = aligned(*maker, piece);
     std::vector<uint32_t> own;
     for (uint32_t path : chains[chain]) {
-      auto at = std::find(maker->begin(), maker->end(), path);
-      own.push_back(at == maker->end() ? path : piece[at - maker->begin()]);
+      auto at = own_path.find(path);
+      own.push_back(at == own_path.end() ? path : at->second);
     }
     auto known = std::find(chains.begin(), chains.end(), own);
     if (known == chains.end()) known = chains.insert(chains.end(), std::move(own));
@@ -148,7 +152,8 @@ class Pieces {
   bool names_a_module(uint32_t name) const { return modules_.count(name) != 0; }
 
  private:
-  // The piece, as long as `piece`, whose modules hold every module of `table`'s map (`piece` itself first), or null.
+  // `piece` itself when its modules hold every module of `table`'s map, else the first piece compiled that does, or
+  // null.
   const Modules* maker_of(const Table& table, const Modules& piece, const ModuleChains& chains) {
     auto [it, fresh] = makers_.try_emplace({&table, &piece}, nullptr);
     if (!fresh) return it->second;
@@ -159,16 +164,56 @@ class Pieces {
       });
     };
     if (holds_all(piece)) return it->second = &piece;
-    for (const auto& [name, m] : by_name_)
-      if (m.size() == piece.size() && holds_all(m)) return it->second = &m;
-    return nullptr;
+    auto maker = std::find_if(compiled_.begin(), compiled_.end(), [&](const Modules* m) { return holds_all(*m); });
+    return it->second = maker == compiled_.end() ? nullptr : *maker;
+  }
+
+  // The maker's modules -> `piece`'s: the longest run of pairs, in order, of modules alike (paths equal but for
+  // their numbers: `transformer.h.0.attn` and `transformer.h.7.attn`).
+  const std::unordered_map<uint32_t, uint32_t>& aligned(const Modules& maker, const Modules& piece) {
+    auto [it, fresh] = alignments_.try_emplace({&maker, &piece});
+    if (!fresh) return it->second;
+    auto alike = [&](uint32_t a, uint32_t b) { return shape(a) == shape(b); };
+    size_t n = maker.size(), m = piece.size();
+    std::vector<std::vector<uint32_t>> longest(n + 1, std::vector<uint32_t>(m + 1, 0));  // of maker[i:], piece[j:]
+    for (size_t i = n; i-- > 0;)
+      for (size_t j = m; j-- > 0;)
+        longest[i][j] = alike(maker[i], piece[j]) ? longest[i + 1][j + 1] + 1
+                                                  : std::max(longest[i + 1][j], longest[i][j + 1]);
+    for (size_t i = 0, j = 0; i < n && j < m;) {
+      if (alike(maker[i], piece[j]) && longest[i][j] == longest[i + 1][j + 1] + 1)
+        it->second.emplace(maker[i++], piece[j++]);
+      else if (longest[i + 1][j] >= longest[i][j + 1])
+        ++i;
+      else
+        ++j;
+    }
+    return it->second;
+  }
+
+  // A module path with each part that is a number as "#".
+  const std::string& shape(uint32_t path) {
+    auto [it, fresh] = shapes_.try_emplace(path);
+    if (!fresh) return it->second;
+    std::string_view name = s_.strings[path];
+    for (size_t begin = 0; begin <= name.size();) {
+      size_t end = std::min(name.find('.', begin), name.size());
+      std::string_view part = name.substr(begin, end - begin);
+      bool number = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+      it->second.append(number ? std::string_view("#") : part).append(end < name.size() ? "." : "");
+      begin = end + 1;
+    }
+    return it->second;
   }
 
   const Snapshot& s_;
-  std::map<uint32_t, Modules> by_name_;  // ordered: the same maker on every read
+  std::map<uint32_t, Modules> by_name_;
+  std::vector<const Modules*> compiled_;  // in the order compiled
   std::unordered_set<uint32_t> modules_;
   std::map<std::pair<const Table*, const Modules*>, const Modules*> makers_;
   std::map<std::pair<uint32_t, const Modules*>, uint32_t> translated_;
+  std::map<std::pair<const Modules*, const Modules*>, std::unordered_map<uint32_t, uint32_t>> alignments_;
+  std::unordered_map<uint32_t, std::string> shapes_;
 };
 
 // The module scopes of events made by compiled code: the FX node's modules, nested as eager calls nest, under the
@@ -280,7 +325,7 @@ void resolve_compiled_code(Snapshot& s) {
     tables = read_tables(s, map, chains);
     chain_of = resolve_stacks(s, tables);
     if (auto p = s.metadata.find("compiled_pieces"); p != s.metadata.end())
-      pieces.emplace(s, nlohmann::json::parse(p->second));
+      pieces.emplace(s, nlohmann::ordered_json::parse(p->second));  // in the order compiled
   } catch (const nlohmann::json::exception& e) {
     s.warnings.push_back(unreadable + e.what());
     return;
