@@ -107,29 +107,23 @@ TEST(CompiledCode, ASplitGraphsPiecesAreNoPrefix) {
   }
 }
 
-// DDP around a 12-layer GPT compiled whole, recorded on an H200 (PyTorch 2.11): DDP's optimizer cut the graph into
-// a piece per gradient bucket, and the pieces of blocks 0 .. 10 (each a block's attention and MLP, and the next
-// block's ln_1) ran one generated file, whose map names block 0's modules (three of its rows here, as recorded). The
-// recorder named each piece and noted its nodes' modules: each piece's buffers are its own block's.
+// DDP around a 12-layer GPT compiled whole, recorded on an H200 (PyTorch 2.11; tests/data/ddp_gpt_h200.memrec):
+// DDP's optimizer cut the graph into a piece per gradient bucket, and the pieces of blocks 0 .. 10 (each a block's
+// attention and MLP, and the next block's ln_1) ran one generated file, whose map names block 0's modules (three of
+// its rows here, as recorded). The recorder named each piece and noted its nodes' modules, as recorded: the pieces
+// of blocks 1 .. 10 list one module more than block 0's, the block before (a node of it), so the maker's modules
+// and theirs are not at the same places. Each piece's buffers are its own block's.
 const std::string kSharedPiece = R"(/tmp/layers/inductor/ub/cubdini7z6houtuygij5b3yhc2mmlanrpozv5jk6a4tk5sdk2j2a.py)";
 const std::string kSharedPieceMap = R"({"/tmp/layers/inductor/ub/cubdini7z6houtuygij5b3yhc2mmlanrpozv5jk6a4tk5sdk2j2a.py": [[323, ["transformer.h.0", "transformer.h.0.attn", "transformer.h.0.attn.c_attn"], "addmm", [["/tmp/layers/layers_gpt.py", 14, "forward"], ["/tmp/layers/layers_gpt.py", 35, "forward"], ["/tmp/layers/layers_gpt.py", 49, "forward"]]], [354, ["transformer.h.0", "transformer.h.0.mlp", "transformer.h.0.mlp.c_fc"], "addmm_2", [["/tmp/layers/layers_gpt.py", 26, "forward"], ["/tmp/layers/layers_gpt.py", 36, "forward"], ["/tmp/layers/layers_gpt.py", 49, "forward"]]], [365, ["transformer.h.1", "transformer.h.1.ln_1"], "add_6", [["/tmp/layers/layers_gpt.py", 35, "forward"], ["/tmp/layers/layers_gpt.py", 49, "forward"]]]]})";
-
-std::string piece_modules(int block) {
-  std::string b = "\"transformer.h." + std::to_string(block), next = "\"transformer.h." + std::to_string(block + 1);
-  return "[" + b + "\"," + b + ".attn\"," + b + ".attn.c_attn\"," + b + ".attn.c_proj\"," + b + ".ln_2\"," + b +
-         ".mlp\"," + b + ".mlp.c_fc\"," + b + ".mlp.c_proj\"," + next + "\"," + next + ".ln_1\"]";
-}
+const std::string kPieces = R"({"compiled_submod_0": ["transformer.wte", "transformer.wpe", "transformer.h.0", "transformer.h.0.ln_1"], "compiled_submod_1": ["transformer.h.0", "transformer.h.0.ln_1", "transformer.h.0.attn", "transformer.h.0.attn.c_attn", "transformer.h.0.attn.c_proj", "transformer.h.0.ln_2", "transformer.h.0.mlp", "transformer.h.0.mlp.c_fc", "transformer.h.0.mlp.c_proj", "transformer.h.1", "transformer.h.1.ln_1"], "compiled_submod_2": ["transformer.h.1", "transformer.h.1.ln_1", "transformer.h.1.attn", "transformer.h.1.attn.c_attn", "transformer.h.1.attn.c_proj", "transformer.h.0", "transformer.h.1.ln_2", "transformer.h.1.mlp", "transformer.h.1.mlp.c_fc", "transformer.h.1.mlp.c_proj", "transformer.h.2", "transformer.h.2.ln_1"], "compiled_submod_3": ["transformer.h.2", "transformer.h.2.ln_1", "transformer.h.2.attn", "transformer.h.2.attn.c_attn", "transformer.h.2.attn.c_proj", "transformer.h.1", "transformer.h.2.ln_2", "transformer.h.2.mlp", "transformer.h.2.mlp.c_fc", "transformer.h.2.mlp.c_proj", "transformer.h.3", "transformer.h.3.ln_1"]})";
 
 Snapshot split_graph_run(bool pieces_noted) {
   Snapshot s;
   uint32_t op = frame(s, "torch::dynamo::_empty_strided_device", "", 0, "libtorch_python.so");
   uint32_t user = frame(s, "<module>", "/tmp/layers/layers_gpt.py", 76);
   uint32_t split = scope(s, "GraphModule", ScopeKind::module, scope(s, "GPT", ScopeKind::module, 0));
-  std::string pieces = "{\"compiled_submod_0\": [\"transformer.wte\", \"transformer.wpe\", \"transformer.h.0\", "
-                       "\"transformer.h.0.ln_1\"]";
   for (int block = 0; block < 3; ++block) {
     std::string name = "compiled_submod_" + std::to_string(block + 1);
-    pieces += ", \"" + name + "\": " + piece_modules(block);
     uint32_t run = scope(s, "CompiledFunction", ScopeKind::op, scope(s, name, ScopeKind::module, split));
     for (uint32_t line : {354u, 366u}) {  // the MLP's c_fc (96 MiB), the next block's ln_1 (24 MiB)
       uint32_t stack = s.stacks.intern(std::vector<uint32_t>{op, frame(s, "call", kSharedPiece, line), user});
@@ -138,7 +132,7 @@ Snapshot split_graph_run(bool pieces_noted) {
     }
   }
   s.metadata["compiled_code"] = kSharedPieceMap;
-  if (pieces_noted) s.metadata["compiled_pieces"] = pieces + "}";
+  if (pieces_noted) s.metadata["compiled_pieces"] = kPieces;
   return s;
 }
 

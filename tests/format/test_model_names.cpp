@@ -141,5 +141,24 @@ TEST(ModelNames, Fsdp2UnshardedParametersAreTheAllGathers) {
               uint64_t{3076} << 17) << i;  // 384.5 MiB each, as every layer's saved activations
 }
 
+// A 12-layer GPT compiled whole in DDP (one rank on NCCL), recorded on an H200 (PyTorch 2.11) by
+// bench/layers_check.py: DDP's optimizer cut the graph into a piece per gradient bucket, and the pieces of blocks
+// 0 .. 10 ran one generated file, made for block 0's. At the end of the last forward each block holds its own
+// saved activations (384.5 MiB each, as in eager); block 0 holds the embeddings' sum too, which the code fused into
+// its ln_1.
+TEST(ModelNames, DdpSplitGraphsPiecesOwnTheirBlocks) {
+  Snapshot s = load_snapshot(test::data("ddp_gpt_h200.memrec"));
+  std::map<std::string, Group> layers = layers_before_marker(s);
+  auto activations = [&](int i) {
+    return layers["transformer.h." + std::to_string(i)].by_category[static_cast<size_t>(Category::activation)];
+  };
+  uint64_t sum = 0;
+  for (int i = 0; i < 12; ++i) sum += activations(i);
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_LT(std::max(activations(i), sum / 12) - std::min(activations(i), sum / 12), sum / 120) << i;
+    if (i > 1) EXPECT_EQ(activations(i), activations(1)) << i;  // the same code, its own buffers
+  }
+}
+
 }  // namespace
 }  // namespace memrec
