@@ -12,7 +12,8 @@ blocks share is named by the block whose call ran it (the FX nodes' modules are 
 DDP's optimizer splits a compiled graph into pieces, one per gradient bucket, each compiled on its own; pieces alike
 (the same layer's code, one bucket each) run one generated file, whose map names the modules of the piece it was
 made for. Each piece is named `compiled_submod_N` (N in the order compiled) and its FX nodes' modules are noted,
-in node order ("compiled_pieces" metadata): the reader gives a node run by another piece that piece's modules.
+in node order ("compiled_pieces" metadata): the reader gives a node run by another piece that piece's modules,
+aligned with those of the piece the file was made for.
 
 A graph that inductor loads from its cache is not lowered again: its map is read from the file memrec wrote beside
 the generated one when it was compiled under memrec (GENERATED.memrec.json), else it is made from the line map
