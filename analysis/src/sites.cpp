@@ -62,8 +62,6 @@ bool is_noise(const Snapshot& s, const Frame& f) {
   return contains_any(s.strings[f.function], kNoiseFunctions) || contains_any(s.strings[f.file], kNoiseFiles);
 }
 
-bool is_python_file(std::string_view file) { return file.ends_with(".py") || file.starts_with("<frozen "); }
-
 // The standard library: under lib/python3.X but not in an installed package beneath it.
 bool is_stdlib(std::string_view file) {
   return file.starts_with("<frozen ") ||
@@ -198,6 +196,8 @@ std::string framework_context(const Snapshot& s, std::span<const uint32_t> frame
 }
 
 }  // namespace
+
+bool is_python_file(std::string_view file) { return file.ends_with(".py") || file.starts_with("<frozen "); }
 
 void add_internal_patterns(std::span<const std::string> added) {
   for (const std::string& p : added)

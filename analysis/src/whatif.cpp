@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "memrec/analysis.h"
 #include "memrec/replay.h"
+#include "memrec/sites.h"
 
 namespace memrec {
 namespace {
@@ -202,11 +204,112 @@ class OwnerPlaces {
   std::vector<uint64_t> positions_;     // where each of wanted_ went
 };
 
+// The Python statements of one forward pass, read from its blocks' stacks: when the program lets go of a block it made
+// once autograd keeps none (a checkpointed forward). A block an op made for the next call of its statement goes when
+// that call returns (`fc2(gelu(fc1(x)))`, `act(c_fc(x))`); a statement's result goes up to the caller where the
+// function returns it, else stays a local until the function returns (`q, k, v = qkv(x).split()`).
+class Statements {
+ public:
+  Statements(const Snapshot& s, const Replay& r, const LayerPass& pass)
+      : s_(s), r_(r), first_(pass.first), end_(pass.end) {
+    for (uint32_t id = pass.first; id < pass.last; ++id) {
+      Event e = r.event(r.alloc_steps()[id]);
+      frames_.push_back(python_frames(e.stack));
+      ops_.push_back(outermost_op(e.scope));
+    }
+    common_ = SIZE_MAX;
+    for (const std::vector<uint32_t>& f : frames_) {
+      if (f.empty()) continue;
+      if (common_ == SIZE_MAX) common_ = f.size();
+      const std::vector<uint32_t>& a = *std::find_if(frames_.begin(), frames_.end(), [](auto& x) { return !x.empty(); });
+      common_ = std::min<size_t>(common_, std::mismatch(f.begin(), f.end(), a.begin(), a.end()).first - f.begin());
+    }
+  }
+
+  // When block `id` goes: right after the alloc that ends the call or function holding it; the pass's end for a local
+  // of the layer's own function; nullopt where its stack has no Python frames.
+  std::optional<int64_t> released(uint32_t id) const {
+    size_t i = id - first_;
+    const std::vector<uint32_t>& f = frames_[i];
+    if (f.empty()) return std::nullopt;
+    for (size_t k = f.size(); k-- > common_;) {
+      auto statement = run(i, 0, frames_.size() - 1, [&](size_t j) { return prefix(j, i, k + 1); });
+      auto call = run(i, statement.first, statement.second, [&](size_t j) { return same_call(j, i, k + 1); });
+      if (call.second < statement.second) {
+        size_t next = call.second + 1;
+        return made(run(next, next, statement.second, [&](size_t j) { return same_call(j, next, k + 1); }).second);
+      }
+      auto frame = run(i, 0, frames_.size() - 1, [&](size_t j) { return prefix(j, i, k) && same_function(j, i, k); });
+      if (frame.second > statement.second) return made(frame.second);
+    }
+    return end_;
+  }
+
+ private:
+  int64_t made(size_t j) const { return r_.time_of(r_.alloc_steps()[first_ + j]); }
+
+  // The stack's Python frames, outermost first, without torch's module-call frames.
+  std::vector<uint32_t> python_frames(uint32_t stack) const {
+    std::vector<uint32_t> out;
+    if (!stack) return out;
+    for (uint32_t id : s_.stacks[stack]) {
+      std::string_view file = s_.strings[s_.frames[id].file];
+      if (is_python_file(file) && !file.ends_with("torch/nn/modules/module.py")) out.push_back(id);
+    }
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
+
+  uint32_t outermost_op(uint32_t scope) const {
+    uint32_t op = 0;
+    for (; scope && s_.scopes[scope].kind == ScopeKind::op; scope = s_.scopes[scope].parent) op = scope;
+    return op;
+  }
+
+  // The widest run of the pass's blocks around `i`, within [lo, hi], that `in` holds for.
+  template <class F>
+  static std::pair<size_t, size_t> run(size_t i, size_t lo, size_t hi, F in) {
+    size_t a = i, b = i;
+    while (a > lo && in(a - 1)) --a;
+    while (b < hi && in(b + 1)) ++b;
+    return {a, b};
+  }
+
+  // Blocks j and i share their outermost `n` frames (the same lines).
+  bool prefix(size_t j, size_t i, size_t n) const {
+    const auto &a = frames_[j], &b = frames_[i];
+    return a.size() >= n && b.size() >= n && std::equal(a.begin(), a.begin() + n, b.begin());
+  }
+
+  // Frame `k` of blocks j and i is the same function (maybe at other lines).
+  bool same_function(size_t j, size_t i, size_t k) const {
+    if (frames_[j].size() <= k || frames_[i].size() <= k) return false;
+    const Frame &a = s_.frames[frames_[j][k]], &b = s_.frames[frames_[i][k]];
+    return a.function == b.function && a.file == b.file;
+  }
+
+  // Blocks j and i of one statement (sharing `k` frames) come from one call in it: the same function called (frame
+  // k), or the same op where the statement runs an op itself.
+  bool same_call(size_t j, size_t i, size_t k) const {
+    size_t a = frames_[j].size(), b = frames_[i].size();
+    if (a > k && b > k) return same_function(j, i, k);
+    return a == k && b == k && ops_[j] == ops_[i] && ops_[i];
+  }
+
+  const Snapshot& s_;
+  const Replay& r_;
+  uint32_t first_;
+  int64_t end_;
+  std::vector<std::vector<uint32_t>> frames_;  // per block of the pass
+  std::vector<uint32_t> ops_;                  // per block: its outermost op scope
+  size_t common_ = 0;                          // frames every block shares: the layer's callers
+};
+
 // The recorded history with some blocks freed early and allocated again: the new events, and the recorded frees that
 // now free the block allocated again; and the allocated peak of that history.
 class Rewriter {
  public:
-  explicit Rewriter(const Replay& r) : r_(r) {}
+  Rewriter(const Snapshot& s, const Replay& r) : s_(s), r_(r) {}
 
   // Frees the pass's activations (but its output) when it ends, and runs the pass again when the layer's backward
   // begins (or, without backward scopes, at the first free of one of them), as torch.utils.checkpoint does: the
@@ -228,7 +331,8 @@ class Rewriter {
     int64_t recompute = pass.backward;
     for (uint32_t id : dropped) recompute = std::min(recompute, r_.time_of(r_.free_steps()[id]));
     std::sort(dropped.begin(), dropped.end());
-    for (uint32_t id : dropped) drop(id, consumed(pass, id));
+    std::vector<int64_t> goes = releases(pass, dropped);
+    for (size_t i = 0; i < dropped.size(); ++i) drop(dropped[i], goes[i]);
     recompute_pass(pass, dropped, output, recompute);
     uint32_t last_free = 0;
     for (uint32_t id : dropped) last_free = std::max(last_free, r_.free_steps()[id]);
@@ -346,9 +450,46 @@ class Rewriter {
     }
   }
 
+  // When the checkpointed forward lets go of each of `dropped` (sorted ids). Blocks that backward frees together
+  // (one node's saved tensors) are inputs of one op: an earlier one lives until that op has run, for which the
+  // release of a later one is the bound (`0.5 * x * (1 + tanh(...))` holds `0.5 * x` to the last multiply).
+  std::vector<int64_t> releases(const LayerPass& pass, const std::vector<uint32_t>& dropped) {
+    Statements statements(s_, r_, pass);
+    std::vector<int64_t> out;
+    for (uint32_t id : dropped) out.push_back(released(pass, statements, id));
+    std::vector<size_t> by_free(dropped.size());
+    std::iota(by_free.begin(), by_free.end(), 0);
+    auto freed = [&](size_t i) { return r_.free_steps()[dropped[i]]; };
+    std::sort(by_free.begin(), by_free.end(), [&](size_t a, size_t b) { return freed(a) < freed(b); });
+    for (size_t g = 0; g < by_free.size();) {
+      size_t e = g + 1;
+      while (e < by_free.size() && only_frees(freed(by_free[e - 1]), freed(by_free[e]))) ++e;
+      std::vector<size_t> group(by_free.begin() + g, by_free.begin() + e);
+      std::sort(group.begin(), group.end());  // allocation order
+      int64_t later = INT64_MAX;
+      for (size_t k = group.size(); k-- > 0;) {
+        if (later != INT64_MAX) out[group[k]] = std::max(out[group[k]], later);
+        later = std::min(later, out[group[k]]);
+      }
+      g = e;
+    }
+    return out;
+  }
+
+  // Whether the recorded steps between `a` and `b` only free blocks.
+  bool only_frees(uint32_t a, uint32_t b) const {
+    for (uint32_t step = a + 1; step < b; ++step) {
+      Action act = r_.event(step).action;
+      if (act != Action::free_requested && act != Action::free_completed) return false;
+    }
+    return true;
+  }
+
   // When the checkpointed forward lets go of block `id`: the checkpoint saves no tensor, so it goes when the program
-  // drops it, for most right after the next op (another scope) allocates its output; the pass's end at the latest.
-  int64_t consumed(const LayerPass& pass, uint32_t id) {
+  // drops it: as its Python statements say, else right after the next op (another scope) allocates its output; the
+  // pass's end at the latest.
+  int64_t released(const LayerPass& pass, const Statements& statements, uint32_t id) {
+    if (std::optional<int64_t> t = statements.released(id)) return *t;
     uint32_t scope = r_.event(r_.alloc_steps()[id]).scope;
     for (uint32_t next = id + 1; next < pass.last; ++next)
       if (r_.event(r_.alloc_steps()[next]).scope != scope) return r_.time_of(r_.alloc_steps()[next]);
@@ -380,6 +521,7 @@ class Rewriter {
     return e;
   }
 
+  const Snapshot& s_;
   const Replay& r_;
   std::vector<Placed> added_;
   std::vector<std::pair<uint32_t, uint64_t>> moved_;  // a recorded free's step, the address it frees now
@@ -388,10 +530,10 @@ class Rewriter {
 };
 
 // The chosen layers' forward passes rewritten: their activations freed after forward and allocated again for backward.
-Rewriter rewritten(const Replay& r, const std::map<PassKey, LayerPass>& passes,
+Rewriter rewritten(const Snapshot& s, const Replay& r, const std::map<PassKey, LayerPass>& passes,
                    const std::vector<std::string>& layers, uint64_t* dropped) {
   std::set<std::string> chosen(layers.begin(), layers.end());
-  Rewriter rewrite(r);
+  Rewriter rewrite(s, r);
   for (const auto& [key, pass] : passes)
     if (chosen.count(key.first) && pass.end >= pass.start) *dropped += rewrite.checkpoint(pass);
   return rewrite;
@@ -421,7 +563,7 @@ CheckpointPrediction CheckpointPredictor::predict(const std::vector<std::string>
   p.device = r.device();
   p.layers = resolve_layers(recorded_->known, recorded_->run, wanted);
   p.recorded_peak = r.peak_allocated().bytes;
-  Rewriter rewrite = rewritten(r, recorded_->passes, p.layers, &p.blocks_dropped);
+  Rewriter rewrite = rewritten(recorded_->s, r, recorded_->passes, p.layers, &p.blocks_dropped);
   const std::vector<uint32_t>& order = recorded_->order;
   PredictedPeak peak = order.empty() ? rewrite.peak_in_place() : rewrite.replayed_peak(recorded_->s, order);
   p.predicted_peak = peak.bytes;
@@ -444,7 +586,7 @@ std::vector<CheckpointPredictor::Forward> CheckpointPredictor::forwards() const 
 Snapshot CheckpointPredictor::history(const std::vector<std::string>& wanted) const {
   uint64_t dropped = 0;
   std::vector<std::string> layers = resolve_layers(recorded_->known, recorded_->run, wanted);
-  Rewriter rewrite = rewritten(recorded_->replay, recorded_->passes, layers, &dropped);
+  Rewriter rewrite = rewritten(recorded_->s, recorded_->replay, recorded_->passes, layers, &dropped);
   std::vector<uint32_t> order = recorded_->order;
   if (order.empty()) {
     order.resize(recorded_->replay.steps());

@@ -1,6 +1,8 @@
 // Checkpointing predictions on a two-layer history whose answers are worked out by hand.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "analysis/history.h"
 #include "memrec/replay.h"
 #include "memrec/whatif.h"
@@ -81,7 +83,7 @@ TEST(WhatIf, RecomputationHappensBeforeTheFirstFreeOfTheLayer) {
 // One layer of three ops (a, b, c) whose backward has a module scope, as the Python recorder writes it; with
 // `input`, its input is made just before it and freed as it returns (`x = self.drop(x)`).
 struct OneLayerWithBackward : test::History {
-  explicit OneLayerWithBackward(bool input = false) {
+  explicit OneLayerWithBackward(bool input = false, bool together = false) {
     uint32_t fwd = scope(ScopeKind::phase, "forward", 100, 300, 0);
     uint32_t bwd = scope(ScopeKind::phase, "backward", 300, 500, 0);
     uint32_t layer = scope(ScopeKind::module, "layers.0", 100, 200, fwd);
@@ -102,7 +104,9 @@ struct OneLayerWithBackward : test::History {
     free(305, 0x30, 50, 0);
     event(340, Action::alloc, 0x70, 5000);  // the gradient reaching the layer, before its backward scope
     free(410, 0x20, 200, 0);
+    if (!together) event(412, Action::alloc, 0x78, 10);  // op b's backward: another node frees 0x10
     free(420, 0x10, 100, 0);
+    if (!together) free(425, 0x78, 10, 0);
     free(430, 0x70, 5000, 0);
   }
 };
@@ -142,6 +146,81 @@ TEST(WhatIf, CheckpointedForwardFreesABlockOnceTheNextOpHasAllocated) {
   // 0x10 (op a) goes right after op b's alloc, 0x20 (op b) right after op c's first: 0x30.
   EXPECT_EQ(at(Action::free_requested, 0x10), at(Action::alloc, 0x20) + 1);
   EXPECT_EQ(at(Action::free_requested, 0x20), at(Action::alloc, 0x30) + 1);
+}
+
+// Backward frees 0x10 and 0x20 together, one node's saved inputs: op c takes both, so 0x10 lives as long as 0x20.
+TEST(WhatIf, BlocksBackwardFreesTogetherGoTogether) {
+  OneLayerWithBackward h(false, true);
+  Snapshot after = CheckpointPredictor(h.s, 0).history({"0"});
+  auto at = [&](Action action, uint64_t addr) {
+    for (size_t i = 0; i < after.events.size(); ++i)
+      if (after.events[i].action == action && after.events[i].addr == addr) return static_cast<int64_t>(i);
+    return int64_t{-1};
+  };
+  for (uint64_t addr : {0x10, 0x20}) {  // both right after op c's first alloc
+    EXPECT_GT(at(Action::free_requested, addr), at(Action::alloc, 0x30)) << addr;
+    EXPECT_LT(at(Action::free_requested, addr), at(Action::alloc, 0x38)) << addr;
+  }
+}
+
+// A layer whose blocks have Python stacks:
+//   def forward(self, x):      # Block.forward, model.py
+//       h = self.a(x)          # line 10: 0x10, a local
+//       y = self.c(gelu(h))    # line 11: 0x20 by gelu (an op the line runs), a temporary; 0x30 by c, a local
+//       return y + h           # line 12: 0x40, the output
+// The checkpointed forward keeps each as Python does: 0x20 until c returns, the locals until the function returns.
+struct PythonLayer : test::History {
+  PythonLayer() {
+    uint32_t fwd = scope(ScopeKind::phase, "forward", 100, 300, 0);
+    uint32_t bwd = scope(ScopeKind::phase, "backward", 300, 500, 0);
+    uint32_t layer = scope(ScopeKind::module, "layers.0", 100, 200, fwd);
+    uint32_t a = scope(ScopeKind::module, "layers.0.a", 100, 130, layer);
+    uint32_t gelu = scope(ScopeKind::op, "aten::gelu", 130, 140, layer);
+    uint32_t c = scope(ScopeKind::module, "layers.0.c", 140, 160, layer);
+    uint32_t add = scope(ScopeKind::op, "aten::add", 170, 180, layer);
+    scope(ScopeKind::module, "layers.0", 350, 450, bwd);
+    auto frame = [&](const char* function, const char* file, uint32_t line) {
+      return s.frames.intern(Frame{.function = s.strings.intern(function), .file = s.strings.intern(file), .line = line});
+    };
+    uint32_t train = frame("train", "train.py", 3), model = frame("Model.forward", "model.py", 30);
+    uint32_t linear = frame("Linear.forward", "torch/nn/modules/linear.py", 125);
+    auto stack = [&](std::vector<uint32_t> inner_first) {
+      inner_first.push_back(model);
+      inner_first.push_back(train);
+      return s.stacks.intern(inner_first);
+    };
+    uint32_t line10 = frame("Block.forward", "model.py", 10), line11 = frame("Block.forward", "model.py", 11);
+    uint32_t line12 = frame("Block.forward", "model.py", 12);
+    event(10, Action::alloc, 0x1, 1000);  // parameter
+    made(110, 0x10, 100, a, stack({linear, line10}));
+    made(135, 0x20, 200, gelu, stack({line11}));
+    made(150, 0x30, 300, c, stack({linear, line11}));
+    made(175, 0x40, 50, add, stack({line12}));
+    free(305, 0x40, 50, 0);
+    for (auto [t, addr, size] : {std::tuple{400, 0x30, 300}, {420, 0x20, 200}, {440, 0x10, 100}}) {
+      event(t - 5, Action::alloc, 0x90 + t, 1);  // each node's gradient: one node frees each block
+      free(t, addr, size, 0);
+    }
+  }
+  void made(int64_t t, uint64_t addr, uint64_t size, uint32_t scope, uint32_t stack) {
+    event(t, Action::alloc, addr, size, scope);
+    Event e = s.events.back();
+    e.stack = stack;
+    s.events.set(s.events.size() - 1, e);
+  }
+};
+
+TEST(WhatIf, CheckpointedForwardKeepsBlocksAsItsPythonStatementsDo) {
+  PythonLayer h;
+  Snapshot after = CheckpointPredictor(h.s, 0).history({"0"});
+  auto at = [&](Action action, uint64_t addr) {
+    for (size_t i = 0; i < after.events.size(); ++i)
+      if (after.events[i].action == action && after.events[i].addr == addr) return static_cast<int64_t>(i);
+    return int64_t{-1};
+  };
+  EXPECT_EQ(at(Action::free_requested, 0x20), at(Action::alloc, 0x30) + 1);  // gone once c has returned
+  EXPECT_GT(at(Action::free_requested, 0x10), at(Action::alloc, 0x40));      // locals: until the function returns
+  EXPECT_GT(at(Action::free_requested, 0x30), at(Action::alloc, 0x40));
 }
 
 TEST(WhatIf, OwnerRowsNameTheBlocksTheyNamedAsRecorded) {

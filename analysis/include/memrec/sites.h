@@ -22,6 +22,9 @@ inline constexpr uint32_t kNoFrame = UINT32_MAX;
 void add_internal_patterns(std::span<const std::string> patterns);
 const std::vector<std::string>& internal_patterns();
 
+// Whether a frame's file is Python source ("x.py", "<frozen ...>").
+bool is_python_file(std::string_view file);
+
 // Whether a frame is the user's code: named, and neither built-in internal nor matched by internal_patterns().
 bool is_user_frame(const Snapshot& s, uint32_t frame);
 
