@@ -210,19 +210,24 @@ class OwnerPlaces {
 // function returns it, else stays a local until the function returns (`q, k, v = qkv(x).split()`).
 class Statements {
  public:
+  // A pass of more blocks is left to the next-op rule: each block's search walks its statement's blocks.
+  static constexpr uint32_t kMaxBlocks = 4096;
+
   Statements(const Snapshot& s, const Replay& r, const LayerPass& pass)
       : s_(s), r_(r), first_(pass.first), end_(pass.end) {
+    if (pass.last - pass.first > kMaxBlocks) return;
     for (uint32_t id = pass.first; id < pass.last; ++id) {
       Event e = r.event(r.alloc_steps()[id]);
       frames_.push_back(python_frames(e.stack));
       ops_.push_back(outermost_op(e.scope));
     }
-    common_ = SIZE_MAX;
+    auto first = std::find_if(frames_.begin(), frames_.end(), [](auto& x) { return !x.empty(); });
+    if (first == frames_.end()) return;
+    common_ = first->size();
     for (const std::vector<uint32_t>& f : frames_) {
       if (f.empty()) continue;
-      if (common_ == SIZE_MAX) common_ = f.size();
-      const std::vector<uint32_t>& a = *std::find_if(frames_.begin(), frames_.end(), [](auto& x) { return !x.empty(); });
-      common_ = std::min<size_t>(common_, std::mismatch(f.begin(), f.end(), a.begin(), a.end()).first - f.begin());
+      size_t shared = std::mismatch(f.begin(), f.end(), first->begin(), first->end()).first - f.begin();
+      common_ = std::min(common_, shared);
     }
   }
 
@@ -230,8 +235,8 @@ class Statements {
   // of the layer's own function; nullopt where its stack has no Python frames.
   std::optional<int64_t> released(uint32_t id) const {
     size_t i = id - first_;
+    if (i >= frames_.size() || frames_[i].empty()) return std::nullopt;
     const std::vector<uint32_t>& f = frames_[i];
-    if (f.empty()) return std::nullopt;
     for (size_t k = f.size(); k-- > common_;) {
       auto statement = run(i, 0, frames_.size() - 1, [&](size_t j) { return prefix(j, i, k + 1); });
       auto call = run(i, statement.first, statement.second, [&](size_t j) { return same_call(j, i, k + 1); });
