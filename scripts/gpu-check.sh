@@ -544,7 +544,10 @@ guest() {
   python3 tests/python/zoo/run_zoo.py --memrec "$MEMREC" --python "$(command -v python3)" --device cuda --jobs 2 \
     --only self_profiling,strict_modules,hf_generate --out /tmp/zoo-guest 2>&1 | tee -a "$OUT/guest.txt" "$OUT/summary.txt"
   for f in /tmp/zoo-guest/self_profiling*.memrec; do echo "$f"; "$MEMREC" info "$f" 2>&1 | grep -E "^ *kernels|not traced"; done
-  PYTHONPATH="$BUILD/python" python3 tests/python/zoo/self_profiling.py --device cuda | grep cycle
+  SELF_PROFILING_EDGES=1 PYTHONPATH="$BUILD/python" python3 tests/python/zoo/self_profiling.py --device cuda 2>&1 |
+    grep cycle
+  ZOO_MEMREC_OUT=/tmp/edges.memrec SELF_PROFILING_EDGES=1 PYTHONPATH="$BUILD/python" \
+    python3 tests/python/zoo/self_profiling.py --device cuda 2>&1 | grep cycle
   ! grep -q "CUPTI_ERROR\|activities will be missing" /tmp/prof.log /tmp/zoo-guest/*.err
 }
 

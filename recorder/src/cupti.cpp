@@ -237,8 +237,14 @@ const char* copy_kind(uint8_t k) {
   }
 }
 
+// A forced flush (memrec's, as it lends CUPTI or stops) hands back the records of kernels, copies and memsets still
+// running with start and end 0: CUPTI did not time them. They are dropped, not kept at the epoch.
 template <class R>
 void add(const R& r, KernelKind kind, uint64_t bytes, uint32_t name) {
+  if (r.start == 0 || r.end < r.start) {
+    ++g_dropped;
+    return;
+  }
   KernelRecord k;
   k.kernel.start_ns = static_cast<int64_t>(r.start);
   k.kernel.end_ns = static_cast<int64_t>(r.end);

@@ -1,11 +1,15 @@
 """A program that profiles its own steps with torch.profiler (CPU, and CUDA on a GPU; profile_memory=True) on a
 schedule of two wait/warmup/active cycles, printing what its profiler saw of each cycle: op events, and on CUDA the
-kernel events. memrec shares CUPTI with it: the profiler gets every event it gets alone, Kineto prints nothing new,
-and on CUDA the file names the windows memrec lent CUPTI out. Recorded under `memrec record` and `import memrec`."""
+device events (kernels, copies, memsets) of those ops. memrec shares CUPTI with it: the profiler gets every event it
+gets alone, Kineto prints nothing new, and on CUDA the file names the windows memrec lent CUPTI out. Recorded under
+`memrec record` and `import memrec`. With SELF_PROFILING_EDGES=1 it also prints, to stderr, the device events of each
+cycle that belong to none of its ops."""
 # zoo: both
 # zoo-modules: Sequential 0 2
 # zoo-notes-cuda: not traced from
 import collections
+import os
+import sys
 
 import torch
 from torch import nn
@@ -16,17 +20,25 @@ import _zoo
 device = _zoo.setup()
 activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
 seen = []
+CPU = torch.autograd.DeviceType.CPU
 
 
 OPS = ("aten::addmm", "aten::mm", "aten::relu", "aten::threshold_backward", "aten::pow")  # the model's own ops
 
 
 def counted(prof):
-    """Per cycle: the model's op events by name, and kernel events on the device (other op and [memory] event
-    counts vary from run to run on the CPU)."""
-    ops = collections.Counter(e.name for e in prof.events() if e.name in OPS)
-    kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    seen.append((" ".join(f"{op[6:]} {ops[op]}" for op in OPS), kernels))
+    """Per cycle: the model's op events by name (other op and [memory] event counts vary from run to run on the CPU),
+    and the device events that the window's ops launched. torch.profiler waits for the device when a window closes,
+    not when it opens: a kernel launched before the window (the warm-up step's last) that starts after it opened is
+    in the trace too, once in a while, with or without memrec. It belongs to none of the window's ops; neither do
+    the GPU annotations of record_function blocks."""
+    events = prof.events()
+    ops = collections.Counter(e.name for e in events if e.name in OPS)
+    of_ops = collections.Counter(k.name for e in events if e.device_type == CPU for k in e.kernels)
+    seen.append((" ".join(f"{op[6:]} {ops[op]}" for op in OPS), sum(of_ops.values())))
+    if os.environ.get("SELF_PROFILING_EDGES") == "1":
+        others = collections.Counter(e.name for e in events if e.device_type != CPU) - of_ops
+        print(f"cycle {len(seen) - 1}: device events of no op: {dict(others)}", file=sys.stderr)
 
 
 with _zoo.recording():
@@ -43,5 +55,5 @@ with _zoo.recording():
             prof.step()
             _zoo.loss(step, loss)
 for cycle, (ops, kernels) in enumerate(seen):
-    print(f"cycle {cycle}: {ops}; {kernels} kernel events")
+    print(f"cycle {cycle}: {ops}; {kernels} device events of its ops")
 _zoo.finish(device)
