@@ -28,14 +28,14 @@ OPS = ("aten::addmm", "aten::mm", "aten::relu", "aten::threshold_backward", "ate
 
 def counted(prof):
     """Per cycle: the model's op events by name (other op and [memory] event counts vary from run to run on the CPU),
-    and the device events that the window's ops launched. torch.profiler waits for the device when a window closes,
-    not when it opens: a kernel launched before the window (the warm-up step's last) that starts after it opened is
-    in the trace too, once in a while, with or without memrec. It belongs to none of the window's ops; neither do
-    the GPU annotations of record_function blocks."""
+    the device events, and those of them the window's ops launched. torch.profiler waits for the device when a
+    window closes, not when it opens: a kernel launched before the window that starts after it opened is in the
+    trace too, linked to none of the window's ops (as are the GPU annotations of record_function blocks)."""
     events = prof.events()
     ops = collections.Counter(e.name for e in events if e.name in OPS)
     of_ops = collections.Counter(k.name for e in events if e.device_type == CPU for k in e.kernels)
-    seen.append((" ".join(f"{op[6:]} {ops[op]}" for op in OPS), sum(of_ops.values())))
+    device = sum(1 for e in events if e.device_type != CPU)
+    seen.append((" ".join(f"{op[6:]} {ops[op]}" for op in OPS), device, sum(of_ops.values())))
     if os.environ.get("SELF_PROFILING_EDGES") == "1":
         others = collections.Counter(e.name for e in events if e.device_type != CPU) - of_ops
         print(f"cycle {len(seen) - 1}: device events of no op: {dict(others)}", file=sys.stderr)
@@ -54,6 +54,6 @@ with _zoo.recording():
             opt.step()
             prof.step()
             _zoo.loss(step, loss)
-for cycle, (ops, kernels) in enumerate(seen):
-    print(f"cycle {cycle}: {ops}; {kernels} device events of its ops")
+for cycle, (ops, device, of_ops) in enumerate(seen):
+    print(f"cycle {cycle}: {ops}; {device} device events, {of_ops} of its ops")
 _zoo.finish(device)
