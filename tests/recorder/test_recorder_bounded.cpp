@@ -66,9 +66,10 @@ TEST(RecorderToFile, HoldsAboutOneDrainOfRowsAndTheFileReadsBackWhole) {
   if (st.dropped == 0) EXPECT_EQ(st.cpu_unmatched_frees, 0u);
   EXPECT_EQ(st.owners + st.owners_dropped, steps);
 
-  // A drain holds at most the batch it took, plus the open scopes and the owner rows not yet placed.
+  // A drain holds at most the batch it took, plus the open scopes and the owner rows not yet placed; a small share of
+  // the run where the drain kept up (a starved one takes a full buffer while the events it dropped shrink the run).
   EXPECT_LE(st.rows_held_peak, o.buffer_events + 64);
-  EXPECT_LT(st.rows_held_peak * 5, st.events);
+  if (st.dropped == 0) EXPECT_LT(st.rows_held_peak * 5, st.events);
 
   Snapshot s = read_file(out.string());
   EXPECT_TRUE(s.complete);
