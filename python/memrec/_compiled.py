@@ -20,6 +20,7 @@ the generated one when it was compiled under memrec (GENERATED.memrec.json), els
 inductor keeps with the cached graph, which has the source frames but neither the FX node nor the modules.
 """
 import functools
+import importlib
 import inspect
 import json
 import os
@@ -148,7 +149,12 @@ def note_piece(piece, graph_module):
 
 def _hook_split_graphs():
     """DDP's optimizer (torch._dynamo.backends.distributed): each piece it compiles is noted (note_piece)."""
-    distributed = __import__("torch._dynamo.backends.distributed", fromlist=["SubmodCompiler"])
+    try:
+        if not importlib.import_module("torch.distributed").is_available():
+            return  # no DDP, so no graph it splits
+        distributed = importlib.import_module("torch._dynamo.backends.distributed")
+    except ImportError:
+        return  # a torch without DDP's optimizer
     compiler = getattr(distributed, "SubmodCompiler", None)
     original = getattr(compiler, "compile_submod", None)
     if original is None or getattr(original, "_memrec", False):
