@@ -63,16 +63,6 @@ std::vector<StepMark> inferred_steps(const Snapshot& s, uint8_t device) {
   return out;
 }
 
-// Where a step begins in the replay: the first replay step at or after its start (events are in time order).
-uint32_t first_step_at(const Replay& r, int64_t t) {
-  uint32_t lo = 0, hi = r.steps();
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    (r.time_of(mid) < t ? lo = mid + 1 : hi = mid);
-  }
-  return lo;
-}
-
 Totals before(const Replay& r, uint32_t step) { return r.after(step == 0 ? kNoEvent : step - 1); }
 
 // Growth per step of a series that may carry noise, a warm-up tail or a cycle (gradient accumulation, an evaluation
@@ -312,13 +302,13 @@ GrowthResult growth(const Snapshot& s, const GrowthOptions& o) {
   int64_t origin = r.time_of(kNoEvent);
   std::vector<double> allocated, reserved;
   for (const StepMark& m : marks) {
-    w.starts.push_back(first_step_at(r, m.start_ns));
+    w.starts.push_back(r.first_step_at(m.start_ns));
     Totals t = before(r, w.starts.back());
     out.steps.push_back({m.number, m.start_ns - origin, t.allocated, t.reserved});
     allocated.push_back(static_cast<double>(t.allocated));
     reserved.push_back(static_cast<double>(t.reserved));
   }
-  w.end = marks.back().end_ns == -1 ? r.steps() : first_step_at(r, marks.back().end_ns + 1);
+  w.end = marks.back().end_ns == -1 ? r.steps() : r.first_step_at(marks.back().end_ns + 1);
   w.settled = std::max(settled_index(allocated), settled_index(reserved));
   out.settled_from = out.steps[w.settled].step;
   std::span<const double> settled_allocated = std::span(allocated).subspan(w.settled);

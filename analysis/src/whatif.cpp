@@ -55,13 +55,8 @@ std::map<std::string, std::vector<int64_t>> backward_starts(const Snapshot& s, u
 // id), sorted.
 std::vector<uint32_t> freed_on_return(const Replay& r, const std::vector<std::pair<uint32_t, uint32_t>>& frees,
                                       const LayerPass& pass) {
-  uint32_t lo = 0, hi = r.steps();
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    (r.time_of(mid) <= pass.end ? lo = mid + 1 : hi = mid);
-  }
   std::vector<uint32_t> out;
-  for (uint32_t step = lo; step < r.steps(); ++step) {
+  for (uint32_t step = r.first_step_at(pass.end + 1); step < r.steps(); ++step) {
     Action a = r.event(step).action;
     if (a != Action::free_requested && a != Action::free_completed) break;
     auto it = std::lower_bound(frees.begin(), frees.end(), std::pair{step, uint32_t{0}});

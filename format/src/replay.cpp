@@ -63,6 +63,15 @@ const Replay::Correction* Replay::first_correction(uint32_t step) const {
   return corrections_.data() + (it - corrections_.begin());
 }
 
+uint32_t Replay::first_step_at(int64_t t) const {
+  uint32_t lo = 0, hi = steps_;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    (time_of(mid) < t ? lo = mid + 1 : hi = mid);
+  }
+  return lo;
+}
+
 Totals Replay::after(uint32_t step) const {
   if (step == kNoEvent) return initial_;
   if (step >= steps_) throw std::out_of_range("Replay::after: no such step");

@@ -170,6 +170,8 @@ class Replay {
   uint64_t unresolved_owners() const { return unresolved_owners_; }
   bool has_owners() const { return !owned_.empty(); }
   [[gnu::always_inline]] int64_t time_of(uint32_t step) const { return steps_ == 0 ? 0 : event(step == kNoEvent ? 0 : step).time_ns; }
+  // The first step at or after time `t` (steps() where none is): events are in time order.
+  uint32_t first_step_at(int64_t t) const;
 
   // Per allocation id, as in Allocation (for loops that read only these).
   const std::vector<uint32_t>& alloc_steps() const { return alloc_step_; }
