@@ -551,13 +551,12 @@ guest() {
   ! grep -q "CUPTI_ERROR\|activities will be missing" /tmp/prof.log /tmp/zoo-guest/*.err
 }
 
-# Where recording moves the caching allocator's layout (issue 38): HF GPT-2 generate as measured (4 prompts of 64
-# tokens from the CUDA generator, pad 0, memrec started once the model is on the GPU), where plain runs had 20 segments
-# and every memrec mode 19. The allocator picks among free blocks of one size by address, and the program's sequence
-# of allocations and frees is the same under memrec (checked on the CPU, tests/python/alloc_order.py), so the cause is
-# what moves the addresses cudaMalloc returns. Each line: one part of memrec alone (through memrec.start's options),
-# then, without memrec, one thing a recorder does to the device (--probe), each with its segments' layout. Fails when
-# `memrec record` or memrec.start() still differs from plain.
+# Where recording moves the caching allocator's layout (issue 38): HF GPT-2 generate (4 prompts of 64 tokens from the
+# CUDA generator, pad 0), each row its own process, one after another (runs side by side move the driver's
+# addresses). The allocator picks among free blocks of one size by address, and the driver places segments around
+# CUPTI's own mappings (docs/reliability.md): each row names one part of memrec alone (through memrec.start's options)
+# or, without memrec, one thing a recorder does to the device (--probe), each with its segments' layout. Fails when
+# the plain runs disagree or `memrec record` without CUPTI differs from plain.
 kv_layout() {
   local gen=(python3 tests/scripts/generate_memory.py --batch 4 --prompt 64 --prompt-rng cuda --pad 0)
   local start=(env PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" "${gen[@]}" --late --memrec start)
@@ -595,9 +594,9 @@ import json, sys
 rows = {line[:24].strip(): json.loads(line[25:]) for line in open(sys.argv[1]) if line[25:].startswith("{")}
 keys = ["reserved_bytes.all.peak", "segment.all.allocated", "allocation.all.allocated"]
 plain = {k: rows["plain"][k] for k in keys}
-moved = [name for name in ("plain again", "record", "start") if {k: rows.get(name, {}).get(k) for k in keys} != plain]
+moved = [name for name in rows if {k: rows[name].get(k) for k in keys} != plain]
 print(f"plain {plain}; differs: {', '.join(moved) or 'none'}")
-sys.exit(1 if moved else 0)
+sys.exit(1 if {"plain again", "record, no CUPTI"} & set(moved) else 0)
 PY
   } | tee -a "$OUT/summary.txt"
 }

@@ -29,8 +29,9 @@ OPS = ("aten::addmm", "aten::mm", "aten::relu", "aten::threshold_backward", "ate
 def counted(prof):
     """Per cycle: the model's op events by name (other op and [memory] event counts vary from run to run on the CPU),
     the device events, and those of them the window's ops launched. torch.profiler waits for the device when a
-    window closes, not when it opens: a kernel launched before the window that starts after it opened is in the
-    trace too, linked to none of the window's ops (as are the GPU annotations of record_function blocks)."""
+    window closes, not when it opens: a kernel launched before the window that starts after it opened would be in the
+    trace too, linked to none of the window's ops (as are the GPU annotations of record_function blocks), so each
+    step reads its loss before the profiler's step."""
     events = prof.events()
     ops = collections.Counter(e.name for e in events if e.name in OPS)
     of_ops = collections.Counter(k.name for e in events if e.device_type == CPU for k in e.kernels)
@@ -52,8 +53,8 @@ with _zoo.recording():
             opt.zero_grad()
             loss.backward()
             opt.step()
+            _zoo.loss(step, loss)  # reads the loss: the step's kernels have run before the next window opens
             prof.step()
-            _zoo.loss(step, loss)
 for cycle, (ops, device, of_ops) in enumerate(seen):
     print(f"cycle {cycle}: {ops}; {device} device events, {of_ops} of its ops")
 _zoo.finish(device)
