@@ -588,6 +588,7 @@ kv_layout() {
     row "probe pinned 8 MiB" "${gen[@]}" --probe pinned
     row "probe torch.profiler" "${gen[@]}" --probe profiler
     row "probe snapshot" "${gen[@]}" --probe snapshot
+    row "CUPTI subscribe alone" "${gen[@]}" --cupti-subscribe
   } | tee "$OUT/kv_layout.txt" | tee -a "$OUT/summary.txt"
   { python3 - "$OUT/kv_layout.txt" <<'PY'
 import json, sys

@@ -5,7 +5,7 @@ the segments lie (MiB from the lowest, size in MiB, pool).
 
     generate_memory.py [--memrec none|start|record] [--option KEY=VALUE ...] [--late] [--gc normal|disable|freeze]
                        [--batch N] [--prompt N] [--prompt-rng cpu|cuda] [--pad ID]
-                       [--probe none|device_alloc|pinned|profiler|snapshot]
+                       [--probe none|device_alloc|pinned|profiler|snapshot] [--cupti-subscribe]
 
 --memrec start records in-process with memrec.start(**options) (options as memrec.start takes them: device_memory=0,
 stacks=off, kernels=0), before CUDA is used (--late: once the model is on the GPU); `record` is for a run under `memrec record` (nothing done here). --gc disable turns the cycle
@@ -14,7 +14,8 @@ that goes away with them comes from when the collector runs (memrec's own object
 --probe does, without memrec, one thing a recorder may do to the device just before generate: device_alloc takes
 2 MiB with cuMemAlloc outside the caching allocator, pinned 8 MiB of pinned host memory (both take virtual addresses
 that cudaMalloc would hand out), profiler runs torch.profiler's CUDA activity over one kernel (Kineto sets CUPTI up),
-snapshot reads the caching allocator's snapshot. The caching allocator picks among free blocks of one size by address,
+snapshot reads the caching allocator's snapshot. --cupti-subscribe, without memrec, takes CUPTI's callback
+subscription (enabling nothing) before torch is imported: CUPTI's presence alone. The caching allocator picks among free blocks of one size by address,
 so whatever moves the addresses cudaMalloc returns can move its layout. Run by scripts/gpu-check.sh (guest, kv_layout).
 """
 import argparse
@@ -35,6 +36,7 @@ def parse():
                    help="prompt tokens from a CPU generator seeded 1, or from the CUDA generator seeded 0")
     p.add_argument("--pad", type=int, default=None, help="pad_token_id (default: the end-of-text token)")
     p.add_argument("--probe", default="none", choices=["none", "device_alloc", "pinned", "profiler", "snapshot"])
+    p.add_argument("--cupti-subscribe", action="store_true", help="CUPTI's subscription alone, before torch")
     return p.parse_args()
 
 
@@ -65,6 +67,23 @@ def probe(name, torch, prompt):
     return None
 
 
+def cupti_subscribe():
+    """cuptiSubscribe through ctypes, from the CUPTI library torch's wheel or the CUDA toolkit has; returns what
+    must stay alive."""
+    import ctypes
+    import glob
+    import site
+    found = sorted(glob.glob("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*") +
+                   glob.glob("/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so*") +
+                   [f for d in site.getsitepackages() for f in glob.glob(d + "/nvidia/**/libcupti.so*", recursive=True)])
+    cupti = ctypes.CDLL(found[0])
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)(lambda *a: None)
+    subscriber = ctypes.c_void_p()
+    status = cupti.cuptiSubscribe(ctypes.byref(subscriber), callback, None)
+    assert status == 0, f"cuptiSubscribe: {status}"
+    return cupti, callback, subscriber
+
+
 def layout(torch):
     """The segments by address: [MiB from the lowest, MiB, "s" small pool or "l" large]."""
     segments = torch.cuda.memory._snapshot()["segments"]
@@ -77,6 +96,7 @@ def main():
     args = parse()
     if args.gc == "disable":
         gc.disable()
+    subscribed = cupti_subscribe() if args.cupti_subscribe else None  # noqa: F841  alive to the end
     import torch
     import transformers
     if args.gc == "freeze":
