@@ -5,18 +5,30 @@ import contextlib
 import _zoo
 
 VOCAB = 128
+GPT2 = dict(n_layer=2, n_embd=64, n_head=4, n_positions=64)  # GPT-2's shape, small
 
 
-def train(config_name, model_class, config, *, seq2seq=False, checkpointing=False, bf16=False, steps=3):
-    device = _zoo.setup()
+def transformers_or_skip():
     try:
         import transformers
     except ImportError:
         _zoo.skip("transformers is not installed")
-    import torch
+    return transformers
+
+
+def build(config_name, model_class, config):
+    """The model from a small config, with random weights."""
+    transformers = transformers_or_skip()
     config = getattr(transformers, config_name)(vocab_size=VOCAB, **config)
     config._attn_implementation = "eager"  # deterministic: no fused attention kernels with atomics
-    model = getattr(transformers, model_class)(config).to(device).train()
+    return getattr(transformers, model_class)(config)
+
+
+def train(config_name, model_class, config, *, seq2seq=False, checkpointing=False, bf16=False, steps=3):
+    device = _zoo.setup()
+    transformers_or_skip()
+    import torch
+    model = build(config_name, model_class, config).to(device).train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

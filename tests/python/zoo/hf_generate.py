@@ -6,16 +6,11 @@ import _hf
 import _zoo
 
 device = _zoo.setup()
-try:
-    import transformers
-except ImportError:
-    _zoo.skip("transformers is not installed")
-import torch
+_hf.transformers_or_skip()
+import torch  # noqa: E402
 
 with _zoo.recording():
-    config = transformers.GPT2Config(vocab_size=_hf.VOCAB, n_layer=2, n_embd=64, n_head=4, n_positions=64)
-    config._attn_implementation = "eager"
-    model = transformers.GPT2LMHeadModel(config).to(device).eval()
+    model = _hf.build("GPT2Config", "GPT2LMHeadModel", _hf.GPT2).to(device).eval()
     prompt = torch.randint(1, _hf.VOCAB, (2, 8), generator=torch.Generator().manual_seed(1)).to(device)
     with torch.inference_mode():
         out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=24, do_sample=False,

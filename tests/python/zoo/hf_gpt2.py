@@ -2,4 +2,4 @@
 # zoo-modules: GPT2LMHeadModel transformer.h.0.attn transformer.h.1.mlp lm_head
 import _hf
 
-_hf.train("GPT2Config", "GPT2LMHeadModel", dict(n_layer=2, n_embd=64, n_head=4, n_positions=64))
+_hf.train("GPT2Config", "GPT2LMHeadModel", _hf.GPT2)

@@ -16,7 +16,8 @@ comparison, still compared with the recording). A program with a `# zoo: module-
 (memrec's hooks meeting internal errors among them) differs, but for those a `# zoo-notes-DEVICE:` line expects on
 that device (each must be there: a window memrec lent CUPTI to the program's profiler). Log lines' time, process and
 thread stamps (glog, Kineto) are left out of the stderr comparison.
-Exit status 1 when any program differs; a program that needs what is missing is reported as skipped.
+Exit status 1 when any program differs or fails without memrec (exits non-zero; it is not recorded then); a program
+that needs what is missing is reported as skipped.
 """
 import argparse
 import concurrent.futures
@@ -198,6 +199,9 @@ def zoo_one(name, args, out):
     plain = run(prog)
     if plain[0] == SKIP:
         return "skipped", [plain[1].decode().strip()], plain[4], 0.0
+    if plain[0]:  # the same failure under memrec would compare equal
+        tail = plain[2].decode(errors="replace").strip().splitlines()[-1:]
+        return "fails", [f"exits {plain[0]} without memrec: {' '.join(tail)}"], plain[4], 0.0
     varies = {key for words in source_lines(name, "# zoo-varies:") for key in words}
     problems, t_rec = [], 0.0
     for mode in modes(name):
@@ -246,10 +250,11 @@ def main():
             print(f"{name:<24} {status:<10} {t_plain:6.1f} s {t_rec:6.1f} s", flush=True)
             for problem in problems:
                 print("    " + problem.replace("\n", "\n    "), flush=True)
-    counts = {s: sum(r[1] == s for r in rows) for s in ("identical", "differs", "skipped")}
+    counts = {s: sum(r[1] == s for r in rows) for s in ("identical", "differs", "fails", "skipped")}
     print(f"zoo on {args.device}: {counts['identical']} identical, {counts['differs']} differ, "
-          f"{counts['skipped']} skipped, {time.monotonic() - start:.0f} s; recordings in {out}")
-    return 1 if counts["differs"] else 0
+          f"{counts['fails']} fail without memrec, {counts['skipped']} skipped, {time.monotonic() - start:.0f} s; "
+          f"recordings in {out}")
+    return 1 if counts["differs"] or counts["fails"] else 0
 
 
 if __name__ == "__main__":
