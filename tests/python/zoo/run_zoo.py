@@ -189,7 +189,14 @@ def record_one(name, prog, mode, args, out):
         err = os.path.join(out, label + ".err")
         recorded = run([args.memrec, "record", "-o", base, "--", "sh", "-c", 'err=$1; shift; exec "$@" 2>"$err"',
                         "sh", err, *prog], stderr_to=err)
+    keep_stdout(out, label, recorded)
     return recorded, recordings(out, label)
+
+
+def keep_stdout(out, label, result):
+    """The run's stdout beside its recordings (NAME.plain.out, NAME.out, NAME.api.out): what was compared."""
+    with open(os.path.join(out, label + ".out"), "wb") as f:
+        f.write(result[1])
 
 
 def zoo_one(name, args, out):
@@ -197,6 +204,7 @@ def zoo_one(name, args, out):
     notes fail it too: memrec's hooks meeting internal errors (`notes.hooks`, `notes.owners`) among them."""
     prog = [args.python, os.path.join(HERE, name + ".py"), "--device", args.device]
     plain = run(prog)
+    keep_stdout(out, name + ".plain", plain)
     if plain[0] == SKIP:
         return "skipped", [plain[1].decode().strip()], plain[4], 0.0
     if plain[0]:  # the same failure under memrec would compare equal
