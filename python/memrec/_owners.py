@@ -7,9 +7,9 @@ Scanned, never per allocation:
 - at the end of each outermost backward on a thread, raising or not: the gradients of the parameters known so far;
 - after every optimizer step: its parameters and gradients, and its state (`exp_avg`, `momentum_buffer`, ...) on
   the first step of a recording and whenever the state changed shape.
-Nothing is sent for a tensor sent before with the same storage, and the same tensor at the same data pointer is
-passed over before its storage is read; a new tensor (a gradient after zero_grad(set_to_none=True)) is sent even at
-an old address, as its block is a new one. That per-tensor work, the names known so far and the walks over them are
+Nothing is sent for a tensor sent before with the same storage (the same storage object at the same address); a
+new tensor (a gradient after zero_grad(set_to_none=True)) or a new storage under the same tensor is sent even at an
+old address, as its block is a new one. That per-tensor work, the names known so far and the walks over them are
 memrec._C's (python/src/owners.cpp): it reads a torch.Tensor or Parameter through its TensorImpl, running no Python
 code. No hook is put on the program's tensors, no tensor is kept alive, nothing is allocated on the device.
 """

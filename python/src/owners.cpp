@@ -1,7 +1,9 @@
 // The owner scans' per-tensor work (memrec/_owners.py says what is scanned when): the parameters and buffers named
 // so far, what was last sent for each tensor, and the walks over the known parameters' gradients and an optimizer's
-// parameters. A tensor is read through its TensorImpl (Tensor._cdata): device, layout, storage and data pointer, with
-// no Python code run for a torch.Tensor or nn.Parameter, no reference kept and nothing allocated on its device.
+// parameters. A tensor is read through its TensorImpl (Tensor._cdata): device, layout, storage, and a parameter's
+// gradient, with no Python code run for a torch.Tensor or nn.Parameter, no reference kept and nothing allocated on
+// its device.
+#include <ATen/core/Tensor.h>
 #include <c10/core/TensorImpl.h>
 
 #include <map>
@@ -122,10 +124,10 @@ bool remember(PyObject* t, PyObject* name, PyObject* module, int kind) {
   return true;
 }
 
-// What was last sent under (owner, role) in this recording: the tensor (weakly), its storage (weakly: the storage's
-// own memory is freed with its last tensor, the small StorageImpl object stays until the entry goes, so no later
-// storage can take its address) and that storage's data address. Never destroyed: its weak references would free
-// storages' objects after Python has finalized.
+// What was last sent under (owner, role) in this recording: the tensor and its storage, each by a weak reference to
+// its C++ object (the memory it holds is freed as usual, the small object itself stays until the entry goes, so no
+// later tensor or storage can take its address), and the storage's data address. Never destroyed: those weak
+// references would free objects after Python has finalized.
 struct SentKey {
   const PyObject* owner;  // the tensor, or the parameter whose gradient or state it is
   uint64_t role;
@@ -136,35 +138,25 @@ struct SentKeyHash {
     return std::hash<const void*>()(k.owner) ^ (k.role * 0x9e3779b97f4a7c15ull);
   }
 };
+using TensorPtr = c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+using WeakTensorPtr = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 struct Sent {
-  PyObject* weakref;  // owned
+  WeakTensorPtr tensor;
   c10::weak_intrusive_ptr<c10::StorageImpl> storage;
   uintptr_t addr;
 };
 auto& g_sent = *new std::unordered_map<SentKey, Sent, SentKeyHash>;
 
-void forget_sent() {
-  for (auto& [key, sent] : g_sent) Py_DECREF(sent.weakref);
-  g_sent.clear();
-}
-
-bool unchanged(const PyObject* t, const SentKey& key, const c10::Storage& s) {
+bool unchanged(const c10::TensorImpl* t, const SentKey& key, const c10::Storage& s) {
   auto it = g_sent.find(key);
-  return it != g_sent.end() && target(it->second.weakref) == t &&
+  return it != g_sent.end() && it->second.tensor._unsafe_get_target() == t &&
          it->second.storage._unsafe_get_target() == s.unsafeGetStorageImpl() &&
          it->second.addr == reinterpret_cast<uintptr_t>(s.data());
 }
 
-// False with a Python error when t takes no weak references.
-bool remember_sent(PyObject* t, const SentKey& key, const c10::Storage& s) {
-  c10::weak_intrusive_ptr<c10::StorageImpl> storage = s.getWeakStorageImpl();
-  auto addr = reinterpret_cast<uintptr_t>(s.data());
-  PyObject* weakref = PyWeakref_NewRef(t, nullptr);
-  if (!weakref) return false;
-  auto it = g_sent.find(key);
-  if (it != g_sent.end()) Py_DECREF(it->second.weakref);
-  g_sent.insert_or_assign(key, Sent{weakref, std::move(storage), addr});
-  return true;
+void remember_sent(const c10::TensorImpl* t, const SentKey& key, const c10::Storage& s) {
+  WeakTensorPtr tensor(TensorPtr::reclaim_copy(const_cast<c10::TensorImpl*>(t)));
+  g_sent.insert_or_assign(key, Sent{std::move(tensor), s.getWeakStorageImpl(), reinterpret_cast<uintptr_t>(s.data())});
 }
 
 // Who a tensor's block belongs to: its name is `name` followed by `suffix`.
@@ -175,12 +167,24 @@ struct Owner {
   int kind;
 };
 
+bool exact(PyObject* t) { return Py_TYPE(t) == g_tensor || Py_TYPE(t) == g_parameter; }
+
 // t's TensorImpl, which t holds; nullptr with a Python error when t has none.
 const c10::TensorImpl* impl_of(PyObject* t) {
   Ref cdata(PyObject_GetAttr(t, names().cdata));
   void* impl = cdata ? PyLong_AsVoidPtr(cdata.get()) : nullptr;
   if (!impl && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a tensor without a TensorImpl");
   return static_cast<const c10::TensorImpl*>(impl);
+}
+
+// The TensorImpl whose storage t's block is: a DTensor's (FSDP2) is its local shard's.
+const c10::TensorImpl* storage_tensor(PyObject* t) {
+  if (exact(t)) return impl_of(t);
+  Ref local(PyObject_GetAttr(t, names().local_tensor));
+  if (local) return impl_of(local.get());  // held by t
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return nullptr;
+  PyErr_Clear();
+  return impl_of(t);
 }
 
 // The recording's device index of the tensor, or -1 when the recording does not see its memory.
@@ -211,48 +215,64 @@ bool record(int64_t device, const c10::Storage& s, const Owner& o) {
                               {module, size_t(module_len)}, static_cast<memrec::OwnerKind>(o.kind));
 }
 
-// Sends t's block as the owner's, unless t was sent under `key` with this storage in this recording; false with a
-// Python error set. A new tensor is sent even on an old storage, as its block is a new one.
-bool send_unguarded(PyObject* t, const SentKey& key, const Owner& o) {
-  Ref local;
-  if (Py_TYPE(t) != g_tensor && Py_TYPE(t) != g_parameter) {  // DTensor (FSDP2): the local shard's storage
-    local = Ref(PyObject_GetAttr(t, names().local_tensor));
-    if (local) t = local.get();
-    else if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
-    else return false;
-  }
-  const c10::TensorImpl* impl = impl_of(t);
-  if (!impl) return false;
-  int64_t device = device_of(impl);
-  if (device < 0 || impl->layout() != c10::kStrided) return true;
-  const c10::Storage* s = storage_of(impl);
-  if (!s || !s->data() || unchanged(t, key, *s) || !s->nbytes() || !record(device, *s, o)) return true;
-  return remember_sent(t, key, *s);
+// Sends t's block as the owner's, unless t was sent under `key` with this storage in this recording (a new tensor
+// is sent even on an old storage, as its block is a new one). Runs no Python code; throws c10::Error.
+void send_impl(const c10::TensorImpl* t, const SentKey& key, const Owner& o) {
+  int64_t device = device_of(t);
+  if (device < 0 || t->layout() != c10::kStrided) return;
+  const c10::Storage* s = storage_of(t);
+  if (!s || !s->data() || unchanged(t, key, *s) || !s->nbytes() || !record(device, *s, o)) return;
+  remember_sent(t, key, *s);
 }
 
-// send_unguarded with memrec's own errors counted (_owners._failed); false when an error that is not memrec's (a
-// KeyboardInterrupt) must reach the program, set.
-bool send(PyObject* t, const SentKey& key, const Owner& o) {
+// The error of memrec's own that `send` met, counted (_owners._failed); false when an error that is not memrec's
+// (a KeyboardInterrupt) must reach the program, set.
+bool failed() { return handed_over(g_failed); }
+
+// send_impl for t (the TensorImpl `impl`, when read already) with memrec's own errors counted; false as failed().
+bool send(PyObject* t, const SentKey& key, const Owner& o, const c10::TensorImpl* impl = nullptr) {
   try {
-    if (send_unguarded(t, key, o)) return true;
+    if (!impl) impl = storage_tensor(t);
+    if (!impl) return failed();
+    send_impl(impl, key, o);
+    return true;
   } catch (const c10::Error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
   }
-  return handed_over(g_failed);
+  return failed();
 }
 
-// A parameter's gradient, when it is a leaf and has one; false with a Python error that ends the scan.
-bool send_gradient(PyObject* t, PyObject* name, PyObject* module) {
+// The gradient of t when t is a leaf, or nullptr; held by t.
+const at::Tensor* leaf_gradient(const c10::TensorImpl* t) {
+  at::TensorBase tensor(TensorPtr::reclaim_copy(const_cast<c10::TensorImpl*>(t)));
+  const at::Tensor& grad = t->grad();
+  return tensor.is_leaf() && grad.defined() ? &grad : nullptr;
+}
+
+// A parameter's gradient, when it is a leaf and has one; false with a Python error that ends the scan. A
+// torch.Tensor's or Parameter's is read through its TensorImpl (`impl`, when read already), another type's through
+// Python (a DTensor's gradient is a DTensor).
+bool send_gradient(PyObject* t, PyObject* name, PyObject* module, const c10::TensorImpl* impl = nullptr) {
+  Owner o{name, ".grad", module, static_cast<int>(memrec::OwnerKind::gradient)};
+  if (exact(t)) {
+    if (!impl && !(impl = impl_of(t))) return false;
+    const at::Tensor* grad = nullptr;
+    try {
+      grad = leaf_gradient(impl);
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+      return false;
+    }
+    return !grad || send(t, {t, kGradient}, o, grad->unsafeGetTensorImpl());
+  }
   Ref leaf(PyObject_GetAttr(t, names().is_leaf));
   int is_leaf = leaf ? PyObject_IsTrue(leaf.get()) : -1;
   if (is_leaf <= 0) return is_leaf == 0;
   Ref grad(PyObject_GetAttr(t, names().grad));
   if (!grad) return false;
-  if (grad.get() == Py_None) return true;
-  auto kind = static_cast<int>(memrec::OwnerKind::gradient);
-  return send(grad.get(), {t, kGradient}, Owner{name, ".grad", module, kind});
+  return grad.get() == Py_None || send(grad.get(), {t, kGradient}, o);
 }
 
 // A parameter or buffer named so far, and a parameter's gradient.
@@ -261,8 +281,10 @@ bool send_tensor(PyObject* t) {
   if (!k) return true;  // named, then dead: nothing to send
   Ref name = hold(k->name), module = hold(k->module);
   int kind = k->kind;
-  if (!send(t, {t, kTensor}, Owner{name.get(), "", module.get(), kind})) return false;
-  return kind != static_cast<int>(memrec::OwnerKind::parameter) || send_gradient(t, name.get(), module.get());
+  const c10::TensorImpl* impl = exact(t) ? impl_of(t) : nullptr;
+  if (exact(t) && !impl) return false;
+  if (!send(t, {t, kTensor}, Owner{name.get(), "", module.get(), kind}, impl)) return false;
+  return kind != static_cast<int>(memrec::OwnerKind::parameter) || send_gradient(t, name.get(), module.get(), impl);
 }
 
 bool parse_kind(PyObject* arg, int& kind) {
@@ -301,7 +323,7 @@ PyObject* owners_reset(PyObject*, PyObject* cuda) {
   int is_cuda = PyObject_IsTrue(cuda);
   if (is_cuda < 0) return nullptr;
   g_cuda = is_cuda;
-  forget_sent();
+  g_sent.clear();
   Py_RETURN_NONE;
 }
 
