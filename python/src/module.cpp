@@ -1,7 +1,7 @@
 // memrec._C: the recorder for Python programs, on the CPython C API (no binding library needed), linked against
 // the libtorch that `import torch` loads. The hooks live in the Python package; this module adds the Python frames
 // of every allocation, keeps the stack of scopes Python opened on each thread (python_scopes.cpp) and does the
-// module hooks' work per call (module_hooks.cpp).
+// module hooks' work per call (module_hooks.cpp) and the owner scans' per tensor (owners.cpp).
 #include "python_frames.h"
 #include "python_module.h"
 
@@ -113,22 +113,6 @@ PyObject* set_metadata(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// The owner of the block at addr (memrec/_owners.py); the arguments are checked there, the kind here.
-PyObject* own(PyObject*, PyObject* args) {
-  int device = 0, kind = 0;
-  unsigned long long addr = 0, size = 0;
-  const char *name = nullptr, *module = nullptr;
-  Py_ssize_t name_len = 0, module_len = 0;
-  if (!PyArg_ParseTuple(args, "iKKs#s#i", &device, &addr, &size, &name, &name_len, &module, &module_len, &kind))
-    return nullptr;
-  if (device < 0 || device > 255 || kind < 0 || kind >= memrec::kOwnerKindCount) {
-    PyErr_SetString(PyExc_ValueError, "own: device or kind out of range");
-    return nullptr;
-  }
-  return PyBool_FromLong(memrec::record_owner(static_cast<uint8_t>(device), addr, size, {name, size_t(name_len)},
-                                              {module, size_t(module_len)}, static_cast<memrec::OwnerKind>(kind)));
-}
-
 PyObject* forget_after_fork(PyObject*, PyObject*) {
   if (g_recorder && g_recorder->running()) {
     memrec::forget_recording_after_fork();
@@ -169,9 +153,6 @@ PyMethodDef methods[] = {
     {"stop", stop, METH_NOARGS, "stop() -> (events, dropped) or None: writes the file"},
     {"running", running, METH_NOARGS, "whether this process records"},
     {"set_metadata", set_metadata, METH_VARARGS, "set_metadata(key, value): a metadata entry of the running recording"},
-    {"own", own, METH_VARARGS,
-     "own(device, addr, size, name, module, kind) -> bool: the block at addr belongs to name (kind: 0 parameter, "
-     "1 buffer, 2 gradient, 3 optimizer state); False when nothing records or the row was dropped"},
     {"forget_after_fork", forget_after_fork, METH_NOARGS, "in a forked child: stop recording, write nothing"},
     {"cuda_built", cuda_built, METH_NOARGS, "whether this build records the CUDA caching allocator"},
     {"cupti_lend", cupti_lend, METH_O,
@@ -187,10 +168,30 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "memrec._C", "memrec's recorder (do
 
 bool memrec_python::recording() { return g_recorder && g_recorder->running(); }
 
+bool memrec_python::handed_over(PyObject* handler) {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return false;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* value = PyErr_GetRaisedException();  // with its traceback
+#else
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value && traceback) PyException_SetTraceback(value, traceback);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+#endif
+  PyObject* done = handler && value ? PyObject_CallOneArg(handler, value) : nullptr;
+  Py_XDECREF(done);
+  Py_XDECREF(value);
+  PyErr_Clear();
+  return true;
+}
+
 PyMODINIT_FUNC PyInit__C() {
   PyObject* m = PyModule_Create(&module);
   if (m && (PyModule_AddFunctions(m, memrec_python::scope_methods) < 0 ||
-            PyModule_AddFunctions(m, memrec_python::module_call_methods) < 0))
+            PyModule_AddFunctions(m, memrec_python::module_call_methods) < 0 ||
+            PyModule_AddFunctions(m, memrec_python::owner_methods) < 0))
     Py_CLEAR(m);
   return m;
 }

@@ -77,11 +77,7 @@ PyMethodDef forget_named_def = {"forget_named", forget_named, METH_O, "a named m
 
 // Names `module` for as long as it lives; nullptr with a Python error when it cannot be (no weak references).
 const Named* name_module(PyObject* module, std::string_view name) {
-  PyObject* address = PyLong_FromVoidPtr(module);
-  PyObject* forget = address ? PyCFunction_New(&forget_named_def, address) : nullptr;
-  PyObject* weakref = forget ? PyWeakref_NewRef(module, forget) : nullptr;
-  Py_XDECREF(forget);
-  Py_XDECREF(address);
+  PyObject* weakref = watch(module, &forget_named_def);
   if (!weakref) return nullptr;
   Named& n = g_named[module];
   n = Named{memrec::intern_scope_name(name), ++g_serial, weakref};
@@ -164,27 +160,6 @@ PyObject* g_begins = nullptr;
 PyObject* g_repair = nullptr;
 bool g_scopes = false;
 
-// A Python error is set: an Exception of memrec's own goes to the repair and is cleared (true); any other (a
-// KeyboardInterrupt) stays set for the program (false).
-bool repaired() {
-  if (!PyErr_ExceptionMatches(PyExc_Exception)) return false;
-#if PY_VERSION_HEX >= 0x030C0000
-  PyObject* value = PyErr_GetRaisedException();  // with its traceback
-#else
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  PyErr_NormalizeException(&type, &value, &traceback);
-  if (value && traceback) PyException_SetTraceback(value, traceback);
-  Py_XDECREF(type);
-  Py_XDECREF(traceback);
-#endif
-  PyObject* done = g_repair && value ? PyObject_CallOneArg(g_repair, value) : nullptr;
-  Py_XDECREF(done);
-  Py_XDECREF(value);
-  PyErr_Clear();
-  return true;
-}
-
 // module_pre_hook(module, inputs) and module_post_hook(module, inputs, output): the global forward pre and post
 // hooks, with no Python frame of their own. They read the module's identity only (never the inputs or output, nor
 // the module's __len__, __bool__, __eq__ or __hash__), return None and let no error of memrec's reach the program.
@@ -196,7 +171,7 @@ PyObject* module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t n_args) {
     opened = g_begins ? PyObject_CallOneArg(g_begins, args[0]) : Py_NewRef(Py_None);
   }
   Py_XDECREF(opened);
-  if (!opened && !repaired()) return nullptr;
+  if (!opened && !handed_over(g_repair)) return nullptr;
   Py_RETURN_NONE;
 }
 

@@ -257,6 +257,33 @@ TEST(Owners, TensorsMadeBeforeTheRecordingAreNamed) {
   EXPECT_GE(r.initial().allocated, 3u * (2048 + 128));
 }
 
+// A new storage under a parameter at the address its last one had (as the CUDA caching allocator hands a freed
+// block back) is a new block, named again: storages over one bytearray stand for blocks at one address.
+TEST(Owners, ANewStorageAtTheOldAddressIsNamedAgain) {
+  TempDir dir;
+  Recording rec = record(dir, "swap", R"(import torch
+net = torch.nn.Sequential(torch.nn.Linear(4, 4, bias=False))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+memory = bytearray(64)
+for step in range(3):
+    with torch.no_grad():
+        net[0].weight.data = torch.frombuffer(memory, dtype=torch.float32).view(4, 4)
+    net(torch.ones(1, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+)");
+  std::set<uint64_t> addresses;
+  size_t rows = 0;
+  for (const Owner& o : rec.s.owners)
+    if (rec.s.strings[o.name] == "0.weight") {
+      ++rows;
+      addresses.insert(o.addr);
+      EXPECT_EQ(o.size, 64u);
+    }
+  EXPECT_EQ(rows, 3u);  // one a step: the first forward's, then each step's
+  EXPECT_EQ(addresses.size(), 1u);
+}
+
 TEST(Owners, BuffersAndTiedWeightsWithoutOptimizer) {
   TempDir dir;
   Recording rec = record(dir, "tied", R"(import torch, torch.nn as nn
