@@ -542,7 +542,7 @@ guest() {
   cat /tmp/prof.log
   "$MEMREC" info /tmp/prof.memrec 2>&1 | grep -E "^ *kernels|not traced"
   python3 tests/python/zoo/run_zoo.py --memrec "$MEMREC" --python "$(command -v python3)" --device cuda --jobs 2 \
-    --only self_profiling,strict_modules,hf_generate --out /tmp/zoo-guest 2>&1 | tee -a "$OUT/guest.txt" "$OUT/summary.txt"
+    --only self_profiling,gpt_ddp_compiled,strict_modules,hf_generate --out /tmp/zoo-guest 2>&1 | tee -a "$OUT/guest.txt" "$OUT/summary.txt"
   for f in /tmp/zoo-guest/self_profiling*.memrec; do echo "$f"; "$MEMREC" info "$f" 2>&1 | grep -E "^ *kernels|not traced"; done
   SELF_PROFILING_EDGES=1 PYTHONPATH="$BUILD/python" python3 tests/python/zoo/self_profiling.py --device cuda 2>&1 |
     grep cycle
