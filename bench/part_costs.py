@@ -17,19 +17,23 @@ each run), and the fewest instructions of the 3 outside glibc's malloc count (se
 --check compares with bench/part_costs.json and fails when a part costs more than 10% over it (plus 20
 instructions, for parts near zero); --write puts this run's counts there. Update the file with --write when a
 change is meant to cost more (or less), and say so in the commit.
+--time times the same loops instead (no valgrind): ns per unit on this machine, the median of 31 runs of each.
 Usage: python3 bench/part_costs.py --marks build/tests/libmemrec_callgrind_marks.so [--check | --write]
-                                   [--out /tmp/part-costs]   (needs valgrind; PYTHONPATH with memrec)"""
+                                   [--out /tmp/part-costs]   (needs valgrind; PYTHONPATH with memrec)
+       python3 bench/part_costs.py --time [--out /tmp/part-costs]"""
 import argparse
 import glob
 import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
+import time
 
 BASELINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "part_costs.json")
-ALLOCS, T_CALLS, STEPS, CHAIN, DEPTH, REPEATS = 1000, 500, 5, 20, 20, 3
+ALLOCS, T_CALLS, STEPS, CHAIN, DEPTH, REPEATS, TIMED_REPEATS = 1000, 500, 5, 20, 20, 3, 31
 TOLERANCE, SLACK = 0.10, 20
 UPDATE = ("on Debian 12 with Debian's PyTorch 1.13 and Python 3.11: PYTHONPATH=build/python python3 "
           "bench/part_costs.py --marks build/tests/libmemrec_callgrind_marks.so --write")
@@ -117,11 +121,23 @@ def idle_hooks():
             modules.register_module_forward_hook(_C.module_post_hook)]
 
 
-def child(out, marks_path):
-    import ctypes
+class Clock:
+    """The marks' stand-in for --time: each measured run's wall time on this thread, in ns, by its label."""
+
+    def __init__(self):
+        self.ns, self.started = {}, 0
+
+    def memrec_marks_on(self):
+        self.started = time.perf_counter_ns()
+
+    def memrec_marks_off(self, label):
+        self.ns[label.decode()] = time.perf_counter_ns() - self.started
+
+
+def child(out, marks, repeats=REPEATS):
+    """Runs every loop in every mode between marks.memrec_marks_on() and memrec_marks_off(label)."""
     import gc
     import memrec
-    marks = ctypes.CDLL(marks_path)
     loops = workloads()
     gc.disable()
     for mode, (options, measured) in MODES.items():
@@ -132,7 +148,7 @@ def child(out, marks_path):
             run = loops[loop][0]
             run()
             run()
-            for i in range(REPEATS):
+            for i in range(repeats):
                 gc.collect()
                 marks.memrec_marks_on()
                 run()
@@ -143,6 +159,20 @@ def child(out, marks_path):
             handle.remove()
     with open(os.path.join(out, "units.json"), "w") as f:
         json.dump({k: n for k, (_, n) in loops.items()}, f)
+    return {k: n for k, (_, n) in loops.items()}
+
+
+def timed(out):
+    """ns per unit of each part on this machine: the loops in this process, timed (the median of TIMED_REPEATS runs
+    of each loop in each mode), no callgrind."""
+    clock = Clock()
+    units = child(out, clock, TIMED_REPEATS)
+    runs = {}
+    for label, ns in clock.ns.items():
+        runs.setdefault(label.rsplit(".", 1)[0], []).append(ns)
+    median = {key: statistics.median(v) for key, v in runs.items()}
+    return {part: (median[f"{loop}.{mode}"] - median[f"{loop}.{over}"]) / units[loop]
+            for part, (loop, mode, over, _) in PARTS.items()}, units
 
 
 def malloc_instructions(text):
@@ -215,9 +245,19 @@ def compare(parts, baseline):
     return worse
 
 
+def print_parts(parts, units, what):
+    print(f"units a loop: {units}")
+    print(f"| part | {what} per unit | unit |")
+    print("|---|---:|---|")
+    for part, v in parts.items():
+        print(f"| {part} | {v:,.0f} | {PARTS[part][3]} |")
+    print(json.dumps(parts))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--marks", required=True, help="libmemrec_callgrind_marks.so (tests/programs/callgrind_marks.cpp)")
+    p.add_argument("--marks", help="libmemrec_callgrind_marks.so (tests/programs/callgrind_marks.cpp)")
+    p.add_argument("--time", action="store_true", help="ns per unit on this machine (no callgrind, no --marks)")
     p.add_argument("--out", default="/tmp/part-costs")
     p.add_argument("--check", action="store_true", help="fail when a part costs over 10%% more than the baseline")
     p.add_argument("--write", action="store_true", help="write this run's counts as the baseline")
@@ -225,17 +265,17 @@ def main():
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.child:
-        return child(a.out, a.marks)
+        import ctypes
+        return child(a.out, ctypes.CDLL(a.marks))
+    if a.time:
+        return print_parts(*timed(a.out), "ns")
+    if not a.marks:
+        p.error("--marks is needed to count instructions (or --time)")
     if not shutil.which("valgrind"):
         print("part_costs.py: valgrind is not installed (apt-get install valgrind)")
         sys.exit(77)  # ctest's SKIP_RETURN_CODE
     parts, units = measure(a.out, a.marks)
-    print(f"units a loop: {units}")
-    print("| part | instructions per unit | unit |")
-    print("|---|---:|---|")
-    for part, v in parts.items():
-        print(f"| {part} | {v:,.0f} | {PARTS[part][3]} |")
-    print(json.dumps(parts))
+    print_parts(parts, units, "instructions")
     if a.write:
         with open(BASELINE, "w") as f:
             json.dump({"update": UPDATE, "parts": {k: round(v) for k, v in parts.items()}}, f, indent=1)
