@@ -379,6 +379,12 @@ cpu_bound_cost() {
   "${sm[@]}" --rounds 7 --steps 8 | tee -a "$OUT/summary.txt"
 }
 
+# Each part of a recording in ns per unit on this host (bench/part_costs.py --time: the CI guard's loops, timed).
+part_times() {
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/part_costs.py --time --out /tmp/part-times |
+    tee -a "$OUT/summary.txt"
+}
+
 # Where memrec's cost reaches a GPU-bound step: the GPU's idle time before and between the first kernels of each step,
 # from recordings with every step's kernels (bench/gpu_idle.py); GPU_IDLE="--modes bare,hooks,ops,cpp,python,full"
 # adds memrec's parts one by one.
@@ -614,7 +620,8 @@ long_run() {
 all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
               ranks ranks_bench advise owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example
-              benchmarks analysis_bench bench_compare long_run pip_install growth layers guest kv_layout cpu_bound_cost)
+              benchmarks analysis_bench bench_compare long_run pip_install growth layers guest kv_layout cpu_bound_cost
+              part_times)
 for name in ${SECTIONS:-${all_sections[*]}}; do
   [[ " ${all_sections[*]} " == *" $name "* ]] || { say "no section $name"; exit 2; }
   section "$name" "$name"
