@@ -113,7 +113,8 @@ memrec.stop()
   EXPECT_GT(named, all * 9 / 10);
   std::string listed;
   for (const std::string& k : keys) listed += k + " ";
-  for (const char* op : {"aten::mm", "aten::addmm", "aten::empty_strided", "aten::_log_softmax", "aten::nll_loss_forward"})
+  for (const char* op :
+       {"aten::mm", "aten::addmm", "aten::empty_strided", "aten::_log_softmax", "aten::nll_loss_forward"})
     EXPECT_TRUE(keys.count(op)) << op << " not among " << listed;
 }
 
