@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/analysis.h"
 #include "memrec/frames.h"
 #include "memrec/sites.h"
 
@@ -83,8 +84,9 @@ const std::vector<uint32_t>& GroupPaths::of(uint32_t id) {
     if (row != kNoOwner && s_.owners[row].module) return owner_path(s_.owners[row].module);
   }
   bool stacks = is_stack_grouping(grouping_);
-  bool by_frames = grouping_ == Grouping::op && !enclosing_scope_id(s_, a.scope, ScopeKind::op);
-  uint64_t source = stacks ? a.stack : by_frames ? uint64_t{1} << 32 | a.stack : a.scope;
+  uint64_t source = stacks ? a.stack : a.scope;
+  if (grouping_ == Grouping::op) source = group_source(s_, a, GroupBy::op, Category::unknown);
+  bool by_frames = !stacks && source >> 32;  // no op scope around it: the ops its C++ frames enter
   auto [it, fresh] = by_source_.try_emplace(source);
   std::vector<uint32_t>& path = it->second;
   if (fresh) {

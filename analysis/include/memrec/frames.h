@@ -23,7 +23,7 @@ std::string_view op_struct(std::string_view short_name);
 // the schema name, without the overload the struct name ends with ("_memory_format", "_Tensor", "_dim_IntList").
 // "at::_ops::empty_memory_format::call(...)" -> "aten::empty". "" for any other function.
 std::string frame_op(std::string_view function);
-// The ops a stack's C++ frames enter, outermost first, a run of frames of one op (call, then redispatch) once.
+// The ops a stack's C++ frames enter, outermost first; an op entered twice in a row (call, then redispatch) once.
 std::vector<std::string> stack_ops(const Snapshot& s, uint32_t stack);
 
 }  // namespace memrec
