@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "memrec/attribution.h"
+#include "memrec/frames.h"
 #include "memrec/sites.h"
 
 namespace memrec {
@@ -241,7 +242,11 @@ std::string enclosing_scope(const Snapshot& s, uint32_t scope, ScopeKind kind) {
 std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c) {
   switch (by) {
     case GroupBy::stack: return allocation_site(s, a.stack);
-    case GroupBy::op: return enclosing_scope(s, a.scope, ScopeKind::op);
+    case GroupBy::op: {
+      if (uint32_t op = enclosing_scope_id(s, a.scope, ScopeKind::op)) return s.strings[s.scopes[op].name];
+      std::vector<std::string> ops = stack_ops(s, a.stack);  // no op scope: the op its C++ frames enter
+      return ops.empty() ? std::string{} : std::move(ops.back());
+    }
     case GroupBy::module: return enclosing_scope(s, a.scope, ScopeKind::module);
     case GroupBy::phase: return enclosing_scope(s, a.scope, ScopeKind::phase);
     case GroupBy::layer: return layer_of(enclosing_scope(s, a.scope, ScopeKind::module));
@@ -250,6 +255,15 @@ std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Catego
     case GroupBy::owner: break;  // by the replay's owners: group_allocations()
   }
   return {};
+}
+
+uint64_t group_source(const Snapshot& s, const Allocation& a, GroupBy by, Category c) {
+  switch (by) {
+    case GroupBy::stack: return a.stack;
+    case GroupBy::category: return static_cast<uint32_t>(c);
+    case GroupBy::op: return enclosing_scope_id(s, a.scope, ScopeKind::op) ? a.scope : uint64_t{1} << 32 | a.stack;
+    default: return a.scope;
+  }
 }
 
 namespace {
@@ -277,8 +291,7 @@ class Filer {
     if (by_ == GroupBy::owner) return key_index("");
     if (by_ == GroupBy::pool) return key_index(std::move(pools_[i]));
     if (inferred_) return key_index(std::string(to_string(inferred_phase(a))));
-    uint32_t source = by_ == GroupBy::stack ? a.stack : by_ == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
-    auto [it, fresh] = by_source_.try_emplace(source, 0);
+    auto [it, fresh] = by_source_.try_emplace(group_source(s_, a, by_, c), 0);
     if (fresh) it->second = key_index(group_key(s_, a, by_, c));
     new_stack = fresh && by_ == GroupBy::stack;
     return it->second;
@@ -322,7 +335,7 @@ class Filer {
   std::optional<PhaseIndex> inferred_;
   std::vector<std::string> keys_;
   std::unordered_map<std::string, uint32_t> index_;
-  std::unordered_map<uint32_t, uint32_t> by_source_;        // stack, scope or category -> key index
+  std::unordered_map<uint64_t, uint32_t> by_source_;        // group_source() -> key index
   std::unordered_map<uint64_t, uint32_t> by_owner_source_;  // owner module, or names and name -> key index
 };
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "memrec/analysis.h"
 #include "memrec/frames.h"
 #include "memrec/sites.h"
 
@@ -32,7 +33,9 @@ std::string_view to_string(Grouping g) {
 }
 
 GroupPaths::GroupPaths(const Snapshot& s, const Replay& r, Grouping g, Frames f)
-    : s_(s), r_(r), grouping_(g), frames_(f) {}
+    : s_(s), r_(r), grouping_(g), frames_(f) {
+  if (g == Grouping::op) index_ops();
+}
 
 // The names of the scopes of the grouping's kind from the outermost to `scope`. Parents have lower ids; the bound
 // stops a malformed cycle.
@@ -43,6 +46,22 @@ void GroupPaths::scope_chain(uint32_t scope, std::vector<uint32_t>& out) const {
        sc = s_.scopes[sc].parent, ++hops)
     if (s_.scopes[sc].kind == kind) out.push_back(s_.scopes[sc].name);
   std::reverse(out.begin(), out.end());
+}
+
+// Every op the snapshot's strings name, as a scope's name or by an entry point, with its key: the whole table, so
+// that a key does not depend on which blocks were filed first.
+void GroupPaths::index_ops() {
+  const std::vector<std::string>& strings = s_.strings.all();
+  for (uint32_t id = 1; id < strings.size(); ++id)
+    if (strings[id].starts_with("aten::")) op_keys_.try_emplace(strings[id], id);
+  for (uint32_t id = 1; id < strings.size(); ++id)
+    if (std::string op = frame_op(strings[id]); !op.empty()) op_keys_.try_emplace(std::move(op), kFrameOp | id);
+}
+
+// The keys of the ops the stack's C++ frames enter, outermost first.
+void GroupPaths::frame_ops(uint32_t stack, std::vector<uint32_t>& out) const {
+  out.clear();
+  for (const std::string& op : stack_ops(s_, stack)) out.push_back(op_keys_.at(op));
 }
 
 // An owner's module nested as the module's first scope of that name is; the name alone where the module never ran.
@@ -65,15 +84,19 @@ const std::vector<uint32_t>& GroupPaths::of(uint32_t id) {
     if (row != kNoOwner && s_.owners[row].module) return owner_path(s_.owners[row].module);
   }
   bool stacks = is_stack_grouping(grouping_);
-  uint32_t source = stacks ? a.stack : a.scope;
+  uint64_t source = stacks ? a.stack : a.scope;
+  if (grouping_ == Grouping::op) source = group_source(s_, a, GroupBy::op, Category::unknown);
+  bool by_frames = !stacks && source >> 32;  // no op scope around it: the ops its C++ frames enter
   auto [it, fresh] = by_source_.try_emplace(source);
   std::vector<uint32_t>& path = it->second;
   if (fresh) {
-    if (!stacks) {
-      scope_chain(source, path);
+    if (by_frames) {
+      frame_ops(a.stack, path);
+    } else if (!stacks) {
+      scope_chain(a.scope, path);
     } else {
-      if (frames_ == Frames::user) path = user_frames(s_, source);  // innermost first
-      else path.assign(s_.stacks[source].begin(), s_.stacks[source].end());
+      if (frames_ == Frames::user) path = user_frames(s_, a.stack);  // innermost first
+      else path.assign(s_.stacks[a.stack].begin(), s_.stacks[a.stack].end());
       if (grouping_ == Grouping::stack_top_down) std::reverse(path.begin(), path.end());
     }
     if (path.empty()) path.push_back(kMissing);
@@ -129,7 +152,8 @@ std::string frame_label(const Snapshot& s, uint32_t frame) {
 
 std::string key_label(const Snapshot& s, Grouping g, uint32_t key) {
   if (key == kMissing) return is_stack_grouping(g) ? "<no stack>" : fmt::format("<no {}>", to_string(g));
-  return is_stack_grouping(g) ? frame_label(s, key) : s.strings[key];
+  if (is_stack_grouping(g)) return frame_label(s, key);
+  return g == Grouping::op && (key & kFrameOp) ? frame_op(s.strings[key & ~kFrameOp]) : s.strings[key];
 }
 
 GroupMatcher::GroupMatcher(const Snapshot& s, const Replay& r, Grouping g, Frames f, std::vector<uint32_t> prefix)

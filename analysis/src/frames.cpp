@@ -1,5 +1,7 @@
 #include "memrec/frames.h"
 
+#include <algorithm>
+#include <array>
 #include <cctype>
 #include <string_view>
 
@@ -90,7 +92,52 @@ size_t name_start(std::string_view text) {
   return start;
 }
 
+// Words of the overload names that end at::_ops struct names ("empty_memory_format", "to_dtype_layout") that no aten
+// op name in a training step ends with. An overload word with a capital ("Tensor", "IntList") is never part of an
+// op's name.
+constexpr std::array<std::string_view, 19> kOverloadWords = {
+    "out",   "memory", "format", "dim",   "names", "dtype",      "layout",    "device", "int",  "ints",
+    "using", "self",   "other",  "start", "step",  "correction", "generator", "mode",   "float"};
+
+bool is_overload_word(std::string_view word) {
+  return !word.empty() && (std::isupper(static_cast<unsigned char>(word[0])) ||
+                           std::find(kOverloadWords.begin(), kOverloadWords.end(), word) != kOverloadWords.end());
+}
+
+// "sum_dim_IntList" -> "sum"; "add__Tensor" -> "add_" (the trailing '_' of an in-place op stops it).
+std::string_view drop_overload(std::string_view name) {
+  for (size_t cut = name.rfind('_'); cut != std::string_view::npos && cut > 0 && is_overload_word(name.substr(cut + 1));
+       cut = name.rfind('_'))
+    name = name.substr(0, cut);
+  return name;
+}
+
 }  // namespace
+
+std::string_view op_struct(std::string_view short_name) {
+  constexpr std::string_view kOps = "at::_ops::";
+  if (!short_name.starts_with(kOps)) return {};
+  short_name.remove_prefix(kOps.size());
+  return short_name.substr(0, short_name.find("::"));
+}
+
+std::string frame_op(std::string_view function) {
+  if (function.find("at::_ops::") == std::string_view::npos) return {};  // short_function() only where it may be one
+  std::string short_name = short_function(function);
+  std::string_view name = op_struct(short_name);
+  return name.empty() ? std::string{} : fmt::format("aten::{}", drop_overload(name));
+}
+
+std::vector<std::string> stack_ops(const Snapshot& s, uint32_t stack) {
+  std::vector<std::string> ops;
+  std::span<const uint32_t> frames = s.stacks[stack];
+  for (auto f = frames.rbegin(); f != frames.rend(); ++f) {
+    uint32_t function = s.frames[*f].function;
+    std::string op = function ? frame_op(s.strings[function]) : std::string{};
+    if (!op.empty() && (ops.empty() || ops.back() != op)) ops.push_back(std::move(op));
+  }
+  return ops;
+}
 
 std::string short_function(std::string_view name) {
   std::string text(drop_clone_suffixes(name));

@@ -139,11 +139,7 @@ size_t outermost_op(const Snapshot& s, std::span<const uint32_t> frames, size_t 
 
 // An at::_ops frame as the op's name: "at::_ops::add_Tensor::call" -> "aten::add_Tensor".
 std::string op_name(const Snapshot& s, uint32_t frame) {
-  std::string name = short_function(s.strings[s.frames[frame].function]);
-  name.erase(0, std::string_view("at::_ops::").size());
-  for (std::string_view tail : {"::call", "::redispatch"})
-    if (name.ends_with(tail)) name.resize(name.size() - tail.size());
-  return "aten::" + name;
+  return "aten::" + std::string(op_struct(short_function(s.strings[s.frames[frame].function])));
 }
 
 // Where the site and the op sit in a stack, found once: indexes into its frames, frames.size() for none.

@@ -7,7 +7,9 @@
 
 #include "analysis/history.h"
 #include "common/fixtures.h"
+#include "memrec/analysis.h"
 #include "memrec/attribution.h"
+#include "memrec/frames.h"
 #include "memrec/load.h"
 #include "memrec/sites.h"
 
@@ -197,6 +199,51 @@ TEST(Attribution, FoldedStacksKeepTheUsersFramesAndTheSite) {
   for (size_t n = 1; n < all.nodes().size(); ++n)
     if (uint32_t key = all.nodes()[n].key; key != kMissing && !is_user_frame(s, key) && !sites.count(key)) ++internal;
   EXPECT_GT(internal, 100u);
+}
+
+}  // namespace
+}  // namespace memrec
+
+namespace memrec {
+namespace {
+
+// PyTorch's pickles have no op scopes: by op, a block is filed under the innermost aten op its C++ frames enter
+// (stacks="all"), the tree under all of them outermost first, and without C++ frames (stacks="python") under none.
+TEST(Attribution, ThePicklesOpsAreNamedByTheirCppFrames) {
+  Snapshot s = load_snapshot(test::data("torch_2layer_all.pickle"));
+  Replay r(s, 0);
+  uint32_t peak = r.peak_allocated().step;
+  std::vector<uint32_t> live = r.live_after(peak);
+  std::map<std::string, uint64_t> flat;
+  for (const Group& g : group_live(s, r, peak, GroupBy::op)) flat[g.key] = g.bytes;
+  EXPECT_EQ(flat["aten::mm"], 6u << 20);
+  EXPECT_GT(flat["aten::empty_strided"], 0u);
+  Attribution tree(s, r, live, Grouping::op);
+  std::map<std::string, uint64_t> leaves;
+  for (size_t i = 0; i < live.size(); ++i) {
+    const Allocation& a = r.allocations()[live[i]];
+    std::vector<std::string> ops = stack_ops(s, a.stack);
+    std::vector<std::string> path;
+    for (uint32_t key : tree.path(tree.leaves()[i])) path.push_back(key_label(s, Grouping::op, key));
+    EXPECT_EQ(path, ops.empty() ? std::vector<std::string>{"<no op>"} : ops);
+    EXPECT_EQ(group_key(s, a, GroupBy::op, Category::unknown), ops.empty() ? "" : ops.back());
+    leaves[path.back()] += a.size;
+  }
+  leaves.erase("<no op>");
+  flat.erase("<none>");
+  EXPECT_EQ(leaves, flat);
+  uint32_t biggest = tree.root().children.front();
+  GroupMatcher match(s, r, Grouping::op, Frames::all, tree.path(biggest));
+  uint64_t matched = 0;
+  for (uint32_t id : live)
+    if (match(id)) matched += r.allocations()[id].size;
+  EXPECT_EQ(matched, tree.nodes()[biggest].bytes);
+
+  Snapshot python = load_snapshot(test::data("torch_2layer_python.pickle"));
+  Replay rp(python, 0);
+  auto none = group_live(python, rp, rp.peak_allocated().step, GroupBy::op);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].key, "<none>");
 }
 
 }  // namespace

@@ -19,6 +19,21 @@ TEST(Summary, ShortFunctionDropsArgumentsTemplatesAndReturnTypes) {
   EXPECT_EQ(short_function("at::Tensor::to(c10::TensorOptions, bool, bool) const"), "at::Tensor::to");
 }
 
+TEST(Summary, AnOpsEntryPointNamesTheOpAsItsOpScopeDoes) {
+  EXPECT_EQ(frame_op("at::_ops::empty_memory_format::call(c10::ArrayRef<c10::SymInt>, std::optional<c10::ScalarType>)"),
+            "aten::empty");
+  EXPECT_EQ(frame_op("at::_ops::sum_dim_IntList::redispatch(c10::DispatchKeySet, at::Tensor const&)"), "aten::sum");
+  EXPECT_EQ(frame_op("at::_ops::to_dtype_layout::call(at::Tensor const&)"), "aten::to");
+  EXPECT_EQ(frame_op("at::_ops::div_Tensor_mode::call(at::Tensor const&)"), "aten::div");
+  EXPECT_EQ(frame_op("at::_ops::add__Tensor::call(at::Tensor&, at::Tensor const&)"), "aten::add_");
+  EXPECT_EQ(frame_op("at::Tensor at::_ops::mm::call(at::Tensor const&, at::Tensor const&)"), "aten::mm");
+  EXPECT_EQ(frame_op("at::_ops::native_layer_norm_backward::redispatch(c10::DispatchKeySet)"),
+            "aten::native_layer_norm_backward");
+  EXPECT_EQ(frame_op("at::_ops::_log_softmax::call(at::Tensor const&, long, bool)"), "aten::_log_softmax");
+  EXPECT_EQ(frame_op("at::native::mm(at::Tensor const&, at::Tensor const&)"), "");
+  EXPECT_EQ(frame_op("c10::impl::wrap_kernel_functor_unboxed_<at::_ops::mm::call>::call()"), "");
+}
+
 TEST(Summary, SiteWithoutUserCodeIsTheOpAndTorchsFunction) {
   Snapshot s;
   auto frame = [&](const char* fn, const char* file, uint32_t line) {

@@ -4,10 +4,13 @@
 
 #include <fstream>
 #include <map>
+#include <numeric>
+#include <set>
 #include <string>
 
 #include "common/process.h"
 #include "memrec/analysis.h"
+#include "memrec/frames.h"
 #include "memrec/load.h"
 
 namespace memrec {
@@ -63,6 +66,56 @@ memrec.stop()
     else EXPECT_EQ(in_ops[step], 0) << step;
     EXPECT_GT(backward_in_module[step], 0) << step;
   }
+}
+
+// By op, a block no op scope encloses is filed under the op its C++ frames enter, named as its op scope would be:
+// recorded with op scopes, the two names agree on every block; recorded without, the by-op table names aten ops.
+TEST(OpSteps, WithoutOpScopesTheCppFramesNameTheOp) {
+  TempDir dir;
+  std::ofstream(dir / "p.py") << R"(import sys, torch, torch.nn as nn, memrec
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.LayerNorm(256), nn.Linear(256, 10))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+memrec.start(sys.argv[1], ops=sys.argv[2] == "on", stacks="cpp", kernels=False)
+for _ in range(3):
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+memrec.stop()
+)";
+  auto record = [&](const char* ops) {
+    auto r = run_command("PYTHONPATH=" + quote(kPackage) + " " + kPython + " " + dir / "p.py " + dir / ops + " " + ops);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return load_snapshot(dir / ops);
+  };
+  Snapshot on = record("on");
+  int compared = 0;
+  for (const Event& e : on.events) {
+    std::vector<std::string> ops = stack_ops(on, e.stack);
+    std::string scope = enclosing_scope(on, e.scope, ScopeKind::op);
+    if (e.action != Action::alloc || ops.empty() || !scope.starts_with("aten::")) continue;
+    EXPECT_EQ(ops.back(), scope);
+    ++compared;
+  }
+  EXPECT_GT(compared, 50);
+
+  Snapshot off = record("off");
+  Replay r(off, 0);
+  std::vector<uint32_t> ids(r.allocations().size());
+  std::iota(ids.begin(), ids.end(), 0u);
+  uint64_t named = 0, all = 0;
+  std::set<std::string> keys;
+  for (const Group& g : group_allocations(off, r, ids, GroupBy::op)) {
+    all += g.bytes;
+    if (g.key.starts_with("aten::")) named += g.bytes, keys.insert(g.key);
+  }
+  EXPECT_GT(named, all * 9 / 10);
+  std::string listed;
+  for (const std::string& k : keys) listed += k + " ";
+  for (const char* op :
+       {"aten::mm", "aten::addmm", "aten::empty_strided", "aten::_log_softmax", "aten::nll_loss_forward"})
+    EXPECT_TRUE(keys.count(op)) << op << " not among " << listed;
 }
 
 TEST(OpSteps, AnOpsValueOtherThanStepsIsRefused) {

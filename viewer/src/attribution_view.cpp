@@ -75,12 +75,11 @@ void highlight_key(const Document& doc, ViewState& state, GroupBy by, const Grou
     for (size_t i = 0; i < marks.size(); ++i) marks[i] = pools[i] == group.key;
   } else {
     bool by_category = by == GroupBy::category;
-    std::unordered_map<uint32_t, uint8_t> memo;
+    std::unordered_map<uint64_t, uint8_t> memo;
     for (uint32_t i = 0; i < marks.size(); ++i) {
       Allocation a = r.allocations()[i];
       Category c = by_category ? doc.categories()[i] : Category::unknown;  // the other keys do not read it
-      uint32_t source = by == GroupBy::stack ? a.stack : by == GroupBy::category ? static_cast<uint32_t>(c) : a.scope;
-      auto [it, fresh] = memo.try_emplace(source, 0);
+      auto [it, fresh] = memo.try_emplace(group_source(doc.snapshot, a, by, c), 0);
       if (fresh) {
         std::string key = group_key(doc.snapshot, a, by, c);
         it->second = (key.empty() ? "<none>" : key) == group.key;

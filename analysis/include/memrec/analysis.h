@@ -101,8 +101,12 @@ struct Group {
 };
 
 // A block's key under `by` as group_allocations() files it ("" when it has none); `c` is its category. Not for
-// GroupBy::pool, whose keys come from pool_keys().
+// GroupBy::pool, whose keys come from pool_keys(). GroupBy::op: the innermost op scope around the block, else
+// (recorded without op scopes, an imported pickle) the innermost aten op its C++ frames enter (stack_ops).
 std::string group_key(const Snapshot& s, const Allocation& a, GroupBy by, Category c);
+// What group_key() depends on, for a caller that works each key out once: the stack, the category, the scope, or
+// under GroupBy::op the scope when an op scope encloses it, else the stack (as 1 << 32 | stack).
+uint64_t group_source(const Snapshot& s, const Allocation& a, GroupBy by, Category c);
 // The given allocations (ids into Replay::allocations()), grouped and sorted by bytes, largest first.
 std::vector<Group> group_allocations(const Snapshot& s, const Replay& r, std::span<const uint32_t> ids, GroupBy by);
 // The same with categorize()'s answer given, for a caller that groups many times (the viewer, at each instant);

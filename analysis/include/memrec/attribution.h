@@ -22,13 +22,18 @@ std::string_view to_string(Grouping g);
 // Key of a path element: a frame id for the stack groupings, the string id of a scope name otherwise.
 // kMissing stands for "no stack" / "no scope of that kind".
 inline constexpr uint32_t kMissing = std::numeric_limits<uint32_t>::max();
+// Grouping::op files a block no op scope encloses under the ops its C++ frames enter (stack_ops): the key of such an
+// op is the string id of its name where the snapshot has that string (as its op scopes do), else kFrameOp | the
+// lowest string id of a function that enters it.
+inline constexpr uint32_t kFrameOp = 1u << 31;
 
 // Which frames the stack groupings keep: every frame, or user_frames() (the interpreter, runpy, libc, the autograd
 // engine and the dispatcher folded away).
 enum class Frames : uint8_t { all, user };
 
 // How blocks are filed under a grouping: the keys of each, outermost first ({kMissing} when it has none), memoized
-// per stack, scope or owner module so a tree over many blocks works each path out once. Grouping::module files a
+// per stack, scope or owner module so a tree over many blocks works each path out once. Grouping::op files a block
+// no op scope encloses under the ops its C++ frames enter (kFrameOp). Grouping::module files a
 // block the replay gives an owner with a module (a parameter, its gradient, its optimizer state) under that
 // module, nested as the module's own scopes are, wherever the block was allocated.
 class GroupPaths {
@@ -42,13 +47,16 @@ class GroupPaths {
 
  private:
   void scope_chain(uint32_t scope, std::vector<uint32_t>& out) const;
+  void index_ops();
+  void frame_ops(uint32_t stack, std::vector<uint32_t>& out) const;
   const std::vector<uint32_t>& owner_path(uint32_t module);
 
   const Snapshot& s_;
   const Replay& r_;
   Grouping grouping_;
   Frames frames_;
-  std::unordered_map<uint32_t, std::vector<uint32_t>> by_source_;  // by stack or scope id
+  std::unordered_map<uint64_t, std::vector<uint32_t>> by_source_;  // by group_source()
+  std::unordered_map<std::string, uint32_t> op_keys_;              // op name -> key, for frame_ops()
   std::unordered_map<uint32_t, std::vector<uint32_t>> by_owner_;   // by owner module string id
   std::unordered_map<uint32_t, uint32_t> module_scope_;            // module string id -> a scope of that name
   std::vector<uint32_t> path_;
