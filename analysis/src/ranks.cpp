@@ -53,9 +53,10 @@ void fill_curve(const Replay& r, RankRecording& out) {
   };
   include(0, carried);
   r.for_each_after(0, r.steps(), [&](uint32_t step, const Totals& t) {
-    // Threads' events are in stamp order, whose times may step back a little: clamped into the curve.
-    int64_t t_ns = std::clamp(r.time_of(step), out.begin_ns, out.end_ns);
-    size_t b = std::min(buckets - 1, static_cast<size_t>((t_ns - out.begin_ns) / out.bucket_ns));
+    // Threads' events are in stamp order, whose times may step back a little (the last even before the first):
+    // clamped into the curve, whose buckets then hold every time.
+    int64_t t_ns = std::clamp(r.time_of(step), out.begin_ns, std::max(out.begin_ns, out.end_ns));
+    size_t b = static_cast<size_t>((t_ns - out.begin_ns) / out.bucket_ns);
     for (; current < b; include(++current, carried)) {}
     include(b, t);
     carried = t;
