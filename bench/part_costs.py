@@ -17,7 +17,8 @@ each run), and the fewest instructions of the 3 outside glibc's malloc count (se
 --check compares with bench/part_costs.json and fails when a part costs more than 10% over it (plus 20
 instructions, for parts near zero); --write puts this run's counts there. Update the file with --write when a
 change is meant to cost more (or less), and say so in the commit.
---time times the same loops instead (no valgrind): ns per unit on this machine, the median of 31 runs of each.
+--time times the same loops instead (no valgrind): ns per unit on this machine, the median of 31 runs of each,
+one a round, the modes taking turns.
 Usage: python3 bench/part_costs.py --marks build/tests/libmemrec_callgrind_marks.so [--check | --write]
                                    [--out /tmp/part-costs]   (needs valgrind; PYTHONPATH with memrec)
        python3 bench/part_costs.py --time [--out /tmp/part-costs]"""
@@ -33,7 +34,7 @@ import sys
 import time
 
 BASELINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "part_costs.json")
-ALLOCS, T_CALLS, STEPS, CHAIN, DEPTH, REPEATS, TIMED_REPEATS = 1000, 500, 5, 20, 20, 3, 31
+ALLOCS, T_CALLS, STEPS, CHAIN, DEPTH, REPEATS, TIMED_ROUNDS = 1000, 500, 5, 20, 20, 3, 31
 TOLERANCE, SLACK = 0.10, 20
 UPDATE = ("on Debian 12 with Debian's PyTorch 1.13 and Python 3.11: PYTHONPATH=build/python python3 "
           "bench/part_costs.py --marks build/tests/libmemrec_callgrind_marks.so --write")
@@ -134,39 +135,42 @@ class Clock:
         self.ns[label.decode()] = time.perf_counter_ns() - self.started
 
 
-def child(out, marks, repeats=REPEATS):
-    """Runs every loop in every mode between marks.memrec_marks_on() and memrec_marks_off(label)."""
+def child(out, marks, repeats=REPEATS, rounds=1):
+    """Runs every loop in every mode between marks.memrec_marks_on() and memrec_marks_off(label): `rounds` times
+    through the modes (every other round in reverse, so that a drift of the machine's speed cancels out), `repeats`
+    runs of each loop in each."""
     import gc
     import memrec
     loops = workloads()
     gc.disable()
-    for mode, (options, measured) in MODES.items():
-        if options is not None:
-            memrec.start(os.path.join(out, f"{mode}.memrec"), **options)
-        idle = idle_hooks() if mode == "idle_hooks" else []
-        for loop in measured:
-            run = loops[loop][0]
-            run()
-            run()
-            for i in range(repeats):
-                gc.collect()
-                marks.memrec_marks_on()
+    for r in range(rounds):
+        for mode, (options, measured) in list(MODES.items())[::1 if r % 2 == 0 else -1]:
+            if options is not None:
+                memrec.start(os.path.join(out, f"{mode}.memrec"), **options)
+            idle = idle_hooks() if mode == "idle_hooks" else []
+            for loop in measured:
+                run = loops[loop][0]
                 run()
-                marks.memrec_marks_off(f"{loop}.{mode}.{i}".encode())
-        if options is not None:
-            memrec.stop()
-        for handle in idle:
-            handle.remove()
+                run()
+                for i in range(repeats):
+                    gc.collect()
+                    marks.memrec_marks_on()
+                    run()
+                    marks.memrec_marks_off(f"{loop}.{mode}.{r * repeats + i}".encode())
+            if options is not None:
+                memrec.stop()
+            for handle in idle:
+                handle.remove()
     with open(os.path.join(out, "units.json"), "w") as f:
         json.dump({k: n for k, (_, n) in loops.items()}, f)
     return {k: n for k, (_, n) in loops.items()}
 
 
 def timed(out):
-    """ns per unit of each part on this machine: the loops in this process, timed (the median of TIMED_REPEATS runs
-    of each loop in each mode), no callgrind."""
+    """ns per unit of each part on this machine: the loops in this process, timed (the median of TIMED_ROUNDS runs
+    of each loop in each mode, one a round, the modes taking turns), no callgrind."""
     clock = Clock()
-    units = child(out, clock, TIMED_REPEATS)
+    units = child(out, clock, 1, TIMED_ROUNDS)
     runs = {}
     for label, ns in clock.ns.items():
         runs.setdefault(label.rsplit(".", 1)[0], []).append(ns)

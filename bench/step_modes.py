@@ -1,16 +1,18 @@
 """Step time of one training loop under each recorder, interleaved in one process (issue 26's benchmark): no
-recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start with stacks all (kernels and
-scopes), with kernels on every step (kernels="all": by default a recording traces kernels on its first 3 steps, then
-on every 10th), without its scope hooks (scopes=False), without owner scans, stacks python, stacks all without
-kernels, stacks all without op scopes (ops=False), and stacks all and python with op scopes on the kernels' steps
-only (ops="steps"). Each round runs every mode in turn (every other round in
+recording, PyTorch's _record_memory_history (stacks python / all), and memrec.start's default (stacks all,
+kernels and op scopes on the first 3 steps and then every 10th, scopes, owners), with kernels on every step
+(kernels="all"), without its scope hooks (scopes=False), without owner scans, stacks python, stacks all without
+kernels, stacks all without op scopes (ops=False), and stacks all and python with op scopes on every step
+(ops=True). Each round runs every mode in turn (every other round in
 reverse order, so that a slow drift of the GPU's speed cancels out), each mode a new recording: SETTLE steps untimed (a recording's first steps, which trace
 kernels by default), then STEPS timed ones, so the table is a long run's steady state. It gives each mode's median
 step over all rounds, its cost against no recording in the same round (the median over rounds) and the range of
 that cost, the median time the step's Python took before its final synchronize (the CPU's part: while it stays
 under the step, the GPU waits for the CPU only where the step starts), and the median time from the step's start to
 its first matrix multiply module's call (until then the GPU runs only small kernels and waits for the CPU between
-them: bench/gpu_idle.py measures that wait). "no recording, again" is a second run of no recording in each round:
+them: bench/gpu_idle.py measures that wait), and the CPU time the program's thread spent on the step's Python with its
+cost computed as the step's (time the host's other work took from the thread is left out of it; memrec's drain
+thread is too, which the step time keeps). "no recording, again" is a second run of no recording in each round:
 its cost is the benchmark's own error.
 A GPU-bound step: Hugging Face GPT-2 (124M, batch 8 x 1024, AdamW); --model encoder: a CPU-bound one, a small
 nn.TransformerEncoder; --model chain: 100 tiny modules in a row, where the scope hooks are most of the step.
@@ -75,39 +77,42 @@ def modes(out, breakdown, cuda):
         return name, lambda: memrec.start(os.path.join(out, key + ".memrec"), **options), memrec.stop
     nothing = (lambda: None, lambda: None)
     base = {"none": ("no recording", *nothing), "again": ("no recording, again", *nothing)}
+    torch_rows = {"torch-python": torch_on("PyTorch stacks=python", "python"),
+                  "torch-all": torch_on("PyTorch stacks=all", "all")} if cuda else {}
     if breakdown:
         return {
             **base,
+            **torch_rows,
             "bare": memrec_on("bare", "memrec stacks=off, kernels=False, ops=False, device_memory=False (callback, "
                               "drain)", scopes=False, **BARE),
             "devmem": memrec_on("devmem", "memrec stacks=off, kernels=False, ops=False (+ CUPTI memory calls, NVML)",
                                 stacks="off", kernels=False, scopes=False, ops=False),
-            "ops": memrec_on("ops", "memrec stacks=off, kernels=False (+ op scopes)", stacks="off", kernels=False,
-                             scopes=False),
-            "cpp": memrec_on("cpp", "memrec stacks=cpp, kernels=False", stacks="cpp", kernels=False, scopes=False),
+            "ops": memrec_on("ops", "memrec stacks=off, kernels=False (+ op scopes on every op)", stacks="off",
+                             kernels=False, scopes=False, ops=True),
+            "cpp": memrec_on("cpp", "memrec stacks=cpp, kernels=False", stacks="cpp", kernels=False, scopes=False,
+                             ops=True),
             "py": memrec_on("py", "memrec stacks=python, kernels=False", stacks="python", kernels=False,
-                            scopes=False),
-            "both": memrec_on("both", "memrec stacks=all, kernels=False", stacks="all", kernels=False, scopes=False),
+                            scopes=False, ops=True),
+            "both": memrec_on("both", "memrec stacks=all, kernels=False", stacks="all", kernels=False, scopes=False,
+                              ops=True),
             "bothk": memrec_on("bothk", 'memrec stacks=all, kernels="all"', stacks="all", kernels="all",
-                               scopes=False),
+                               scopes=False, ops=True),
             "hooks": memrec_on("hooks", HOOKS, owners=False, **BARE),
             "owners": memrec_on("owners", OWNERS, **BARE),
         }
-    torch_rows = {"torch-python": torch_on("PyTorch stacks=python", "python"),
-                  "torch-all": torch_on("PyTorch stacks=all", "all")} if cuda else {}
     return {
         **base,
         **torch_rows,
-        "all": memrec_on("all", "memrec stacks=all (kernels, scopes)", stacks="all"),
+        "all": memrec_on("all", 'memrec start() (stacks=all, kernels, scopes, owners, ops="steps")'),
         "kernels-all": memrec_on("kernels-all", 'memrec stacks=all, kernels="all"', stacks="all", kernels="all"),
         "no-scopes": memrec_on("no-scopes", "memrec stacks=all, scopes=False", stacks="all", scopes=False),
         "no-owners": memrec_on("no-owners", "memrec stacks=all, owners=False", stacks="all", owners=False),
         "python": memrec_on("python", "memrec stacks=python", stacks="python"),
         "no-kernels": memrec_on("no-kernels", "memrec stacks=all, kernels=False", stacks="all", kernels=False),
         "no-ops": memrec_on("no-ops", "memrec stacks=all, ops=False", stacks="all", ops=False),
-        "ops-steps": memrec_on("ops-steps", 'memrec stacks=all, ops="steps"', stacks="all", ops="steps"),
-        "python-ops-steps": memrec_on("python-ops-steps", 'memrec stacks=python, ops="steps"', stacks="python",
-                                      ops="steps"),
+        "ops-all": memrec_on("ops-all", "memrec stacks=all, ops=True (op scopes on every step)", stacks="all",
+                             ops=True),
+        "python-ops-all": memrec_on("python-ops-all", "memrec stacks=python, ops=True", stacks="python", ops=True),
     }
 
 
@@ -138,17 +143,18 @@ def train_step(loss_of, opt):
 
 
 def timed_steps(loss_of, opt, steps, clock, first):
-    """(step ms, CPU part ms, first matmul µs) of each step: the whole step, its Python up to the final synchronize,
-    and its start up to the first matmul module's call."""
+    """(step ms, CPU part ms, first matmul µs, thread CPU ms) of each step: the whole step, its Python up to the final
+    synchronize, its start up to the first matmul module's call, and the CPU time the program's thread spent on that
+    Python part (which time the host's other work takes from it leaves out)."""
     times = []
     for _ in range(steps):
         sync()
-        t = clock()
+        t, on_cpu = clock(), time.thread_time()
         first.at = None
         train_step(loss_of, opt)
-        cpu = clock()
+        cpu, on_cpu = clock(), time.thread_time() - on_cpu
         sync()
-        times.append(((clock() - t) * 1e3, (cpu - t) * 1e3, (first.at - t) * 1e6))
+        times.append(((clock() - t) * 1e3, (cpu - t) * 1e3, (first.at - t) * 1e6, on_cpu * 1e3))
     return times
 
 
@@ -172,23 +178,23 @@ def step_ms(rounds, name):
     return [t[0] for r in rounds for t in r[name]]
 
 
-def costs(rounds, name):
-    """The mode's cost in each round: its median step against no recording's in the same round, in percent."""
+def costs(rounds, name, column=0):
+    """The mode's cost in each round: its median step (or another column) against no recording's in the same round,
+    in percent."""
     def median(r, n):
-        return statistics.median(t[0] for t in r[n])
+        return statistics.median(t[column] for t in r[n])
     return sorted(100 * (median(r, name) / median(r, "no recording") - 1) for r in rounds)
 
 
 def print_table(rounds, title):
     print(title)
-    print("|---|---:|---:|---|---:|---:|")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---|")
     for name in rounds[0]:
-        step = statistics.median(step_ms(rounds, name))
-        cpu = statistics.median(t[1] for r in rounds for t in r[name])
-        first = statistics.median(t[2] for r in rounds for t in r[name])
-        each = costs(rounds, name)
+        step, cpu, first, on_cpu = (statistics.median(t[i] for r in rounds for t in r[name]) for i in range(4))
+        each, each_cpu = costs(rounds, name), costs(rounds, name, 3)
         print(f"| {name} | {step:.2f} | {statistics.median(each):+.2f}% | {each[0]:+.2f}% .. {each[-1]:+.2f}% | "
-              f"{cpu:.2f} | {first:.0f} |")
+              f"{cpu:.2f} | {first:.0f} | {on_cpu:.2f} | {statistics.median(each_cpu):+.2f}% | "
+              f"{each_cpu[0]:+.2f}% .. {each_cpu[-1]:+.2f}% |")
 
 
 def chosen(table, only):
@@ -246,7 +252,7 @@ def main():
             off()
     where = torch.cuda.get_device_name() if cuda else "CPU time"
     print_table(rounds, f"| mode | step ms | vs none, median of rounds | rounds | CPU part ms | to the first matmul "
-                f"µs |  ({where}, torch {torch.__version__}, {a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps} steps "
+                f"µs | thread CPU ms | vs none by thread CPU | rounds |  ({where}, torch {torch.__version__}, {a.model}, batch {a.batch} x {a.seq}, {a.rounds} rounds x {a.steps} steps "
                 f"after {a.settle}, every other round in reverse)")
     if HOOKS in rounds[0] and len(rounds[0]) > 2:
         hooks_per_call(rounds, model, loss_of)

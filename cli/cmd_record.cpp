@@ -34,7 +34,7 @@ namespace {
 struct RecordArgs {
   std::string output = "run.memrec";
   std::string pickle;
-  std::string stacks = "all", kernels = "on", device_memory = "on";
+  std::string stacks = "all", kernels = "on", ops = "on", device_memory = "on";
   uint64_t max_events = 0;
   std::string window;  // wait=W,warmup=N,active=A
   bool force = false;
@@ -288,6 +288,7 @@ void set_environment(const RecordArgs& a, const fs::path& recorded, const std::s
   setenv("MEMREC_RECORD_SESSION", session.c_str(), 1);
   setenv("MEMREC_RECORD_STACKS", a.stacks.c_str(), 1);
   setenv("MEMREC_RECORD_KERNELS", a.kernels.c_str(), 1);
+  setenv("MEMREC_RECORD_OPS", a.ops.c_str(), 1);
   setenv("MEMREC_RECORD_DEVICE_MEMORY", a.device_memory.c_str(), 1);
   setenv("MEMREC_RECORD_MAX_EVENTS", std::to_string(a.max_events).c_str(), 1);
   setenv("MEMREC_RECORD_COMMAND", command.c_str(), 1);
@@ -352,6 +353,10 @@ void add_record_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"all", "python", "cpp", "off"}));
   cmd->add_option("--kernels", args->kernels,
                   "CUPTI kernel timeline (CUDA): on = the first 3 steps, then every 10th; all = every step")
+      ->capture_default_str()->check(CLI::IsMember({"on", "all", "off"}));
+  cmd->add_option("--ops", args->ops,
+                  "aten op and record_function scopes: on = on the kernels' steps (elsewhere the C++ frames name "
+                  "the op), all = every op of every step (torch's per-op cost on each)")
       ->capture_default_str()->check(CLI::IsMember({"on", "all", "off"}));
   cmd->add_option("--device-memory", args->device_memory,
                   "device memory outside the caching allocator (CUDA: CUPTI memory calls, NVML); with --kernels off, "

@@ -368,12 +368,12 @@ step_modes() {
 }
 
 # Issue 42: memrec against PyTorch's recorder where the CPU bounds the step, every mode interleaved in one process:
-# the small encoder (4 layers, d 128, 4 heads, feed-forward 256, batch 8 x 64, AdamW), 15 rounds of 40 steps, then
+# the small encoder (4 layers, d 128, 4 heads, feed-forward 256, batch 8 x 64, AdamW), 25 rounds of 40 steps, then
 # GPT-2 (7 rounds of 8 steps); then what `memrec info` says the encoder's default recording cost (its last round's file).
 cpu_bound_cost() {
   local sm=(env PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/step_modes.py
-            --only again,torch-python,torch-all,all,python,no-kernels,no-ops,ops-steps,python-ops-steps)
-  "${sm[@]}" --model encoder --ff 256 --batch 8 --seq 64 --rounds 15 --steps 40 --out /tmp/cpu-bound-cost |
+            --only again,torch-python,torch-all,all,python,no-kernels,no-ops,ops-all,python-ops-all)
+  "${sm[@]}" --model encoder --ff 256 --batch 8 --seq 64 --rounds 25 --steps 40 --out /tmp/cpu-bound-cost |
     tee -a "$OUT/summary.txt"
   "$MEMREC" info /tmp/cpu-bound-cost/all.memrec | grep "^recording cost" | tee -a "$OUT/summary.txt"
   "${sm[@]}" --rounds 7 --steps 8 | tee -a "$OUT/summary.txt"

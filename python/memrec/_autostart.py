@@ -53,6 +53,7 @@ def main():
 
     options = dict(stacks=env.get("MEMREC_RECORD_STACKS", "all"),
                    kernels={"on": True, "all": "all"}.get(env.get("MEMREC_RECORD_KERNELS", "on"), False),
+                   ops={"on": "steps", "all": True}.get(env.get("MEMREC_RECORD_OPS", "on"), False),
                    device_memory=env.get("MEMREC_RECORD_DEVICE_MEMORY", "on") == "on",
                    max_events=int(env.get("MEMREC_RECORD_MAX_EVENTS", "0")),
                    metadata={"command": env.get("MEMREC_RECORD_COMMAND", " ".join(sys.argv))})

@@ -14,15 +14,17 @@ _options = None          # the running recording's start() arguments
 _process_hooked = False  # atexit, fork and CUDA-init handlers are registered once per process
 
 
-def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes=True, owners=True, ops=True,
-          device_memory=True, metadata=None):
+def start(path="run.memrec", *, stacks="all", kernels=True, max_events=0, scopes=True, owners=True,
+          ops="steps", device_memory=True, metadata=None):
     """Starts recording this process into `path`.
 
     stacks: "all" (Python and C++ frames), "python", "cpp" or "off". kernels: True traces CUDA kernels on the
     first 3 steps, then on every 10th; "all" on every step; False on none. scopes: module, phase and step scopes from
     global hooks. owners: name the blocks of parameters, gradients and optimizer state (scanned at forward, backward
-    and step ends). ops: aten op and record_function scopes (a RecordFunction callback on every op); "steps" on the
-    kernels' steps only (the first 3, then every 10th), where a CPU-bound step pays torch's per-op cost on those alone.
+    and step ends). ops: aten op and record_function scopes (a RecordFunction callback on every op): "steps" on the
+    kernels' steps only (the first 3, then every 10th; before the first optimizer step, and in a program that takes
+    none, on every op), so a CPU-bound step pays torch's per-op cost on those steps alone and the C++ frames name the
+    op elsewhere; True on every op of every step; False on none.
     device_memory: device memory outside the caching allocator (CUPTI memory calls, NVML). A program that
     initializes CUDA is recorded on the CUDA caching allocator from then on (the file restarts there); one that
     never does is recorded on the CPU allocator.

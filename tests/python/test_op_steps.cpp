@@ -1,5 +1,5 @@
-// memrec.start(ops="steps"): op scopes on the kernels' steps only (the first 3, then every 10th), backward's module
-// scopes on every step.
+// Op scopes on the kernels' steps only (the first 3, then every 10th; memrec.start's and memrec record's default),
+// backward's module scopes on every step.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -22,6 +22,7 @@ using test::TempDir;
 
 const std::string kPython = MEMREC_TEST_PYTHON;
 const std::string kPackage = MEMREC_PYTHON_PACKAGE_DIR;
+const std::string kMemrec = MEMREC_BINARY;
 
 bool in_op(const Snapshot& s, uint32_t scope) {
   for (uint32_t id = scope; id != 0; id = s.scopes[id].parent)
@@ -29,42 +30,60 @@ bool in_op(const Snapshot& s, uint32_t scope) {
   return false;
 }
 
-TEST(OpSteps, OpScopesOnTheChosenStepsModuleScopesOnEvery) {
-  TempDir dir;
-  std::ofstream(dir / "p.py") << R"(import sys, torch, torch.nn as nn, memrec
+// The program, unchanged, under `memrec record --ops MODE`: per step, its allocations, those inside an op scope and
+// backward's inside a module scope.
+struct StepCounts {
+  std::map<std::string, int> allocs, in_ops, backward_in_module;
+};
+
+StepCounts record_steps(const TempDir& dir, const std::string& ops, Snapshot& s) {
+  std::ofstream(dir / "p.py") << R"(import torch, torch.nn as nn
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 x = torch.randn(4, 8)
-memrec.start(sys.argv[1], ops="steps", stacks="off", kernels=False)
 for _ in range(12):
     model(x).pow(2).mean().backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
-memrec.stop()
 )";
-  auto r = run_command("PYTHONPATH=" + quote(kPackage) + " " + kPython + " " + dir / "p.py " + dir / "p.memrec");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  Snapshot s = load_snapshot(dir / "p.memrec");
-  // "step 0" opens at start, each optimizer step opens the next: 13 begun, op scopes on the 1st-3rd and the 10th.
-  EXPECT_EQ(s.metadata.at("recorder.op_steps_traced"), "4 of 13");
-
-  std::map<std::string, int> allocs, in_ops, backward_in_module;
+  std::string file = dir / (ops + ".memrec");
+  std::string flag = ops == "default" ? "" : " --ops " + ops;
+  auto r = run_command(kMemrec + " record --stacks off --kernels off" + flag + " -o " + file + " -- " + kPython + " " +
+                       dir / "p.py");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  s = load_snapshot(file);
+  StepCounts c;
   for (const Event& e : s.events) {
     if (e.action != Action::alloc) continue;
     std::string step = enclosing_scope(s, e.scope, ScopeKind::step);
-    ++allocs[step];
-    in_ops[step] += in_op(s, e.scope);
-    backward_in_module[step] += enclosing_scope(s, e.scope, ScopeKind::phase) == "backward" &&
-                                !enclosing_scope(s, e.scope, ScopeKind::module).empty();
+    ++c.allocs[step];
+    c.in_ops[step] += in_op(s, e.scope);
+    c.backward_in_module[step] += enclosing_scope(s, e.scope, ScopeKind::phase) == "backward" &&
+                                  !enclosing_scope(s, e.scope, ScopeKind::module).empty();
   }
-  for (int i = 0; i < 12; ++i) {
-    std::string step = "step " + std::to_string(i);
-    ASSERT_GT(allocs[step], 0) << step;
-    bool chosen = i < 3 || i == 9;
-    if (chosen) EXPECT_GT(in_ops[step], 0) << step;
-    else EXPECT_EQ(in_ops[step], 0) << step;
-    EXPECT_GT(backward_in_module[step], 0) << step;
+  return c;
+}
+
+// By default op scopes are on the kernels' steps (the 1st-3rd and the 10th), backward's module scopes on every step;
+// --ops all takes them on every step, --ops off on none.
+TEST(OpSteps, OpScopesOnTheChosenStepsByDefaultEveryStepWithAll) {
+  TempDir dir;
+  for (std::string ops : {"default", "on", "all", "off"}) {
+    Snapshot s;
+    StepCounts c = record_steps(dir, ops, s);
+    // "step 0" opens at start, each optimizer step opens the next: 13 begun.
+    bool chosen_steps = ops == "default" || ops == "on";
+    if (chosen_steps) EXPECT_EQ(s.metadata.at("recorder.op_steps_traced"), "4 of 13") << ops;
+    else EXPECT_FALSE(s.metadata.count("recorder.op_steps_traced")) << ops;
+    for (int i = 0; i < 12; ++i) {
+      std::string step = "step " + std::to_string(i);
+      ASSERT_GT(c.allocs[step], 0) << ops << " " << step;
+      bool traced = ops == "all" || (chosen_steps && (i < 3 || i == 9));
+      if (traced) EXPECT_GT(c.in_ops[step], 0) << ops << " " << step;
+      else EXPECT_EQ(c.in_ops[step], 0) << ops << " " << step;
+      EXPECT_GT(c.backward_in_module[step], 0) << ops << " " << step;
+    }
   }
 }
 
