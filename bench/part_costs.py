@@ -17,11 +17,11 @@ each run), and the fewest instructions of the 3 outside glibc's malloc count (se
 --check compares with bench/part_costs.json and fails when a part costs more than 10% over it (plus 20
 instructions, for parts near zero); --write puts this run's counts there. Update the file with --write when a
 change is meant to cost more (or less), and say so in the commit.
---time times the same loops instead (no valgrind): ns per unit on this machine, the median of 31 runs of each,
-one a round, the modes taking turns.
+--time times the same loops instead (no valgrind): ns per unit on this machine, the median of 31 runs of each (each
+run the loop 10 times), one a round, the modes taking turns; --device cuda allocates on the GPU in the allocation loop.
 Usage: python3 bench/part_costs.py --marks build/tests/libmemrec_callgrind_marks.so [--check | --write]
                                    [--out /tmp/part-costs]   (needs valgrind; PYTHONPATH with memrec)
-       python3 bench/part_costs.py --time [--out /tmp/part-costs]"""
+       python3 bench/part_costs.py --time [--device cpu|cuda] [--out /tmp/part-costs]"""
 import argparse
 import glob
 import json
@@ -34,7 +34,7 @@ import sys
 import time
 
 BASELINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "part_costs.json")
-ALLOCS, T_CALLS, STEPS, CHAIN, DEPTH, REPEATS, TIMED_ROUNDS = 1000, 500, 5, 20, 20, 3, 31
+ALLOCS, T_CALLS, STEPS, CHAIN, DEPTH, REPEATS, TIMED_ROUNDS, TIMED_INNER = 1000, 500, 5, 20, 20, 3, 31, 10
 TOLERANCE, SLACK = 0.10, 20
 UPDATE = ("on Debian 12 with Debian's PyTorch 1.13 and Python 3.11: PYTHONPATH=build/python python3 "
           "bench/part_costs.py --marks build/tests/libmemrec_callgrind_marks.so --write")
@@ -62,14 +62,17 @@ MODES = {  # mode -> (start options or None, loops measured in it)
 }
 
 
-def workloads():
-    """loop name -> (run once, units in one run)."""
+def workloads(device="cpu"):
+    """loop name -> (run once, units in one run). `device` is the allocation loop's: on "cuda" memrec records the CUDA
+    caching allocator (the other loops allocate on the CPU, which it then leaves alone)."""
     import torch
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    if device == "cuda":
+        torch.empty(1, device=device)  # CUDA initialized before any recording starts: each records the CUDA allocator
 
     def deep(n):
-        return deep(n - 1) if n else torch.empty(64)
+        return deep(n - 1) if n else torch.empty(64, device=device)
 
     def allocs():
         for _ in range(ALLOCS):
@@ -135,42 +138,54 @@ class Clock:
         self.ns[label.decode()] = time.perf_counter_ns() - self.started
 
 
-def child(out, marks, repeats=REPEATS, rounds=1):
+def turns(rounds):
+    """The modes in the order they run: `rounds` times through them, every other round in reverse (a drift of the
+    machine's speed cancels out); those with scope hooks after all the others' rounds, as the hooks stay installed
+    once a recording with scopes has started, and would be in every later module call of the others."""
+    hooked = [m for m in MODES.items() if m[1][0] and m[1][0].get("scopes")]
+    for group in ([m for m in MODES.items() if m not in hooked], hooked):
+        for r in range(rounds):
+            yield from group[::1 if r % 2 == 0 else -1]
+
+
+def child(out, marks, repeats=REPEATS, rounds=1, inner=1, device="cpu"):
     """Runs every loop in every mode between marks.memrec_marks_on() and memrec_marks_off(label): `rounds` times
-    through the modes (every other round in reverse, so that a drift of the machine's speed cancels out), `repeats`
-    runs of each loop in each."""
+    through the modes (turns()), `repeats` measured runs of each loop in each, each run the loop `inner` times."""
     import gc
     import memrec
-    loops = workloads()
+    loops = workloads(device)
     gc.disable()
-    for r in range(rounds):
-        for mode, (options, measured) in list(MODES.items())[::1 if r % 2 == 0 else -1]:
-            if options is not None:
-                memrec.start(os.path.join(out, f"{mode}.memrec"), **options)
-            idle = idle_hooks() if mode == "idle_hooks" else []
-            for loop in measured:
-                run = loops[loop][0]
-                run()
-                run()
-                for i in range(repeats):
-                    gc.collect()
-                    marks.memrec_marks_on()
+    done = {}
+    for mode, (options, measured) in turns(rounds):
+        r = done[mode] = done.get(mode, -1) + 1
+        if options is not None:
+            memrec.start(os.path.join(out, f"{mode}.memrec"), **options)
+        idle = idle_hooks() if mode == "idle_hooks" else []
+        for loop in measured:
+            run = loops[loop][0]
+            run()
+            run()
+            for i in range(repeats):
+                gc.collect()
+                marks.memrec_marks_on()
+                for _ in range(inner):
                     run()
-                    marks.memrec_marks_off(f"{loop}.{mode}.{r * repeats + i}".encode())
-            if options is not None:
-                memrec.stop()
-            for handle in idle:
-                handle.remove()
+                marks.memrec_marks_off(f"{loop}.{mode}.{r * repeats + i}".encode())
+        if options is not None:
+            memrec.stop()
+        for handle in idle:
+            handle.remove()
     with open(os.path.join(out, "units.json"), "w") as f:
         json.dump({k: n for k, (_, n) in loops.items()}, f)
     return {k: n for k, (_, n) in loops.items()}
 
 
-def timed(out):
+def timed(out, device):
     """ns per unit of each part on this machine: the loops in this process, timed (the median of TIMED_ROUNDS runs
-    of each loop in each mode, one a round, the modes taking turns), no callgrind."""
+    of each loop in each mode, one a round, the modes taking turns, each run the loop TIMED_INNER times), no
+    callgrind."""
     clock = Clock()
-    units = child(out, clock, 1, TIMED_ROUNDS)
+    units = {k: n * TIMED_INNER for k, n in child(out, clock, 1, TIMED_ROUNDS, TIMED_INNER, device).items()}
     runs = {}
     for label, ns in clock.ns.items():
         runs.setdefault(label.rsplit(".", 1)[0], []).append(ns)
@@ -263,6 +278,8 @@ def main():
     p.add_argument("--marks", help="libmemrec_callgrind_marks.so (tests/programs/callgrind_marks.cpp)")
     p.add_argument("--time", action="store_true", help="ns per unit on this machine (no callgrind, no --marks)")
     p.add_argument("--out", default="/tmp/part-costs")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="with --time: where the allocation loop allocates (cuda: the CUDA caching allocator's path)")
     p.add_argument("--check", action="store_true", help="fail when a part costs over 10%% more than the baseline")
     p.add_argument("--write", action="store_true", help="write this run's counts as the baseline")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -272,7 +289,7 @@ def main():
         import ctypes
         return child(a.out, ctypes.CDLL(a.marks))
     if a.time:
-        return print_parts(*timed(a.out), "ns")
+        return print_parts(*timed(a.out, a.device), "ns")
     if not a.marks:
         p.error("--marks is needed to count instructions (or --time)")
     if not shutil.which("valgrind"):

@@ -379,10 +379,14 @@ cpu_bound_cost() {
   "${sm[@]}" --rounds 7 --steps 8 | tee -a "$OUT/summary.txt"
 }
 
-# Each part of a recording in ns per unit on this host (bench/part_costs.py --time: the CI guard's loops, timed).
+# Each part of a recording in ns per unit on this host (bench/part_costs.py --time: the CI guard's loops, timed), with
+# the allocation loop on the CPU allocator, then on the CUDA caching allocator.
 part_times() {
-  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/part_costs.py --time --out /tmp/part-times |
-    tee -a "$OUT/summary.txt"
+  local device
+  for device in cpu cuda; do
+    PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/part_costs.py --time --device $device \
+      --out /tmp/part-times-$device | tee -a "$OUT/summary.txt"
+  done
 }
 
 # Where memrec's cost reaches a GPU-bound step: the GPU's idle time before and between the first kernels of each step,
