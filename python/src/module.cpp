@@ -93,7 +93,10 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
 PyObject* stop(PyObject*, PyObject*) {
   if (!g_recorder || !g_recorder->running()) Py_RETURN_NONE;
   try {
-    if (g_python_stacks) g_recorder->set_metadata("recorder.python_frames", g_frames->walk_name());
+    if (g_python_stacks) {
+      g_recorder->set_metadata("recorder.python_frames", g_frames->walk_name());
+      g_recorder->set_metadata("recorder.python_frames_unnamed", std::to_string(g_frames->take_unnamed()));
+    }
     g_recorder->stop();
     memrec::RecorderStats st = g_recorder->stats();
     return Py_BuildValue("(KK)", (unsigned long long)st.events,
