@@ -71,6 +71,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   if (g_frames) g_frames->hide(hide);  // the same folder every time: memrec's package
+  if (g_python_stacks) g_frames->check();
   try {
     delete g_recorder;
     g_recorder = new memrec::Recorder(opt);

@@ -174,7 +174,10 @@ int PythonFrames::capture(uint64_t* out, int max, bool may_block) {
   PyThreadState* ts = PyGILState_GetThisThreadState();
   if (!ts) return 0;  // a thread Python never ran on (autograd's device threads)
 #ifdef MEMREC_INTERPRETER_FRAMES
-  if (checked_.load(std::memory_order_acquire) && interpreter_walk_.load(std::memory_order_relaxed)) {
+  // More checks where the lock is held anyway; none waits for it once one matched.
+  bool unlocked = checked_.load(std::memory_order_acquire) && interpreter_walk_.load(std::memory_order_relaxed) &&
+                  (checks_left_.load(std::memory_order_relaxed) == 0 || !PyGILState_Check());
+  if (unlocked) {
     int unnamed = 0;
     int n = walk_records(ts, out, max, /*gil=*/false, unnamed);
     if (!unnamed) return n;
@@ -192,14 +195,15 @@ int PythonFrames::capture(uint64_t* out, int max, bool may_block) {
 }
 
 bool PythonFrames::captures_unlocked() {
-#ifdef MEMREC_INTERPRETER_FRAMES
-  if (!checked_ && interpreter_walk_ && interpreter_alive() && PyGILState_Check()) {
-    uint64_t words[128];
-    walk(words, 128);  // the starting thread's stack: the first check against the public API
-  }
+  check();
   return checked_ && interpreter_walk_;
-#else
-  return false;
+}
+
+void PythonFrames::check() {
+#ifdef MEMREC_INTERPRETER_FRAMES
+  if (checked_ || !interpreter_walk_ || !interpreter_alive() || !PyGILState_Check()) return;
+  uint64_t words[128];
+  walk(words, 128);
 #endif
 }
 

@@ -72,6 +72,9 @@ class PythonFrames final : public memrec::ScriptFrames {
   PythonFrames();
   int capture(uint64_t* out, int max, bool may_block) override;
   bool captures_unlocked() override;
+  // On a thread holding the interpreter's lock (Python's start()), before any capture: the first comparison of the
+  // frame records with the public API, on this thread's stack, so that no thread needs the lock to make it.
+  void check();
   void describe(uint64_t word, std::string& function, std::string& file, uint32_t& line) override;
 
   // Frames of code in files under `prefix` (memrec's own hooks) are left out of every stack.
@@ -119,7 +122,7 @@ class PythonFrames final : public memrec::ScriptFrames {
   const uint64_t serial_;  // which PythonFrames a thread's table belongs to
   std::unordered_map<PyCodeObject*, uint32_t> ids_;       // under the GIL
   std::unordered_map<Place, uint64_t, PlaceHash> words_;  // under the GIL
-  int checks_left_ = 16;                                  // captures still walked both ways (under the GIL)
+  std::atomic<int> checks_left_{16};                      // captures still walked both ways (changed under the GIL)
   std::atomic<bool> checked_{false};                      // one of them matched
   std::atomic<bool> interpreter_walk_;                    // whether the interpreter's frames are read
   std::string why_public_;                                // under the GIL, set once
