@@ -174,9 +174,10 @@ int PythonFrames::capture(uint64_t* out, int max, bool may_block) {
   PyThreadState* ts = PyGILState_GetThisThreadState();
   if (!ts) return 0;  // a thread Python never ran on (autograd's device threads)
 #ifdef MEMREC_INTERPRETER_FRAMES
-  // More checks where the lock is held anyway; none waits for it once one matched.
+  // Once one check matched, more only where the lock is held anyway and the caller may block (the public walk
+  // makes frame objects, which may run a garbage collection).
   bool unlocked = checked_.load(std::memory_order_acquire) && interpreter_walk_.load(std::memory_order_relaxed) &&
-                  (checks_left_.load(std::memory_order_relaxed) == 0 || !PyGILState_Check());
+                  (!may_block || checks_left_.load(std::memory_order_relaxed) == 0 || !PyGILState_Check());
   if (unlocked) {
     int unnamed = 0;
     int n = walk_records(ts, out, max, /*gil=*/false, unnamed);
