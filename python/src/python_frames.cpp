@@ -317,8 +317,7 @@ bool PythonFrames::word_of_record(_PyInterpreterFrame* f, bool gil, SeenPlaces* 
 SeenPlaces* PythonFrames::thread_places() {
   if (t_places && t_places->owner == serial_) return &t_places->places;
   if (t_exited) return nullptr;
-  thread_local ThreadPlacesEnd end;  // frees the table when the thread exits
-  (void)end;
+  [[maybe_unused]] thread_local ThreadPlacesEnd end;  // frees the table when the thread exits
   delete t_places;
   t_places = new ThreadPlaces{serial_, {}};
   return &t_places->places;
@@ -356,6 +355,7 @@ bool PythonFrames::same_as_public(uint64_t* out, int max) {
   return walk_records(PyThreadState_Get(), out, max, /*gil=*/true, unnamed) == n &&
          std::equal(out, out + n, words.data());
 }
+
 bool PythonFrames::records_match_public() {
   SavedError saved;
   PyFrameObject* f = PyEval_GetFrame();

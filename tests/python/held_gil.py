@@ -16,8 +16,10 @@ ALLOCS = 2000
 
 @torch.jit.script
 def churn(go: torch.Tensor, done: torch.Tensor, n: int) -> int:
+    done.fill_(-1)  # here, the lock released
     while int(go.item()) == 0:  # no allocation until the main thread holds the lock
         pass
+    done.fill_(0)
     kept: List[torch.Tensor] = []
     for i in range(n):
         kept.append(torch.empty(1000 + i % 7))
@@ -35,7 +37,8 @@ churn(torch.ones(1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64), 0)  #
 with memrec.record(sys.argv[1], stacks="python", kernels=False):
     thread = threading.Thread(target=worker, args=(go, done))
     thread.start()
-    time.sleep(0.2)  # the worker waits in churn, the lock released
+    while done_view[0] == 0:  # until the worker waits in churn
+        time.sleep(0.001)
     sys.setswitchinterval(1000.0)  # the main thread keeps the lock while it runs Python
     go_view[0] = 1
     deadline = time.monotonic() + 10
