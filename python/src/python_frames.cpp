@@ -182,9 +182,13 @@ int PythonFrames::capture(uint64_t* out, int max, bool may_block) {
     int unnamed = 0;
     int n = walk_records(ts, out, max, /*gil=*/false, unnamed);
     if (!unnamed) return n;
-    if (!may_block && !PyGILState_Check()) {
-      unnamed_ += unnamed;
-      return n;
+    if (!may_block) {
+      if (!PyGILState_Check()) {
+        unnamed_ += unnamed;
+        return n;
+      }
+      unnamed = 0;
+      return walk_records(ts, out, max, /*gil=*/true, unnamed);  // held already; no check under the caller's lock
     }
   }
 #endif
