@@ -64,9 +64,9 @@ class SeenPlaces {
 // runs none while it sits in the allocator below them. Each frame costs one lookup by instruction pointer in the
 // thread's own table, then in one shared by all threads (under a mutex never held while waiting for the
 // interpreter's lock); a place first seen is named from its code's strings and line table, read in place. The
-// first captures of the process (under the interpreter's lock) also walk the public API and compare; the records
-// are read without the lock only after one matched, and any difference makes the public walk the only one for
-// good. Elsewhere the public API walks, under the lock.
+// first 16 walks made under the interpreter's lock (at start(), then captures on threads that hold it) also walk
+// the public API and compare; the records are read without the lock only after one matched, and any difference
+// makes the public walk the only one for good. Elsewhere the public API walks, under the lock.
 class PythonFrames final : public memrec::ScriptFrames {
  public:
   PythonFrames();
