@@ -209,6 +209,7 @@ void cuda_start(Snapshot& s, ScriptFrames* script) {
   // Never take over a history the program records.
   g_history = script && !script->captures_unlocked() && !history_enabled(alloc::get());
   if (g_history) record_history(alloc::get(), true);
+  if (script) s.metadata["recorder.cuda_script_frames"] = g_history ? "context function" : "allocator hook";
   alloc::SnapshotInfo info = alloc::get()->snapshot();
   s.segments_start = segments(s, info);
   s.has_segments_start = true;
