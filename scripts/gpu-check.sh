@@ -225,8 +225,8 @@ PYEOF
 held_gil() {
   PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 tests/python/held_gil.py /tmp/held.memrec cuda
   "$MEMREC" info /tmp/held.memrec 2>&1 | grep -E "python_frames|cuda_script_frames|events,"
-  "$MEMREC" info /tmp/held.memrec 2>&1 | grep -qE "cuda_script_frames +allocator hook$"
-  "$MEMREC" info /tmp/held.memrec 2>&1 | grep -qE "python_frames_unnamed +0$"
+  "$MEMREC" info /tmp/held.memrec 2>&1 | grep -E "cuda_script_frames +allocator hook$" > /dev/null
+  "$MEMREC" info /tmp/held.memrec 2>&1 | grep -E "python_frames_unnamed +0$" > /dev/null
   "$MEMREC" stats /tmp/held.memrec | sed -n 8,12p
 }
 
