@@ -112,6 +112,10 @@ def shapes():
         alloc()
 
     exec("alloc()")
+    for k in range(100):  # code objects that die, and new ones born at their addresses
+        made = {"alloc": alloc}
+        exec(compile("\n" * (k % 3) + f"def f{k}():\n    alloc()\n", f"<reborn{k % 2}>", "exec"), made)
+        made[f"f{k}"]()
     exec(compile("def f():\n    alloc()\nf()\n", "<generated>", "exec"))
     worker = threading.Thread(target=deep, args=(5,))
     worker.start()
