@@ -1,8 +1,7 @@
 // The Python frames memrec records against the stack traceback.extract_stack() sees at the same place, for code of
 // every shape (stack_shapes.py): recursion, generators, coroutines, comprehensions, callbacks from C, properties,
 // exception handlers, a second thread, with blocks, a class body, exec'd code, code objects born where dead ones
-// were; and a thread's frames taken while
-// another thread holds the interpreter's lock.
+// were; and a thread's frames taken while another thread holds the interpreter's lock.
 #include <gtest/gtest.h>
 
 #include <fstream>
