@@ -24,8 +24,8 @@ namespace memrec_python {
 #ifdef MEMREC_INTERPRETER_FRAMES
 // Where a frame record stood when its word was made: its instruction, and what named its code then. A code object
 // named without the interpreter's lock is not kept alive, and another may be born at its address: an entry names
-// a frame only while its code still has the same names.
-struct SeenPlace {
+// a frame only while its code still has the same names. One cache line each.
+struct alignas(64) SeenPlace {
   const void* at = nullptr;  // the frame's last instruction (prev_instr)
   const void* code = nullptr;
   const void* function = nullptr;  // co_qualname
@@ -51,7 +51,7 @@ class SeenPlaces {
     return (reinterpret_cast<uintptr_t>(at) * 0x9e3779b97f4a7c15ULL >> 32) & mask_;
   }
   std::vector<SeenPlace> slots_ = std::vector<SeenPlace>(1024);
-  size_t mask_ = 1023;  // slots_.size() - 1, kept: the size of 56-byte slots is a division away
+  size_t mask_ = 1023;  // slots_.size() - 1
   size_t used_ = 0;
 };
 #endif
