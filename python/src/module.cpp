@@ -71,6 +71,7 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   if (g_frames) g_frames->hide(hide);  // the same folder every time: memrec's package
+  if (g_python_stacks) g_frames->check();
   try {
     delete g_recorder;
     g_recorder = new memrec::Recorder(opt);
@@ -93,7 +94,10 @@ PyObject* start(PyObject*, PyObject* args, PyObject* kwargs) {
 PyObject* stop(PyObject*, PyObject*) {
   if (!g_recorder || !g_recorder->running()) Py_RETURN_NONE;
   try {
-    if (g_python_stacks) g_recorder->set_metadata("recorder.python_frames", g_frames->walk_name());
+    if (g_python_stacks) {
+      g_recorder->set_metadata("recorder.python_frames", g_frames->walk_name());
+      g_recorder->set_metadata("recorder.python_frames_unnamed", std::to_string(g_frames->take_unnamed()));
+    }
     g_recorder->stop();
     memrec::RecorderStats st = g_recorder->stats();
     return Py_BuildValue("(KK)", (unsigned long long)st.events,

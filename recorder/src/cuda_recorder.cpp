@@ -24,8 +24,11 @@ namespace alloc = c10::cuda::CUDACachingAllocator;
 
 std::atomic<bool> g_enabled{false};
 
-// Interpreter frames gathered by the allocator's context function (outside its lock, where taking the
-// interpreter's lock is safe, as PyTorch's own recorder does) and handed to on_trace with the trace entry.
+// Interpreter frames are read in on_trace, through the recorder's own capture, where the script frames read them
+// without the interpreter's lock (captures_unlocked). Elsewhere they are gathered by the allocator's context
+// function (outside its lock, where taking the interpreter's lock is safe, as PyTorch's own recorder does) and
+// handed to on_trace with the trace entry; at RecordContext::ALLOC a free's entry carries the block's context, which
+// on_trace leaves unused as the recorder keeps no stack for frees of a Python program.
 // The allocator also keeps the context with each block it hands out, and the program's own
 // torch.cuda.memory._snapshot() reads every block's context as a CapturedTraceback: ours is one, with no frames of
 // its own for PyTorch, so a snapshot taken under memrec shows those blocks without frames, as it would without it.
@@ -203,8 +206,10 @@ void cuda_start(Snapshot& s, ScriptFrames* script) {
     alloc::get()->attachOutOfMemoryObserver(&on_oom);
   });
   g_script = script;
-  g_history = script && !history_enabled(alloc::get());  // never take over a history the program records
+  // Never take over a history the program records.
+  g_history = script && !script->captures_unlocked() && !history_enabled(alloc::get());
   if (g_history) record_history(alloc::get(), true);
+  if (script) s.metadata["recorder.cuda_script_frames"] = g_history ? "context function" : "allocator hook";
   alloc::SnapshotInfo info = alloc::get()->snapshot();
   s.segments_start = segments(s, info);
   s.has_segments_start = true;

@@ -266,8 +266,9 @@ CpuCounters cpu_counters();
 // CUDA caching allocator and CUPTI (cuda_recorder.cpp / cupti.cpp; cuda_none.cpp without CUDA).
 bool cuda_recordable();                   // built with CUDA and a device is present
 std::vector<std::string> cuda_pci_bus_ids();  // of each CUDA device, by ordinal (NVML finds devices by them)
-// Hooks (once per process), segments_start, metadata. With `script`, the allocator gathers its frames for each
-// alloc through recordHistory's context function, which runs before the allocator's lock is taken.
+// Hooks (once per process), segments_start, metadata. With `script` that cannot capture under the allocator's
+// lock, the allocator gathers its frames for each alloc through recordHistory's context function, which runs before
+// the allocator's lock is taken.
 void cuda_start(Snapshot& s, ScriptFrames* script);
 void cuda_stop(Snapshot& s);              // synchronizes, segments_end
 void cuda_forget();                       // after fork: stop recording, touching no lock

@@ -24,6 +24,10 @@ def deep(k):
     return deep(k - 1) if k else alloc()
 
 
+def größe_大():  # a name that is not ASCII: its UTF-8 is two and three bytes a character
+    alloc()
+
+
 def generator():
     for i in range(2):
         alloc()
@@ -96,6 +100,7 @@ def shapes():
     sorted([3, 1, 2], key=lambda x: (alloc(), x)[1])
     list(map(lambda x: alloc(), range(2)))
     functools.partial(alloc)()
+    größe_大()
     WithProperty().size
     raising()
     with Managed():
@@ -107,6 +112,10 @@ def shapes():
         alloc()
 
     exec("alloc()")
+    for k in range(100):  # code objects that die, and new ones born at their addresses
+        made = {"alloc": alloc}
+        exec(compile("\n" * (k % 3) + f"def f{k}():\n    alloc()\n", f"<reborn{k % 2}>", "exec"), made)
+        made[f"f{k}"]()
     exec(compile("def f():\n    alloc()\nf()\n", "<generated>", "exec"))
     worker = threading.Thread(target=deep, args=(5,))
     worker.start()

@@ -1,6 +1,7 @@
 // The Python frames memrec records against the stack traceback.extract_stack() sees at the same place, for code of
 // every shape (stack_shapes.py): recursion, generators, coroutines, comprehensions, callbacks from C, properties,
-// exception handlers, a second thread, with blocks, a class body, exec'd code.
+// exception handlers, a second thread, with blocks, a class body, exec'd code, code objects born where dead ones
+// were; and a thread's frames taken while another thread holds the interpreter's lock.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -71,6 +72,32 @@ TEST(PythonFrames, EveryShapeOfCodeGivesTheStackTracebackSees) {
   // The program says which walk its Python version should get.
   std::string walk = r.output.substr(0, r.output.find('\n'));
   EXPECT_EQ(s.metadata["recorder.python_frames"].substr(0, walk.size()), walk);
+}
+
+// held_gil.py: a worker allocates while the main thread holds the interpreter's lock; its frames, each first seen
+// then, are named without waiting for the lock (the program fails when the worker made no progress meanwhile).
+TEST(PythonFrames, AThreadWithoutTheInterpreterLockGetsItsFramesWhileAnotherHoldsIt) {
+  test::TempDir dir;
+  std::string script = test::source("tests/python/held_gil.py");
+  auto r = test::run_command("PYTHONPATH=" + std::string(MEMREC_PYTHON_PACKAGE_DIR) + " " + MEMREC_TEST_PYTHON + " " +
+                             script + " " + dir / "held.memrec");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  uint32_t call_line = std::stoul(r.output.substr(0, r.output.find(' ')));
+  Snapshot s = load_snapshot(dir / "held.memrec");
+  size_t worker_allocs = 0;
+  for (const Event& e : s.events) {
+    if (e.action != Action::alloc || e.size < 4000 || e.size > 4024) continue;  // churn's torch.empty(1000..1006)
+    ++worker_allocs;
+    auto stack = s.stacks[e.stack];
+    ASSERT_GE(stack.size(), 2u);
+    const Frame& call = s.frames[stack[0]];
+    EXPECT_EQ(s.strings[call.function], "worker");
+    EXPECT_EQ(s.strings[call.file], script);
+    EXPECT_EQ(call.line, call_line);
+    EXPECT_EQ(s.strings[s.frames[stack[1]].function], "Thread.run");
+  }
+  EXPECT_EQ(worker_allocs, 2000u);
+  EXPECT_EQ(s.metadata["recorder.python_frames_unnamed"], "0");
 }
 
 }  // namespace

@@ -34,8 +34,11 @@ class ScriptFrames {
   virtual ~ScriptFrames() = default;
   // On the allocating thread: up to `max` frames, innermost first, as opaque words below 2^63. `may_block`
   // is false where the caller holds a lock another thread may wait for under the interpreter's lock
-  // (the CUDA allocator's): then only a thread already holding the interpreter lock gives frames.
+  // (the CUDA allocator's): then it must not wait for the interpreter's lock.
   virtual int capture(uint64_t* out, int max, bool may_block) = 0;
+  // Whether capture(..., may_block=false) gives the frames of threads that do not hold the interpreter's lock.
+  // Asked on the thread that starts the recording; where not, the CUDA allocator gathers them before its lock.
+  virtual bool captures_unlocked() { return false; }
   // On the drain thread, once per distinct word: what the frame shows.
   virtual void describe(uint64_t word, std::string& function, std::string& file, uint32_t& line) = 0;
 };
