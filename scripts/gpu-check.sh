@@ -220,16 +220,6 @@ sys.exit(len(set(times)) < len(times) // 2)
 PYEOF
 }
 
-# A worker allocating on CUDA inside TorchScript while the main thread holds the GIL (tests/python/held_gil.py): its
-# Python frames, each first seen then, read in the allocator hook without waiting for the GIL.
-held_gil() {
-  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" python3 tests/python/held_gil.py /tmp/held.memrec cuda
-  "$MEMREC" info /tmp/held.memrec 2>&1 | grep -E "python_frames|cuda_script_frames|events,"
-  "$MEMREC" info /tmp/held.memrec 2>&1 | grep -E "cuda_script_frames +allocator hook$" > /dev/null
-  "$MEMREC" info /tmp/held.memrec 2>&1 | grep -E "python_frames_unnamed +0$" > /dev/null
-  "$MEMREC" stats /tmp/held.memrec | sed -n 8,12p
-}
-
 # The model zoo (tests/python/zoo) on CUDA: each program with and without `memrec record`, identical in exit status,
 # stdout, its own stderr and memory_stats(), and memrec's counts equal to memory_stats() (torch.compile, a CUDA graph,
 # DDP and the Hugging Face models from configs included).
@@ -631,7 +621,7 @@ long_run() {
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; g++ --version | head -1; } \
   >> "$OUT/summary.txt" 2>&1
 # SECTIONS="build gpu_truth ..." runs those, in that order (configure first when the build is new).
-all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program held_gil zoo gpu_truth
+all_sections=(configure build tests run12 checkpoint oom python_tests python_record cuda_program zoo gpu_truth
               gpu_truth_variants gpu_truth_ranks python_bench alloc_runs alloc_whatif alloc_bench scale scale_bench
               ranks ranks_bench advise owners owners_cost step_modes gpu_idle pair_cost pair_ab step12_cost example
               benchmarks analysis_bench bench_compare long_run pip_install growth layers guest kv_layout cpu_bound_cost
