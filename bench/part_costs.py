@@ -139,13 +139,14 @@ class Clock:
 
 
 def turns(rounds):
-    """The modes in the order they run: `rounds` times through them, every other round in reverse (a drift of the
+    """(round, mode, (options, loops)) in the order they run: `rounds` times through the modes, every other round in reverse (a drift of the
     machine's speed cancels out); those with scope hooks after all the others' rounds, as the hooks stay installed
     once a recording with scopes has started, and would be in every later module call of the others."""
     hooked = [m for m in MODES.items() if m[1][0] and m[1][0].get("scopes")]
     for group in ([m for m in MODES.items() if m not in hooked], hooked):
         for r in range(rounds):
-            yield from group[::1 if r % 2 == 0 else -1]
+            for mode, entry in group[::1 if r % 2 == 0 else -1]:
+                yield r, mode, entry
 
 
 def child(out, marks, repeats=REPEATS, rounds=1, inner=1, device="cpu"):
@@ -155,9 +156,7 @@ def child(out, marks, repeats=REPEATS, rounds=1, inner=1, device="cpu"):
     import memrec
     loops = workloads(device)
     gc.disable()
-    done = {}
-    for mode, (options, measured) in turns(rounds):
-        r = done[mode] = done.get(mode, -1) + 1
+    for r, mode, (options, measured) in turns(rounds):
         if options is not None:
             memrec.start(os.path.join(out, f"{mode}.memrec"), **options)
         idle = idle_hooks() if mode == "idle_hooks" else []

@@ -29,6 +29,17 @@ void expect_consistent(const Attribution& at) {
   }
 }
 
+// Matching every live block against the tree's largest first-level group gives that group's bytes.
+void expect_matcher_finds_the_biggest(const Snapshot& s, const Replay& r, const Attribution& tree, Grouping g,
+                                      const std::vector<uint32_t>& live) {
+  uint32_t biggest = tree.root().children.front();
+  GroupMatcher match(s, r, g, Frames::all, tree.path(biggest));
+  uint64_t matched = 0;
+  for (uint32_t id : live)
+    if (match(id)) matched += r.allocations()[id].size;
+  EXPECT_EQ(matched, tree.nodes()[biggest].bytes);
+}
+
 class AttributionFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AttributionFixture, PeakGroupingsSumToTheReplayedLiveBytes) {
@@ -67,12 +78,7 @@ TEST_P(AttributionFixture, StackTreesNameRealFrames) {
   EXPECT_TRUE(named);
   EXPECT_EQ(up.root().bytes, down.root().bytes);
   // Matching every allocation against a group reproduces the group's live bytes at the peak.
-  uint32_t biggest = down.root().children.front();
-  GroupMatcher match(s, r, Grouping::stack_top_down, Frames::all, down.path(biggest));
-  uint64_t matched = 0;
-  for (uint32_t id : live)
-    if (match(id)) matched += r.allocations()[id].size;
-  EXPECT_EQ(matched, down.nodes()[biggest].bytes);
+  expect_matcher_finds_the_biggest(s, r, down, Grouping::stack_top_down, live);
 }
 
 TEST_P(AttributionFixture, SegmentsAtTheEndMatchTheRecordedEndState) {
@@ -232,12 +238,7 @@ TEST(Attribution, ThePicklesOpsAreNamedByTheirCppFrames) {
   leaves.erase("<no op>");
   flat.erase("<none>");
   EXPECT_EQ(leaves, flat);
-  uint32_t biggest = tree.root().children.front();
-  GroupMatcher match(s, r, Grouping::op, Frames::all, tree.path(biggest));
-  uint64_t matched = 0;
-  for (uint32_t id : live)
-    if (match(id)) matched += r.allocations()[id].size;
-  EXPECT_EQ(matched, tree.nodes()[biggest].bytes);
+  expect_matcher_finds_the_biggest(s, r, tree, Grouping::op, live);
 
   Snapshot python = load_snapshot(test::data("torch_2layer_python.pickle"));
   Replay rp(python, 0);
